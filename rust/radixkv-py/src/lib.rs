@@ -1,0 +1,22 @@
+//! radixkv._core: the PyO3 face of radixkv-core. Each module below binds one core module;
+//! the typed Python facade is `python/radixkv/`.
+
+mod blocks;
+mod convert;
+mod errors;
+mod metadata;
+mod pool;
+mod radix;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    errors::register(m)?;
+    pool::register(m)?;
+    radix::register(m)?;
+    blocks::register(m)?;
+    metadata::register(m)?;
+    Ok(())
+}
