@@ -1,0 +1,46 @@
+# One place for the commands README, CI and developers run.
+#   make demo   set up .venv, build radixkv, run the serving demo (CPU is fine)
+#   make test   set up .venv, build radixkv, run the Python and Rust test suites
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+PINS   := .ci/pins.txt
+STAMP  := $(VENV)/.deps-stamp
+
+.PHONY: setup build demo test pytest cargo-test stubtest compile-kernels fuzz-smoke lint clean
+
+# Dependencies change rarely: install them once per pins file.
+$(STAMP): $(PINS)
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -r $(PINS)
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+# Build the Rust extension into the venv (editable: python/radixkv is imported in place).
+build: $(STAMP)
+	. $(VENV)/bin/activate && maturin develop --release -q
+
+demo: build
+	$(PY) -m radixkv demo
+
+pytest: build
+	$(PY) -m pytest -q
+
+stubtest: build
+	$(PY) -m mypy.stubtest radixkv._core --allowlist .ci/stubtest-allowlist.txt
+
+cargo-test:
+	cargo test --workspace -q
+
+test: pytest cargo-test
+
+compile-kernels: $(STAMP)
+	. $(VENV)/bin/activate && bash hip/check_compile.sh
+
+fuzz-smoke:
+	bash fuzz/smoke.sh
+
+clean:
+	rm -rf target fuzz/target $(VENV)
