@@ -1,0 +1,42 @@
+"""radixkv attention kernels as torch custom ops (SPEC §4, §5).
+
+    import radixkv.ops as ops
+    ops.store_kv(k_cache, v_cache, k, v, slots)
+    out = ops.paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_lens)
+    out = ops.extend_attention(q, k_cache, v_cache, qo_indptr, kv_indptr, kv_indices, kv_lens)
+    ops.copy_blocks(k_cache, v_cache, pairs)
+
+Importing this package needs torch but no GPU toolchain. The HIP extension (``hip/``) is built and
+loaded on the first call whose tensors live on a GPU (``radixkv.ops.loader``). When tensors are on
+the CPU, or no extension can be built, the pure-torch reference (``radixkv.ops.reference``) runs
+instead and a warning is issued once. ``RADIXKV_OPS_BACKEND`` forces a choice: ``auto`` (default),
+``reference``, or ``extension`` (a failed build then raises instead of falling back).
+"""
+
+from __future__ import annotations
+
+from radixkv.ops import reference
+from radixkv.ops._api import (
+    SUPPORTED_DTYPES,
+    SUPPORTED_HEAD_DIMS,
+    SUPPORTED_PAGE_SIZES,
+    backend,
+    copy_blocks,
+    decode_num_splits,
+    extend_attention,
+    paged_decode,
+    store_kv,
+)
+
+__all__ = [
+    "SUPPORTED_DTYPES",
+    "SUPPORTED_HEAD_DIMS",
+    "SUPPORTED_PAGE_SIZES",
+    "backend",
+    "copy_blocks",
+    "decode_num_splits",
+    "extend_attention",
+    "paged_decode",
+    "reference",
+    "store_kv",
+]

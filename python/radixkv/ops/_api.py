@@ -1,0 +1,474 @@
+"""The public op wrappers: validate, pick a backend, call it.
+
+Validation is split in two. Checks every backend needs (ranks, dtypes, matching shapes, devices,
+GQA divisibility, index dtypes) always run and raise :class:`radixkv.InvalidArgument`. Checks of
+what the compiled kernels support (head_dim, page_size) run only on the extension path, since the
+reference handles any size. Nothing here reads GPU memory, so the wrappers never synchronise and
+are safe inside CUDA-graph capture; set ``RADIXKV_OPS_CHECK=1`` to also verify index ranges on the
+host (that does synchronise).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import warnings
+from typing import Optional
+
+import torch
+
+from radixkv import InvalidArgument
+from radixkv.ops import reference
+
+SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
+SUPPORTED_HEAD_DIMS = (64, 128, 256)
+SUPPORTED_PAGE_SIZES = (1, 16, 64)
+_LAYOUT_CODE = {"bshd": 0, "bhsd": 1}
+
+_warned_reference = False
+_workspaces: dict[torch.device, torch.Tensor] = {}
+_num_sms: dict[int, int] = {}
+
+
+# ----------------------------------------------------------------------------- backend choice
+
+
+def _extension_ready(strict: bool) -> bool:
+    from radixkv.ops import loader
+
+    try:
+        loader.load()
+        return True
+    except Exception as exc:  # noqa: BLE001 - any build failure means "use the reference"
+        if strict:
+            raise
+        _warn_reference(f"the GPU extension could not be built ({exc}); using the reference ops")
+        return False
+
+
+def _warn_reference(msg: str) -> None:
+    global _warned_reference
+    if not _warned_reference:
+        _warned_reference = True
+        warnings.warn(msg, RuntimeWarning, stacklevel=4)
+
+
+def backend(device: Optional[torch.device] = None) -> str:
+    """``"extension"`` or ``"reference"``: what ops on tensors of ``device`` will run."""
+    mode = os.environ.get("RADIXKV_OPS_BACKEND", "auto")
+    if mode not in ("auto", "reference", "extension"):
+        raise InvalidArgument(
+            f"RADIXKV_OPS_BACKEND={mode!r} (supported: 'auto', 'reference', 'extension')"
+        )
+    if mode == "reference":
+        return "reference"
+    dev = device if device is not None else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if dev.type != "cuda":
+        if mode == "extension":
+            raise InvalidArgument(f"RADIXKV_OPS_BACKEND=extension needs GPU tensors, got {dev}")
+        _warn_reference("radixkv.ops: tensors are not on a GPU; using the pure-torch reference ops")
+        return "reference"
+    return "extension" if _extension_ready(strict=(mode == "extension")) else "reference"
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+def _fail(msg: str) -> None:
+    raise InvalidArgument(msg)
+
+
+def _check_layout(layout: str) -> int:
+    if layout not in _LAYOUT_CODE:
+        _fail(f"unsupported layout: {layout!r} (supported: 'bshd', 'bhsd')")
+    return _LAYOUT_CODE[layout]
+
+
+def _check_caches(k_cache: torch.Tensor, v_cache: torch.Tensor, layout: str) -> tuple[int, int, int, int]:
+    for name, c in (("k_cache", k_cache), ("v_cache", v_cache)):
+        if not isinstance(c, torch.Tensor):
+            _fail(f"{name} must be a torch.Tensor, got {type(c).__name__}")
+        if c.dim() != 4:
+            _fail(f"{name} must be 4-D ({layout}), got shape {tuple(c.shape)}")
+        if c.dtype not in SUPPORTED_DTYPES + (torch.float32,):
+            _fail(f"unsupported {name} dtype: {c.dtype} (supported: float16, bfloat16)")
+        if c.stride(-1) != 1:
+            _fail(f"{name} must have a contiguous last (head_dim) axis, got strides {c.stride()}")
+    if k_cache.shape != v_cache.shape or k_cache.dtype != v_cache.dtype:
+        _fail(
+            f"k_cache and v_cache must match: {tuple(k_cache.shape)}/{k_cache.dtype} vs "
+            f"{tuple(v_cache.shape)}/{v_cache.dtype}"
+        )
+    if k_cache.device != v_cache.device:
+        _fail(f"k_cache on {k_cache.device} but v_cache on {v_cache.device}")
+    return reference.cache_dims(k_cache, layout)
+
+
+def _check_index(name: str, t: Optional[torch.Tensor], dim: int, device: torch.device) -> None:
+    if t is None:
+        _fail(f"{name} is required")
+    assert t is not None
+    if not isinstance(t, torch.Tensor):
+        _fail(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dtype != torch.int32:
+        _fail(f"{name} must be int32, got {t.dtype}")
+    if t.dim() != dim:
+        _fail(f"{name} must be {dim}-D, got shape {tuple(t.shape)}")
+    if t.device != device:
+        _fail(f"{name} is on {t.device} but the caches are on {device}")
+
+
+def _check_kernel_sizes(head_dim: int, page_size: int, dtype: torch.dtype) -> None:
+    if dtype not in SUPPORTED_DTYPES:
+        _fail(f"unsupported dtype for the GPU kernels: {dtype} (supported: float16, bfloat16)")
+    if head_dim not in SUPPORTED_HEAD_DIMS:
+        _fail(f"unsupported head_dim: {head_dim} (supported: 64, 128, 256)")
+    if page_size not in SUPPORTED_PAGE_SIZES:
+        _fail(f"unsupported page_size: {page_size} (supported: 1, 16, 64)")
+
+
+def _check_pages(
+    name: str,
+    batch: int,
+    kv_indptr: Optional[torch.Tensor],
+    kv_indices: Optional[torch.Tensor],
+    kv_lens: Optional[torch.Tensor],
+    block_tables: Optional[torch.Tensor],
+    device: torch.device,
+) -> None:
+    _check_index("kv_lens", kv_lens, 1, device)
+    assert kv_lens is not None
+    if kv_lens.numel() != batch:
+        _fail(f"{name}: kv_lens has {kv_lens.numel()} entries for a batch of {batch}")
+    if block_tables is not None:
+        if kv_indptr is not None or kv_indices is not None:
+            _fail(f"{name}: pass either block_tables= or kv_indptr/kv_indices, not both")
+        _check_index("block_tables", block_tables, 2, device)
+        if block_tables.shape[0] != batch:
+            _fail(f"{name}: block_tables has {block_tables.shape[0]} rows for a batch of {batch}")
+    else:
+        _check_index("kv_indptr", kv_indptr, 1, device)
+        _check_index("kv_indices", kv_indices, 1, device)
+        assert kv_indptr is not None
+        if kv_indptr.numel() != batch + 1:
+            _fail(f"{name}: kv_indptr has {kv_indptr.numel()} entries, expected batch + 1 = {batch + 1}")
+
+
+def _host_check_pages(
+    num_pages: int,
+    page_size: int,
+    kv_indptr: Optional[torch.Tensor],
+    kv_indices: Optional[torch.Tensor],
+    kv_lens: torch.Tensor,
+    block_tables: Optional[torch.Tensor],
+) -> None:
+    """Opt-in (RADIXKV_OPS_CHECK=1) host-side range checks; synchronises with the GPU."""
+    lens = kv_lens.cpu().long()
+    if (lens < 0).any():
+        _fail(f"kv_lens has negative entries: {lens[lens < 0][:4].tolist()}")
+    need = (lens + page_size - 1) // page_size
+    if block_tables is not None:
+        have = torch.full_like(need, block_tables.shape[1])
+        pages = block_tables.cpu().long()
+        used = torch.arange(pages.shape[1]).unsqueeze(0) < need.clamp(max=pages.shape[1]).unsqueeze(1)
+        pages = pages[used]
+    else:
+        assert kv_indptr is not None and kv_indices is not None
+        ind = kv_indptr.cpu().long()
+        have = ind[1:] - ind[:-1]
+        if (have < 0).any() or int(ind[-1]) > kv_indices.numel():
+            _fail(f"kv_indptr is not a valid CSR row pointer over {kv_indices.numel()} indices")
+        pages = kv_indices.cpu().long()[: int(ind[-1])]
+    short = need > have
+    if short.any():
+        b = int(short.nonzero()[0])
+        _fail(f"request {b}: kv_lens {int(lens[b])} needs {int(need[b])} pages, has {int(have[b])}")
+    if pages.numel() and (int(pages.min()) < 0 or int(pages.max()) >= num_pages):
+        _fail(f"page index out of range [0, {num_pages}): min {int(pages.min())}, max {int(pages.max())}")
+
+
+def _scale(sm_scale: Optional[float], head_dim: int) -> float:
+    return 1.0 / math.sqrt(head_dim) if sm_scale is None else float(sm_scale)
+
+
+# ----------------------------------------------------------------------------- split-KV sizing
+
+
+def _sm_count(device: torch.device) -> int:
+    idx = device.index if device.index is not None else torch.cuda.current_device()
+    if idx not in _num_sms:
+        _num_sms[idx] = int(torch.cuda.get_device_properties(idx).multi_processor_count)
+    return _num_sms[idx]
+
+
+# Mirrors the kernel's tiling: a split below this many tokens is not worth its combine traffic.
+_MIN_TOKENS_PER_SPLIT = 256
+_MAX_SPLITS = 64
+
+
+def decode_num_splits(batch: int, kv_heads: int, head_chunks: int, est_len: int, num_sms: int,
+                      blocks_per_sm: int = 4) -> int:
+    """How many KV partitions paged_decode uses (1 = single pass, no combine).
+
+    The grid has ``batch * kv_heads * head_chunks`` blocks before splitting. When that already
+    fills the GPU (``num_sms * blocks_per_sm`` resident blocks, give or take a quarter) one pass is
+    best; otherwise the context is cut into enough partitions to fill it, but never into pieces
+    shorter than ``_MIN_TOKENS_PER_SPLIT`` tokens (``est_len`` is the mean context length, known on
+    the host from the index tensors' shapes, so choosing costs no synchronisation).
+    """
+    base = max(1, batch * kv_heads * head_chunks)
+    target = num_sms * blocks_per_sm
+    if 4 * base >= 3 * target:
+        return 1
+    want = -(-target // base)
+    cap = max(1, est_len // _MIN_TOKENS_PER_SPLIT)
+    return int(max(1, min(want, cap, _MAX_SPLITS)))
+
+
+def _head_chunk(group: int) -> int:
+    """Query heads one decode block serves (must divide the GQA group; see hip/paged_decode.h)."""
+    for c in (8, 4, 2, 1):
+        if group % c == 0:
+            return c
+    return 1
+
+
+def _workspace(device: torch.device, floats: int, given: Optional[torch.Tensor]) -> torch.Tensor:
+    if given is not None:
+        if given.dtype != torch.float32 or given.device != device or given.numel() < floats:
+            _fail(
+                f"workspace must be float32 on {device} with >= {floats} elements, got "
+                f"{given.dtype} on {given.device} with {given.numel()}"
+            )
+        return given
+    ws = _workspaces.get(device)
+    if ws is None or ws.numel() < floats:
+        # Grown rarely (doubling); warm up before CUDA-graph capture or pass workspace=.
+        ws = torch.empty(max(floats, 2 * (ws.numel() if ws is not None else 0)), dtype=torch.float32,
+                         device=device)
+        _workspaces[device] = ws
+    return ws
+
+
+# ----------------------------------------------------------------------------- ops
+
+
+def store_kv(
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    slots: torch.Tensor,
+    *,
+    layout: str = "bshd",
+) -> None:
+    """Write new tokens' keys and values into their slots, in place.
+
+    k_cache, v_cache: ``[num_pages, page_size, H_kv, D]`` (bshd) or ``[num_pages, H_kv, page_size,
+    D]`` (bhsd); float16 or bfloat16. k, v: ``[N, H_kv, D]``, same dtype (any row strides, last axis
+    contiguous). slots: int32 ``[N]``; slot s is page ``s // page_size``, offset ``s % page_size``;
+    a negative slot skips its token.
+    """
+    code = _check_layout(layout)
+    num_pages, page_size, heads, dim = _check_caches(k_cache, v_cache, layout)
+    for name, t in (("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor) or t.dim() != 3 or tuple(t.shape[1:]) != (heads, dim):
+            _fail(f"{name} must be [N, {heads}, {dim}], got {tuple(getattr(t, 'shape', ()))}")
+        if t.dtype != k_cache.dtype:
+            _fail(f"{name} dtype {t.dtype} differs from the cache's {k_cache.dtype}")
+        if t.device != k_cache.device:
+            _fail(f"{name} is on {t.device} but the caches are on {k_cache.device}")
+        if t.stride(-1) != 1:
+            _fail(f"{name} must have a contiguous last axis, got strides {t.stride()}")
+    if k.shape != v.shape:
+        _fail(f"k and v shapes differ: {tuple(k.shape)} vs {tuple(v.shape)}")
+    _check_index("slots", slots, 1, k_cache.device)
+    if slots.numel() != k.shape[0]:
+        _fail(f"slots has {slots.numel()} entries for {k.shape[0]} tokens")
+    if os.environ.get("RADIXKV_OPS_CHECK") == "1" and slots.numel():
+        if int(slots.max()) >= num_pages * page_size:
+            _fail(f"slot {int(slots.max())} out of range (pool has {num_pages * page_size} slots)")
+    if backend(k_cache.device) == "reference":
+        reference.store_kv(k_cache, v_cache, k, v, slots, layout)
+        return
+    _check_kernel_sizes(dim, page_size, k_cache.dtype)
+    torch.ops.radixkv.store_kv(k_cache, v_cache, k, v, slots, code)
+
+
+def copy_blocks(k_cache: torch.Tensor, v_cache: torch.Tensor, pairs: torch.Tensor) -> None:
+    """Copy whole pages ``pairs[i, 0] -> pairs[i, 1]`` in both caches (copy-on-write), in place.
+
+    pairs: int32 ``[n, 2]`` (a ``[2n]`` flat tensor is accepted). Destinations must be distinct and
+    must not be sources. Any layout: a page is one contiguous slab of each cache.
+    """
+    if not isinstance(pairs, torch.Tensor):
+        _fail(f"pairs must be a torch.Tensor, got {type(pairs).__name__}")
+    _check_caches(k_cache, v_cache, "bshd")
+    for name, c in (("k_cache", k_cache), ("v_cache", v_cache)):
+        if not c[0].is_contiguous() if c.shape[0] else False:
+            _fail(f"{name}: each page must be contiguous, got strides {c.stride()}")
+    _check_index("pairs", pairs, pairs.dim(), k_cache.device)
+    if pairs.dim() == 1 and pairs.numel() % 2 == 0:
+        pairs = pairs.view(-1, 2)
+    if pairs.dim() != 2 or pairs.shape[1] != 2:
+        _fail(f"pairs must be int32 [n, 2], got shape {tuple(pairs.shape)}")
+    if os.environ.get("RADIXKV_OPS_CHECK") == "1" and pairs.numel():
+        n = k_cache.shape[0]
+        if int(pairs.min()) < 0 or int(pairs.max()) >= n:
+            _fail(f"page index out of range [0, {n}) in pairs")
+    if pairs.shape[0] == 0:
+        return
+    if backend(k_cache.device) == "reference":
+        reference.copy_blocks(k_cache, v_cache, pairs)
+        return
+    torch.ops.radixkv.copy_blocks(k_cache, v_cache, pairs.contiguous())
+
+
+def paged_decode(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    kv_indptr: Optional[torch.Tensor] = None,
+    kv_indices: Optional[torch.Tensor] = None,
+    kv_lens: Optional[torch.Tensor] = None,
+    sm_scale: Optional[float] = None,
+    *,
+    block_tables: Optional[torch.Tensor] = None,
+    layout: str = "bshd",
+    out: Optional[torch.Tensor] = None,
+    workspace: Optional[torch.Tensor] = None,
+    num_splits: Optional[int] = None,
+) -> torch.Tensor:
+    """Decode attention: one query token per request over its paged KV context.
+
+    q: ``[B, H_q, D]`` float16/bfloat16. Caches as in :func:`store_kv`, same dtype. Pages: CSR
+    ``kv_indptr`` int32 ``[B+1]`` + ``kv_indices`` int32 ``[nnz]``, or ``block_tables=`` int32
+    ``[B, max_blocks]``; ``kv_lens`` int32 ``[B]`` valid tokens per request. ``H_q`` must be a
+    multiple of ``H_kv``. Returns ``[B, H_q, D]`` in q's dtype (written into ``out`` if given).
+    ``workspace``: float32 scratch for split-KV partials (a per-device cached buffer by default);
+    ``num_splits`` overrides the automatic partition count. A request with kv_len 0 yields zeros.
+    """
+    code = _check_layout(layout)
+    num_pages, page_size, h_kv, dim = _check_caches(k_cache, v_cache, layout)
+    if not isinstance(q, torch.Tensor) or q.dim() != 3:
+        _fail(f"q must be [B, H_q, D], got {tuple(getattr(q, 'shape', ()))}")
+    batch, h_q, qdim = q.shape
+    if qdim != dim:
+        _fail(f"q head_dim {qdim} differs from the cache's {dim}")
+    if q.dtype != k_cache.dtype:
+        _fail(f"q dtype {q.dtype} differs from the cache's {k_cache.dtype}")
+    if q.device != k_cache.device:
+        _fail(f"q is on {q.device} but the caches are on {k_cache.device}")
+    if h_q % h_kv != 0:
+        _fail(f"H_q ({h_q}) must be a multiple of H_kv ({h_kv})")
+    _check_pages("paged_decode", batch, kv_indptr, kv_indices, kv_lens, block_tables, q.device)
+    assert kv_lens is not None
+    if os.environ.get("RADIXKV_OPS_CHECK") == "1":
+        _host_check_pages(num_pages, page_size, kv_indptr, kv_indices, kv_lens, block_tables)
+    if out is not None and (out.shape != q.shape or out.dtype != q.dtype or out.device != q.device):
+        _fail(f"out must be {tuple(q.shape)} {q.dtype} on {q.device}")
+    scale = _scale(sm_scale, dim)
+    if backend(q.device) == "reference":
+        res = reference.paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_lens, scale,
+                                     block_tables=block_tables, layout=layout)
+        if out is None:
+            return res
+        out.copy_(res)
+        return out
+    _check_kernel_sizes(dim, page_size, q.dtype)
+    if out is None:
+        out = torch.empty_like(q, memory_format=torch.contiguous_format)
+    if not out.is_contiguous():
+        _fail("out must be contiguous")
+    group = h_q // h_kv
+    chunks = group // _head_chunk(group)
+    if block_tables is not None:
+        est_len = block_tables.shape[1] * page_size
+        table = block_tables
+    else:
+        assert kv_indices is not None
+        est_len = (kv_indices.numel() * page_size) // max(batch, 1)
+        table = kv_indices
+    if num_splits is None:
+        splits = decode_num_splits(batch, h_kv, chunks, est_len, _sm_count(q.device))
+    else:
+        if not 1 <= num_splits <= 256:
+            _fail(f"num_splits must be in [1, 256], got {num_splits}")
+        splits = int(num_splits)
+    ws_floats = splits * batch * h_q * (dim + 2) if splits > 1 else 1
+    ws = _workspace(q.device, ws_floats, workspace)
+    torch.ops.radixkv.paged_decode(
+        q.contiguous(), k_cache, v_cache, kv_indptr, table, kv_lens, out, ws, scale, code, splits
+    )
+    return out
+
+
+def extend_attention(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    qo_indptr: torch.Tensor,
+    kv_indptr: Optional[torch.Tensor] = None,
+    kv_indices: Optional[torch.Tensor] = None,
+    kv_lens: Optional[torch.Tensor] = None,
+    sm_scale: Optional[float] = None,
+    *,
+    block_tables: Optional[torch.Tensor] = None,
+    layout: str = "bshd",
+    out: Optional[torch.Tensor] = None,
+    max_q_len: Optional[int] = None,
+) -> torch.Tensor:
+    """Prefix-prefill ("extend") attention over paged KV with the shifted causal mask.
+
+    q: ``[N_q, H_q, D]``; request b owns rows ``qo_indptr[b]:qo_indptr[b+1]`` (int32 ``[B+1]``),
+    which are the last positions of its ``kv_lens[b]`` tokens (already written by store_kv): query
+    i sees key j iff ``j <= i + L_k - L_q``. Pages and caches as in :func:`paged_decode`. Returns
+    ``[N_q, H_q, D]`` in q's dtype. ``max_q_len`` (optional) bounds ``L_q`` so the kernel's grid
+    can be sized without reading qo_indptr on the host; by default ``N_q`` is the bound.
+    """
+    code = _check_layout(layout)
+    num_pages, page_size, h_kv, dim = _check_caches(k_cache, v_cache, layout)
+    if not isinstance(q, torch.Tensor) or q.dim() != 3:
+        _fail(f"q must be [N_q, H_q, D], got {tuple(getattr(q, 'shape', ()))}")
+    n_q, h_q, qdim = q.shape
+    if qdim != dim:
+        _fail(f"q head_dim {qdim} differs from the cache's {dim}")
+    if q.dtype != k_cache.dtype:
+        _fail(f"q dtype {q.dtype} differs from the cache's {k_cache.dtype}")
+    if q.device != k_cache.device:
+        _fail(f"q is on {q.device} but the caches are on {k_cache.device}")
+    if h_q % h_kv != 0:
+        _fail(f"H_q ({h_q}) must be a multiple of H_kv ({h_kv})")
+    _check_index("qo_indptr", qo_indptr, 1, q.device)
+    batch = qo_indptr.numel() - 1
+    if batch < 0:
+        _fail("qo_indptr must have at least one entry")
+    _check_pages("extend_attention", batch, kv_indptr, kv_indices, kv_lens, block_tables, q.device)
+    assert kv_lens is not None
+    if os.environ.get("RADIXKV_OPS_CHECK") == "1":
+        _host_check_pages(num_pages, page_size, kv_indptr, kv_indices, kv_lens, block_tables)
+        qo = qo_indptr.cpu().long()
+        lq = qo[1:] - qo[:-1]
+        if (lq < 0).any() or int(qo[-1]) != n_q or (lq > kv_lens.cpu().long()).any():
+            _fail("qo_indptr must be non-decreasing, end at N_q, and give L_q <= kv_lens per request")
+    if out is not None and (out.shape != q.shape or out.dtype != q.dtype or out.device != q.device):
+        _fail(f"out must be {tuple(q.shape)} {q.dtype} on {q.device}")
+    scale = _scale(sm_scale, dim)
+    if backend(q.device) == "reference" or not hasattr(torch.ops.radixkv, "extend_attention"):
+        if q.device.type == "cuda" and backend(q.device) == "extension":
+            _warn_reference("radixkv.ops: extend_attention kernel not built; using the reference")
+        res = reference.extend_attention(q, k_cache, v_cache, qo_indptr, kv_indptr, kv_indices,
+                                         kv_lens, scale, block_tables=block_tables, layout=layout)
+        if out is None:
+            return res
+        out.copy_(res)
+        return out
+    _check_kernel_sizes(dim, page_size, q.dtype)
+    if out is None:
+        out = torch.empty_like(q, memory_format=torch.contiguous_format)
+    table = block_tables if block_tables is not None else kv_indices
+    bound = n_q if max_q_len is None else int(max_q_len)
+    torch.ops.radixkv.extend_attention(
+        q.contiguous(), k_cache, v_cache, qo_indptr, kv_indptr, table, kv_lens, out, scale, code, bound
+    )
+    return out

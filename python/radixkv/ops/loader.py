@@ -1,0 +1,124 @@
+"""Build and load the HIP kernels as a PyTorch extension (JIT, cached), on first use.
+
+Every ``hip/*.cu`` and ``hip/*.cpp`` is compiled into one library with
+``torch.utils.cpp_extension.load``: nvcc on a CUDA torch (sm_90 and sm_80 unless
+``TORCH_CUDA_ARCH_LIST`` says otherwise), hipcc on a ROCm torch. The library registers the
+``torch.ops.radixkv.*`` ops through ``TORCH_LIBRARY``; the fake (meta) implementations are then
+registered from :mod:`radixkv.ops._fake`.
+
+Environment:
+- ``RADIXKV_HIP_DIR``: kernel sources (default: ``hip/`` at the repository root).
+- ``RADIXKV_BUILD_DIR``: build cache (default: ``~/.cache/radixkv/build``); unchanged sources and
+  flags are not rebuilt.
+- ``RADIXKV_HEAD_DIMS`` (e.g. ``128`` or ``64,128``), ``RADIXKV_DTYPES`` (``bf16``, ``fp16``),
+  ``RADIXKV_PAGE_SIZES`` (``1,16``): compile only these variants (faster builds); a call needing
+  another one raises an error naming it.
+- ``RADIXKV_VERBOSE_BUILD=1``: show the compiler's output.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from pathlib import Path
+
+import torch
+
+_lock = threading.Lock()
+_loaded = False
+_error: Exception | None = None
+
+# Variant switches understood by hip/dispatch.h (each defaults to 1 = compiled in).
+_VARIANTS = {
+    "RADIXKV_HEAD_DIMS": ("RADIXKV_HD_", ("64", "128", "256")),
+    "RADIXKV_DTYPES": ("RADIXKV_DT_", ("fp16", "bf16")),
+    "RADIXKV_PAGE_SIZES": ("RADIXKV_PS_", ("1", "16", "64")),
+}
+
+
+def hip_dir() -> Path:
+    env = os.environ.get("RADIXKV_HIP_DIR")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parents[3] / "hip"
+
+
+def variant_defines() -> list[str]:
+    """``-D`` flags switching off the variants the environment excludes."""
+    flags: list[str] = []
+    for env, (prefix, values) in _VARIANTS.items():
+        want = os.environ.get(env)
+        if not want:
+            continue
+        keep = {w.strip().lower() for w in want.split(",") if w.strip()}
+        unknown = keep - set(values)
+        if unknown:
+            raise ValueError(f"{env}={want!r}: unknown {sorted(unknown)} (known: {', '.join(values)})")
+        flags += [f"-D{prefix}{v.upper()}={int(v in keep)}" for v in values]
+    return flags
+
+
+def sources() -> list[str]:
+    d = hip_dir()
+    srcs = sorted(str(p) for p in d.glob("*.cu")) + sorted(str(p) for p in d.glob("*.cpp"))
+    if not srcs:
+        raise FileNotFoundError(f"no kernel sources (*.cu, *.cpp) under {d}")
+    return srcs
+
+
+def _build() -> None:
+    from torch.utils import cpp_extension
+
+    defines = variant_defines()
+    is_rocm = torch.version.hip is not None
+    if not is_rocm and "TORCH_CUDA_ARCH_LIST" not in os.environ:
+        os.environ["TORCH_CUDA_ARCH_LIST"] = "8.0;9.0"
+    key = hashlib.sha1(" ".join(defines + [os.environ.get("TORCH_CUDA_ARCH_LIST", "")]).encode())
+    name = "radixkv_kernels_" + key.hexdigest()[:8]
+    base = Path(os.environ.get("RADIXKV_BUILD_DIR", Path.home() / ".cache" / "radixkv" / "build"))
+    build_dir = base / name
+    build_dir.mkdir(parents=True, exist_ok=True)
+    inc = str(hip_dir())
+    cflags = ["-O3", "-std=c++17", *defines]
+    if is_rocm:
+        cuda_flags = ["-O3", "-std=c++17", *defines]
+    else:
+        cuda_flags = ["-O3", "-std=c++17", "--use_fast_math", "-lineinfo", *defines]
+    cpp_extension.load(
+        name=name,
+        sources=sources(),
+        extra_include_paths=[inc],
+        extra_cflags=cflags,
+        extra_cuda_cflags=cuda_flags,
+        build_directory=str(build_dir),
+        is_python_module=False,
+        verbose=os.environ.get("RADIXKV_VERBOSE_BUILD") == "1",
+    )
+
+
+def load() -> None:
+    """Build (if needed) and load the extension once; re-raise the first failure on later calls."""
+    global _loaded, _error
+    if _loaded:
+        return
+    if _error is not None:
+        raise _error
+    with _lock:
+        if _loaded:
+            return
+        try:
+            if not torch.cuda.is_available():
+                raise RuntimeError("no CUDA/ROCm device visible to torch")
+            _build()
+            from radixkv.ops import _fake
+
+            _fake.register()
+            _loaded = True
+        except Exception as exc:
+            _error = exc
+            raise
+
+
+def is_loaded() -> bool:
+    return _loaded
