@@ -1,0 +1,248 @@
+"""Replay a serving trace through radixkv with the anchors' scheduler protocol.
+
+The protocol is the one ``shared/bench/cache_anchor_bench.py`` documents and
+drives SGLang with, so the per-request µs compare like for like:
+
+- requests are admitted in trace order, at most ``max_running`` in flight; before a
+  new admission the oldest running request finishes; if admission cannot allocate
+  even after eviction, the oldest running request finishes and admission is retried;
+- admission: match the prompt capped one token short (the last prompt token is
+  always recomputed, so its logits exist), lock the matched node, evict if the pool
+  is short, allocate the prompt remainder plus the decode slots (``output_len - 1``:
+  the last sampled token never gets KV), write the request's row, then checkpoint
+  the prompt (insert, free duplicates, move the lock);
+- finish: checkpoint prompt + output[:-1], free what the tree does not hold, unlock.
+
+A checkpoint inserts the row's tokens, frees the row's own slots for the span that
+another request inserted meanwhile, re-matches to get the node of the inserted path
+(and the tree's slots for that span), and moves the lock onto that node. Like the
+SGLang scheduler, a finish checkpoint also inserts the bare prompt, which splits the
+leaf at the prompt boundary (``split_prompt``; it changes what one eviction frees).
+
+Timed, as in the anchor: admission (with retries) plus finish, per request. Building
+the token arrays is not timed (the anchor builds its ``array('q')`` keys untimed too).
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import statistics
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+
+
+@dataclass
+class _Req:
+    full: np.ndarray          # prompt + output, int32
+    plen: int
+    olen: int
+    row: int = -1
+    node: Any = None          # the locked path end
+    protected: int = 0        # leading row slots that the tree owns
+    prefix_len: int = 0
+
+
+@dataclass
+class ReplayResult:
+    trace: str
+    requests: int
+    per_req_us: List[float] = field(repr=False, default_factory=list)
+    wall_s: float = 0.0
+    matched_tokens: int = 0
+    prompt_tokens: int = 0
+    evicted_tokens: int = 0
+    admission_retries: int = 0
+    capacity_tokens: int = 0
+    tree_tokens_end: int = 0
+    free_slots_end: int = 0
+
+    def summary(self) -> Dict[str, Any]:
+        us = sorted(self.per_req_us)
+        p99 = us[max(0, math.ceil(0.99 * len(us)) - 1)]
+        return {
+            "system": "radixkv",
+            "trace": self.trace,
+            "requests": self.requests,
+            "wall_s": self.wall_s,
+            "cache_s": sum(us) / 1e6,
+            "mean_us": statistics.fmean(us),
+            "p50_us": us[len(us) // 2],
+            "p99_us": p99,
+            "max_us": us[-1],
+            "hit_rate": self.matched_tokens / self.prompt_tokens,
+            "matched_tokens": self.matched_tokens,
+            "prompt_tokens": self.prompt_tokens,
+            "evicted_tokens": self.evicted_tokens,
+            "admission_retries": self.admission_retries,
+            "capacity_tokens": self.capacity_tokens,
+            "tree_tokens_end": self.tree_tokens_end,
+            "free_slots_end": self.free_slots_end,
+        }
+
+
+class RadixkvDriver:
+    """One pool, one cache, and a request-to-slots table like SGLang's ReqToTokenPool."""
+
+    def __init__(self, rk: Any, capacity: int, max_running: int, max_context: int,
+                 split_prompt: bool = True):
+        self.rk = rk
+        self.pool = rk.TokenPool(capacity)
+        self.cache = rk.RadixCache(self.pool)
+        # the scheduler's per-request slot rows (the attention kernels read them)
+        self.rows = np.zeros((max_running + 2, max_context), dtype=np.int32)
+        self.free_rows = list(range(max_running + 2))
+        self.split_prompt = split_prompt
+        self.evicted = 0
+        self.matched = 0
+
+    def prepare(self, r: Any) -> _Req:
+        full = np.asarray(r.prompt + r.output, dtype=np.int32)
+        return _Req(full, len(r.prompt), r.output_len)
+
+    # -- timed -------------------------------------------------------------
+    def admit(self, st: _Req) -> bool:
+        cache, plen = self.cache, st.plen
+        m = cache.match_prefix(st.full[: plen - 1])
+        pl = m.length
+        node = m.node
+        cache.lock(node)
+        need = plen - pl + st.olen - 1
+        short = need - self.pool.available
+        if short > 0:
+            self.evicted += cache.evict(short)
+        try:
+            new = cache.alloc(need)
+        except self.rk.OutOfSlots:
+            cache.unlock(node)
+            return False
+        row_id = self.free_rows.pop()
+        row = self.rows[row_id]
+        if pl:
+            row[:pl] = m.slots
+        row[pl: pl + need] = new
+        st.row, st.node, st.protected, st.prefix_len = row_id, node, pl, pl
+        self.matched += pl
+        self._checkpoint(st, plen)
+        return True
+
+    def finish(self, st: _Req) -> None:
+        owned = st.plen + st.olen - 1
+        self._checkpoint(st, owned)
+        if st.protected < owned:  # never at page size 1: the whole row went in
+            self.pool.free(self.rows[st.row][st.protected: owned])
+        self.cache.unlock(st.node)
+        st.node = None
+        self.free_rows.append(st.row)
+
+    def _checkpoint(self, st: _Req, up_to: int) -> None:
+        cache = self.cache
+        key = st.full[:up_to]
+        row = self.rows[st.row]
+        kv = row[:up_to]
+        present = cache.insert(key, kv)
+        if self.split_prompt and 0 < st.plen < up_to:
+            cache.insert(st.full[: st.plen], kv[: st.plen])
+        p = st.protected
+        m = cache.match_prefix(key)
+        if present > p:
+            # another request inserted [p, present) meanwhile: ours are duplicates
+            self.pool.free(kv[p:present])
+            row[p:present] = m.slots[p:present]
+        cache.lock(m.node)
+        cache.unlock(st.node)
+        st.node = m.node
+        st.protected = up_to
+
+    # -- untimed -----------------------------------------------------------
+    def tree_tokens(self) -> int:
+        return int(self.cache.total_size)
+
+    def free_slots(self) -> int:
+        return int(self.pool.available)
+
+
+def replay(rk: Any, trace: Any, capacity: int, max_running: int = 16,
+           split_prompt: bool = True, check: bool = False) -> ReplayResult:
+    """Replay ``trace`` once; per-request µs of cache work, hit and eviction counts."""
+    longest = max(len(r.prompt) + r.output_len for r in trace.requests)
+    drv = RadixkvDriver(rk, capacity, max_running, longest + 8, split_prompt)
+    states = [drv.prepare(r) for r in trace.requests]
+    per_req = [0] * len(states)
+    running: deque[int] = deque()
+    clock = time.perf_counter_ns
+    retries = 0
+
+    def finish_oldest() -> None:
+        j = running.popleft()
+        t0 = clock()
+        drv.finish(states[j])
+        per_req[j] += clock() - t0
+
+    gc.collect()
+    t_start = clock()
+    for i, st in enumerate(states):
+        if len(running) >= max_running:
+            finish_oldest()
+        while True:
+            t0 = clock()
+            ok = drv.admit(st)
+            per_req[i] += clock() - t0
+            if ok:
+                break
+            if not running:
+                raise RuntimeError(f"radixkv: request {trace.requests[i].id} cannot fit an "
+                                   "empty pool")
+            retries += 1
+            finish_oldest()
+        running.append(i)
+        if check:
+            drv.cache.check()
+    while running:
+        finish_oldest()
+    wall = (clock() - t_start) / 1e9
+    if check:
+        drv.cache.check()
+    return ReplayResult(
+        trace=trace.name,
+        requests=len(states),
+        per_req_us=[x / 1e3 for x in per_req],
+        wall_s=wall,
+        matched_tokens=drv.matched,
+        prompt_tokens=sum(s.plen for s in states),
+        evicted_tokens=drv.evicted,
+        admission_retries=retries,
+        capacity_tokens=capacity,
+        tree_tokens_end=drv.tree_tokens(),
+        free_slots_end=drv.free_slots(),
+    )
+
+
+def median_of(results: List[ReplayResult]) -> Dict[str, Any]:
+    """Median of every numeric field over repeats (the anchor reports medians too)."""
+    rows = [r.summary() for r in results]
+    out: Dict[str, Any] = {}
+    for k, v in rows[0].items():
+        out[k] = statistics.median(r[k] for r in rows) if isinstance(v, (int, float)) else v
+    out["runs"] = [{k: r[k] for k in ("wall_s", "cache_s", "mean_us", "p99_us")} for r in rows]
+    return out
+
+
+def run_radixkv(rk: Any, traces: List[Any], capacities: List[int], repeats: int,
+                max_running: int, split_prompt: bool = True,
+                log: Optional[Any] = None) -> List[Dict[str, Any]]:
+    out = []
+    for trace, cap in zip(traces, capacities):
+        runs = [replay(rk, trace, cap, max_running, split_prompt) for _ in range(repeats)]
+        med = median_of(runs)
+        out.append(med)
+        if log:
+            log(f"{trace.name:10s} radixkv          wall {med['wall_s']:7.3f}s cache "
+                f"{med['cache_s']:7.3f}s mean {med['mean_us']:8.2f}us p99 "
+                f"{med['p99_us']:8.2f}us hit {med['hit_rate']:.4f} evicted "
+                f"{med['evicted_tokens']} retries {med['admission_retries']}")
+    return out

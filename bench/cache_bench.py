@@ -1,0 +1,195 @@
+"""Cache speed, side by side: radixkv vs SGLang's and vLLM's prefix caches (issue 3).
+
+One command replays the four serving traces of ``shared/bench/cache_traces.py``
+(chat, few-shot, tree search, chat at 25% capacity) through radixkv with the
+scheduler protocol that ``shared/bench/cache_anchor_bench.py`` documents (see
+``_replay.py``), runs that anchor script in its own venv for SGLang 0.5.23
+(UnifiedRadixCache with its Rust core, the Python RadixCache) and vLLM 0.33
+(KVCacheManager) on the same traces, and reports per trace the mean and p99 µs
+of cache work per request, the prefix hit rate (checked equal to SGLang's), the
+tokens evicted and the ratios. It also times single operations (32K-token match,
+metadata for 256 x 4K requests, evicting 10% of a million-token tree) and
+measures bookkeeping bytes per cached token.
+
+Usage (from the repository root, radixkv built into .venv with maturin):
+    python bench/cache_bench.py                       # everything, 3 repeats
+    python bench/cache_bench.py --traces chat --repeats 1 --no-anchors --no-micro
+    python bench/cache_bench.py --anchor-json old.json    # reuse a saved anchor run
+
+Writes bench/results/cache_bench.{md,json,png}. Needs bench/setup_anchors.sh's
+venv (.venv-anchors) unless --no-anchors / --anchor-json is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _anchors  # noqa: E402
+import _memory  # noqa: E402
+import _micro  # noqa: E402
+import _replay  # noqa: E402
+import _report  # noqa: E402
+import _traces  # noqa: E402
+
+
+def _log(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def _loadavg() -> List[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def _git_commit() -> str:
+    try:
+        return subprocess.run(["git", "-C", str(_traces.REPO), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return "unknown"
+
+
+def _import_radixkv() -> Any:
+    try:
+        import radixkv as rk
+    except ImportError as e:
+        raise SystemExit(f"cache_bench: cannot import radixkv ({e}); build it into the venv "
+                         "with `maturin develop --release`") from e
+    missing = [n for n in ("TokenPool", "RadixCache") if not hasattr(rk, n)]
+    if missing:
+        raise SystemExit(f"cache_bench: this radixkv build lacks {missing}")
+    return rk
+
+
+def parse_args(argv: List[str]) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--traces", default="all", help="comma list or 'all'")
+    ap.add_argument("--repeats", type=int, default=3, help="median over this many replays")
+    ap.add_argument("--max-running", type=int, default=16)
+    ap.add_argument("--shared", default=None,
+                    help=f"shared/ folder (default ${_traces.SHARED_ENV} or ../shared)")
+    ap.add_argument("--trace-dir", default=None, help="read <trace>.jsonl from here")
+    ap.add_argument("--anchors-python", default=None,
+                    help=f"anchors' interpreter (default ${_anchors.ANCHORS_PYTHON_ENV} "
+                         "or .venv-anchors/bin/python)")
+    ap.add_argument("--anchor-systems", default=",".join(_anchors.DEFAULT_SYSTEMS))
+    ap.add_argument("--anchor-json", default=None, help="reuse this saved anchor --json run")
+    ap.add_argument("--no-anchors", action="store_true")
+    ap.add_argument("--no-micro", action="store_true")
+    ap.add_argument("--no-memory", action="store_true")
+    ap.add_argument("--no-split-prompt", action="store_true",
+                    help="skip the prompt-boundary insert at finish (SGLang's scheduler does it)")
+    ap.add_argument("--check", action="store_true",
+                    help="cache.check() after every admission (debug; not for timing)")
+    ap.add_argument("--strict", action="store_true",
+                    help="exit 1 when a hit rate differs from SGLang's")
+    ap.add_argument("--out", default=str(_traces.REPO / "bench" / "results"))
+    ap.add_argument("--name", default="cache_bench", help="output file stem")
+    return ap.parse_args(argv)
+
+
+def main(argv: List[str]) -> int:
+    a = parse_args(argv)
+    shared = _traces.shared_dir(a.shared)
+    rk = _import_radixkv()
+    names = list(_traces.trace_names(shared)) if a.traces == "all" else a.traces.split(",")
+    systems = [s for s in a.anchor_systems.split(",") if s]
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    info: Dict[str, Any] = {
+        "date_utc": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": "python bench/cache_bench.py " + " ".join(argv),
+        "git_commit": _git_commit(),
+        "radixkv": getattr(rk, "__version__", "?"),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "loadavg_start": _loadavg(),
+        "repeats": a.repeats,
+        "max_running": a.max_running,
+        "split_prompt": not a.no_split_prompt,
+    }
+
+    anchors: Dict[str, Any] = {"results": []}
+    if a.anchor_json:
+        anchors = _anchors.load_anchor_json(a.anchor_json)
+        info["anchors_from"] = a.anchor_json
+    elif not a.no_anchors and systems:
+        t0 = time.time()
+        anchors = _anchors.run_anchors(shared, _anchors.anchors_python(a.anchors_python),
+                                       systems, names, a.repeats, a.max_running, log=_log)
+        info["anchors_s"] = round(time.time() - t0, 1)
+        info["loadavg_after_anchors"] = _loadavg()
+
+    _log("radixkv: loading traces")
+    traces = [_traces.load_trace(shared, n, a.trace_dir) for n in names]
+    caps = [_traces.capacity_tokens(shared, t, a.max_running) for t in traces]
+    if a.check:
+        for t, c in zip(traces, caps):
+            _replay.replay(rk, t, c, a.max_running, not a.no_split_prompt, check=True)
+        _log("radixkv: check() passed after every admission on every trace")
+    mine = _replay.run_radixkv(rk, traces, caps, a.repeats, a.max_running,
+                               not a.no_split_prompt, log=_log)
+    info["loadavg_after_radixkv"] = _loadavg()
+
+    micro: Dict[str, Any] = {}
+    if not a.no_micro:
+        _log("radixkv: micro timings")
+        micro["match_32k"] = _micro.match_32k(rk)
+        micro["extend_metadata"] = _micro.extend_metadata(rk)
+        micro["evict_10pct"] = _micro.evict_10pct(rk)
+
+    memory: List[Dict[str, Any]] = []
+    if not a.no_memory:
+        _log("radixkv: bytes per cached token (one subprocess per trace)")
+        memory = _memory.measure_in_subprocess(shared, [n for n in ("chat", "tree")
+                                                        if n in names] or names[:1])
+
+    present = [s for s in systems if any(r["system"] == s for r in anchors["results"])]
+    comp = _report.compare(mine, anchors["results"], present)
+    tgt = _report.targets(comp, mine, memory)
+    info["loadavg_end"] = _loadavg()
+
+    md = [f"# radixkv cache benchmark ({info['date_utc']}, commit {info['git_commit']})", "",
+          f"`{info['command']}` — {a.repeats} repeats (median), {a.max_running} requests in "
+          f"flight, {info['cpus']} CPUs, load average {info['loadavg_start']} at start, "
+          f"{info['loadavg_end']} at end.", "",
+          "Mean (p99) µs of cache work per request; bold: anchor mean / radixkv mean.", "",
+          _report.table(comp, present), ""]
+    if micro:
+        md += ["## Single operations", "", _report.micro_table(micro), ""]
+    if memory:
+        md += ["## Bookkeeping bytes per cached token (beyond the KV)", "",
+               _report.memory_table(memory), ""]
+    md += ["## Targets", "", "| target | measured | met |", "|---|---:|---|"]
+    md += [f"| {t['target']} | {t['value']} | {'yes' if t['ok'] else '**no**'} |" for t in tgt]
+    text = "\n".join(md) + "\n"
+    (out / f"{a.name}.md").write_text(text)
+    _report.write_json(out / f"{a.name}.json", {
+        "info": info, "anchors": anchors, "radixkv": mine, "comparison": comp,
+        "micro": micro, "memory": memory, "targets": tgt})
+    if comp:
+        _report.chart(out / f"{a.name}.png", comp, present,
+                      f"Prefix-cache work per request, {info['date_utc']} "
+                      f"({a.max_running} in flight, median of {a.repeats})")
+    _log("")
+    _log(text)
+    _log(f"wrote {out / (a.name + '.md')}, .json, .png")
+    differs = [r["trace"] for r in comp if r.get("hit_rate_equal_to_sglang") is False]
+    if differs:
+        _log(f"WARNING: hit rate differs from SGLang's on {differs}")
+        if a.strict:
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
