@@ -31,7 +31,7 @@ import statistics
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
@@ -167,10 +167,17 @@ class RadixkvDriver:
 
 
 def replay(rk: Any, trace: Any, capacity: int, max_running: int = 16,
-           split_prompt: bool = True, check: bool = False) -> ReplayResult:
-    """Replay ``trace`` once; per-request µs of cache work, hit and eviction counts."""
+           split_prompt: bool = True, check: bool = False,
+           instrument: Optional[Callable[[RadixkvDriver], None]] = None) -> ReplayResult:
+    """Replay ``trace`` once; per-request µs of cache work, hit and eviction counts.
+
+    ``instrument`` may wrap the driver's cache and pool (``_profile.py`` does, in a
+    separate pass: its wrappers add their own overhead to the timed total).
+    """
     longest = max(len(r.prompt) + r.output_len for r in trace.requests)
     drv = RadixkvDriver(rk, capacity, max_running, longest + 8, split_prompt)
+    if instrument is not None:
+        instrument(drv)
     states = [drv.prepare(r) for r in trace.requests]
     per_req = [0] * len(states)
     running: deque[int] = deque()

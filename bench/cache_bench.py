@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _anchors  # noqa: E402
 import _memory  # noqa: E402
 import _micro  # noqa: E402
+import _profile  # noqa: E402
 import _replay  # noqa: E402
 import _report  # noqa: E402
 import _traces  # noqa: E402
@@ -86,6 +87,8 @@ def parse_args(argv: List[str]) -> argparse.Namespace:
     ap.add_argument("--no-anchors", action="store_true")
     ap.add_argument("--no-micro", action="store_true")
     ap.add_argument("--no-memory", action="store_true")
+    ap.add_argument("--no-breakdown", action="store_true",
+                    help="skip the instrumented pass that times each cache call")
     ap.add_argument("--no-split-prompt", action="store_true",
                     help="skip the prompt-boundary insert at finish (SGLang's scheduler does it)")
     ap.add_argument("--check", action="store_true",
@@ -140,6 +143,12 @@ def main(argv: List[str]) -> int:
                                not a.no_split_prompt, log=_log)
     info["loadavg_after_radixkv"] = _loadavg()
 
+    breakdown: List[Dict[str, Any]] = []
+    if not a.no_breakdown:
+        for t, c, m in zip(traces, caps, mine):
+            breakdown.append(_profile.breakdown(rk, t, c, a.max_running,
+                                                not a.no_split_prompt, m["mean_us"]))
+
     micro: Dict[str, Any] = {}
     if not a.no_micro:
         _log("radixkv: micro timings")
@@ -164,6 +173,9 @@ def main(argv: List[str]) -> int:
           f"{info['loadavg_end']} at end.", "",
           "Mean (p99) µs of cache work per request; bold: anchor mean / radixkv mean.", "",
           _report.table(comp, present), ""]
+    if breakdown:
+        md += ["## Where radixkv's time goes (instrumented pass)", "",
+               _profile.table(breakdown), ""]
     if micro:
         md += ["## Single operations", "", _report.micro_table(micro), ""]
     if memory:
@@ -175,7 +187,7 @@ def main(argv: List[str]) -> int:
     (out / f"{a.name}.md").write_text(text)
     _report.write_json(out / f"{a.name}.json", {
         "info": info, "anchors": anchors, "radixkv": mine, "comparison": comp,
-        "micro": micro, "memory": memory, "targets": tgt})
+        "breakdown": breakdown, "micro": micro, "memory": memory, "targets": tgt})
     if comp:
         _report.chart(out / f"{a.name}.png", comp, present,
                       f"Prefix-cache work per request, {info['date_utc']} "
