@@ -1,0 +1,44 @@
+// extend_attention.h — params and launcher of prefix-prefill ("extend") attention (torch-free,
+// device-free).
+//
+// Request b owns queries qo_indptr[b] .. qo_indptr[b+1] (L_q of them): the last L_q positions of
+// its L_k = kv_lens[b] tokens, whose K/V (cached prefix and new tokens alike) already sit in the
+// paged cache. Query i may attend key j iff j <= i + (L_k - L_q) (SPEC §4). The grid is
+// (query tiles, H_kv): a tile's rows are (query position, query head of the KV group) pairs, so
+// one K/V tile in shared memory serves the whole GQA group. extend_attention.cu explains the
+// two-stage (dense prefix / masked diagonal) walk over the keys.
+#pragma once
+
+#include "common.h"
+
+namespace rk {
+
+struct ExtendParams {
+  // Tensors. Element strides are int64; the last (head_dim) axis of every tensor is contiguous.
+  const void* q;               // [N_q, H_q, D] fp16/bf16
+  const void* k_cache;         // [num_pages, page_size, H_kv, D] (bshd) or [num_pages, H_kv, page_size, D] (bhsd)
+  const void* v_cache;         // same shape, dtype and strides as k_cache
+  void* out;                   // [N_q, H_q, D] same dtype as q
+  const int32_t* qo_indptr;    // [B + 1] query rows of each request (qo_indptr[B] = N_q)
+  const int32_t* kv_indptr;    // [B + 1] CSR row pointers into page_table, or nullptr (block-table mode)
+  const int32_t* page_table;   // CSR: kv_indices [nnz]; block-table mode: [B, max_blocks] row-major
+  const int32_t* kv_lens;      // [B] valid tokens per request (L_k, new tokens included)
+
+  int64_t q_stride_tok, q_stride_head;      // elements
+  int64_t o_stride_tok, o_stride_head;      // elements
+  int64_t kv_stride_page, kv_stride_slot, kv_stride_head;  // elements, same for k_cache and v_cache
+  int64_t table_stride;        // block-table mode: elements between rows of page_table
+  int32_t table_cols;          // block-table mode: max_blocks (pages beyond it are never read)
+  int32_t num_pages;           // pages in the pool: a page index outside [0, num_pages) reads zeros
+
+  int32_t batch, num_q_tokens, num_q_heads, num_kv_heads, head_dim, page_size;
+  int32_t max_q_len;           // upper bound on any L_q (sizes the grid without reading qo_indptr)
+  float sm_scale;              // softmax scale in natural units (> 0); kernels fold in log2(e)
+  DType dtype;
+};
+
+// Throws rk::Unsupported for a head_dim / dtype without a compiled kernel, and rk::LaunchError if
+// the launch fails. Enqueues work on `stream` only: no sync, no allocation (CUDA-graph safe).
+void launch_extend_attention(const ExtendParams& p, Stream stream);
+
+}  // namespace rk

@@ -1,0 +1,157 @@
+// extend_binding.cpp — the torch binding of extend_attention (the only unit of this op that
+// includes torch headers). Adds the op to the radixkv library defined in torch_ops.cpp, checks
+// what the Python wrapper cannot be relied on to check (device, dtype, shapes, alignment), turns
+// tensors and the layout code into ExtendParams and calls the launcher. Writes into `out`, returns
+// nothing, allocates nothing and never synchronises, so it can be captured in a CUDA graph.
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/library.h>
+
+#include "extend_attention.h"
+
+namespace {
+
+using at::Tensor;
+
+void check_on(const Tensor& t, const char* name, const Tensor& like) {
+  TORCH_CHECK_VALUE(t.is_cuda(), "radixkv extend_attention: ", name, " must be on a GPU, got ",
+                    t.device());
+  TORCH_CHECK_VALUE(t.device() == like.device(), "radixkv extend_attention: ", name, " is on ",
+                    t.device(), " but q is on ", like.device());
+}
+
+void check_int32(const Tensor& t, const char* name, int64_t dim, const Tensor& like) {
+  check_on(t, name, like);
+  TORCH_CHECK_VALUE(t.scalar_type() == at::kInt, "radixkv extend_attention: ", name,
+                    " must be int32, got ", t.scalar_type());
+  TORCH_CHECK_VALUE(t.dim() == dim, "radixkv extend_attention: ", name, " must be ", dim,
+                    "-D, got shape ", t.sizes());
+  TORCH_CHECK_VALUE(t.numel() <= 1 || t.stride(-1) == 1, "radixkv extend_attention: ", name,
+                    " must be contiguous along its last axis");
+}
+
+// 16-byte copies: base 16-byte aligned, every stride but the last a multiple of 8 elements.
+void check_vectorisable(const Tensor& t, const char* name) {
+  TORCH_CHECK_VALUE(t.stride(-1) == 1, "radixkv extend_attention: ", name,
+                    " must have a contiguous last (head_dim) axis, got strides ", t.strides());
+  TORCH_CHECK_VALUE(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0,
+                    "radixkv extend_attention: ", name, " must be 16-byte aligned");
+  for (int64_t i = 0; i + 1 < t.dim(); ++i)
+    TORCH_CHECK_VALUE(t.stride(i) % 8 == 0 || t.size(i) == 1, "radixkv extend_attention: ", name,
+                      " stride ", i, " = ", t.stride(i), " is not a multiple of 8 elements");
+}
+
+void extend_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                      const Tensor& qo_indptr, const std::optional<Tensor>& kv_indptr,
+                      const Tensor& page_table, const Tensor& kv_lens, Tensor out, double sm_scale,
+                      int64_t layout, int64_t max_q_len) {
+  TORCH_CHECK_VALUE(q.dim() == 3, "radixkv extend_attention: q must be [N_q, H_q, D], got ",
+                    q.sizes());
+  TORCH_CHECK_VALUE(k_cache.dim() == 4, "radixkv extend_attention: caches must be 4-D, got ",
+                    k_cache.sizes());
+  TORCH_CHECK_VALUE(k_cache.sizes() == v_cache.sizes() && k_cache.strides() == v_cache.strides() &&
+                        k_cache.scalar_type() == v_cache.scalar_type(),
+                    "radixkv extend_attention: k_cache and v_cache must have the same shape, "
+                    "strides and dtype");
+  TORCH_CHECK_VALUE(layout == 0 || layout == 1, "radixkv extend_attention: unsupported layout code ",
+                    layout, " (supported: 0 = bshd, 1 = bhsd)");
+  const bool bshd = layout == 0;
+  const int64_t page_size = k_cache.size(bshd ? 1 : 2);
+  const int64_t h_kv = k_cache.size(bshd ? 2 : 1);
+  const int64_t dim = k_cache.size(3);
+  const int64_t n_q = q.size(0), h_q = q.size(1);
+  TORCH_CHECK_VALUE(q.size(2) == dim, "radixkv extend_attention: q head_dim ", q.size(2),
+                    " differs from the cache's ", dim);
+  TORCH_CHECK_VALUE(h_kv > 0 && h_q % h_kv == 0, "radixkv extend_attention: H_q (", h_q,
+                    ") must be a multiple of H_kv (", h_kv, ")");
+  TORCH_CHECK_VALUE(page_size >= 1, "radixkv extend_attention: page_size must be >= 1");
+  TORCH_CHECK_VALUE(q.scalar_type() == k_cache.scalar_type(), "radixkv extend_attention: q dtype ",
+                    q.scalar_type(), " differs from the cache's ", k_cache.scalar_type());
+  rk::DType dtype;
+  if (q.scalar_type() == at::kHalf) {
+    dtype = rk::DType::kF16;
+  } else if (q.scalar_type() == at::kBFloat16) {
+    dtype = rk::DType::kBF16;
+  } else {
+    TORCH_CHECK_VALUE(false, "radixkv extend_attention: unsupported dtype ", q.scalar_type(),
+                      " (supported: float16, bfloat16)");
+  }
+  TORCH_CHECK_VALUE(out.sizes() == q.sizes() && out.scalar_type() == q.scalar_type(),
+                    "radixkv extend_attention: out must be ", q.sizes(), " ", q.scalar_type(),
+                    ", got ", out.sizes(), " ", out.scalar_type());
+  TORCH_CHECK_VALUE(sm_scale > 0, "radixkv extend_attention: sm_scale must be > 0, got ", sm_scale);
+  check_on(k_cache, "k_cache", q);
+  check_on(v_cache, "v_cache", q);
+  check_on(out, "out", q);
+  check_vectorisable(q, "q");
+  check_vectorisable(out, "out");
+  check_vectorisable(k_cache, "k_cache");
+  check_vectorisable(v_cache, "v_cache");
+  check_int32(qo_indptr, "qo_indptr", 1, q);
+  check_int32(kv_lens, "kv_lens", 1, q);
+  const int64_t batch = qo_indptr.size(0) - 1;
+  TORCH_CHECK_VALUE(batch >= 0 && kv_lens.size(0) == batch, "radixkv extend_attention: kv_lens has ",
+                    kv_lens.size(0), " entries, qo_indptr ", qo_indptr.size(0), " (expected B, B + 1)");
+
+  rk::ExtendParams p{};
+  if (kv_indptr.has_value()) {
+    check_int32(*kv_indptr, "kv_indptr", 1, q);
+    check_int32(page_table, "kv_indices", 1, q);
+    TORCH_CHECK_VALUE(kv_indptr->size(0) == batch + 1, "radixkv extend_attention: kv_indptr has ",
+                      kv_indptr->size(0), " entries, expected B + 1 = ", batch + 1);
+    p.kv_indptr = kv_indptr->data_ptr<int32_t>();
+  } else {
+    check_int32(page_table, "block_tables", 2, q);
+    TORCH_CHECK_VALUE(page_table.size(0) == batch, "radixkv extend_attention: block_tables has ",
+                      page_table.size(0), " rows for a batch of ", batch);
+    p.kv_indptr = nullptr;
+    p.table_stride = page_table.stride(0);
+    p.table_cols = static_cast<int32_t>(page_table.size(1));
+  }
+  TORCH_CHECK_VALUE(n_q < (int64_t(1) << 31) && k_cache.size(0) < (int64_t(1) << 31),
+                    "radixkv extend_attention: more than 2^31 query tokens or pages");
+  if (n_q == 0 || batch == 0) return;
+
+  p.q = q.data_ptr();
+  p.k_cache = k_cache.data_ptr();
+  p.v_cache = v_cache.data_ptr();
+  p.out = out.data_ptr();
+  p.qo_indptr = qo_indptr.data_ptr<int32_t>();
+  p.page_table = page_table.data_ptr<int32_t>();
+  p.kv_lens = kv_lens.data_ptr<int32_t>();
+  p.q_stride_tok = q.stride(0);
+  p.q_stride_head = q.stride(1);
+  p.o_stride_tok = out.stride(0);
+  p.o_stride_head = out.stride(1);
+  p.kv_stride_page = k_cache.stride(0);
+  p.kv_stride_slot = k_cache.stride(bshd ? 1 : 2);
+  p.kv_stride_head = k_cache.stride(bshd ? 2 : 1);
+  p.num_pages = static_cast<int32_t>(k_cache.size(0));
+  p.batch = static_cast<int32_t>(batch);
+  p.num_q_tokens = static_cast<int32_t>(n_q);
+  p.num_q_heads = static_cast<int32_t>(h_q);
+  p.num_kv_heads = static_cast<int32_t>(h_kv);
+  p.head_dim = static_cast<int32_t>(dim);
+  p.page_size = static_cast<int32_t>(page_size);
+  p.max_q_len = static_cast<int32_t>(std::min<int64_t>(std::max<int64_t>(max_q_len, 0), n_q));
+  p.sm_scale = static_cast<float>(sm_scale);
+  p.dtype = dtype;
+  const c10::cuda::CUDAGuard guard(q.device());
+  try {
+    rk::launch_extend_attention(p, at::cuda::getCurrentCUDAStream().stream());
+  } catch (const rk::Unsupported& e) {
+    TORCH_CHECK_VALUE(false, e.what());
+  } catch (const rk::LaunchError& e) {
+    TORCH_CHECK(false, e.what());
+  }
+}
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(radixkv, m) {
+  m.def("extend_attention(Tensor q, Tensor k_cache, Tensor v_cache, Tensor qo_indptr, "
+        "Tensor? kv_indptr, Tensor page_table, Tensor kv_lens, Tensor(a!) out, float sm_scale, "
+        "int layout, int max_q_len) -> ()");
+}
+
+TORCH_LIBRARY_IMPL(radixkv, CUDA, m) { m.impl("extend_attention", &extend_attention); }

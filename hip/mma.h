@@ -1,0 +1,329 @@
+// hip/mma.h -- warp-level matrix building blocks for attention, one interface over three backends.
+//
+// The attention kernels think in 16x16 blocks: S(16 queries x 16 keys) += Q(16x16) K^T and
+// O(16 queries x 16 dims) += P(16x16) V(16x16), with fp16/bf16 operands and fp32 accumulators.
+// Each backend stores a block differently across the lanes of a warp/wave; the kernel never
+// looks inside a fragment, it only asks an accumulator which (query, key-or-dim) each of its
+// elements is (acc_query / acc_other) and reduces over the lanes that share a query row.
+//
+//   RADIXKV_MMA_NV    NVIDIA sm_80+: mma.sync.m16n8k16 (two n8 halves per block), ldmatrix,
+//                     cp.async. Rows of S are queries: the S accumulator is bit-for-bit the
+//                     A operand of P*V, so P never leaves registers.
+//   RADIXKV_MMA_MFMA  AMD gfx90a / gfx94x (wave64): v_mfma_f32_16x16x16{f16,bf16_1k}. The
+//                     blocks are computed transposed (S^T = K Q^T, O^T = V^T P^T), which makes
+//                     the S^T accumulator the B operand of the second product, again without
+//                     a trip through shared memory.
+//   RADIXKV_MMA_FMA   AMD parts without matrix cores (gfx906, Hygon Z100 class): the MFMA
+//                     layout emulated with wave shuffles and FMAs. Same fragments, same
+//                     results, much slower; it exists so one kernel source runs everywhere.
+//
+// Shared-memory tiles are [rows][kCols] 16-bit elements with the 16-byte chunks of each row
+// XOR-swizzled by (row % 8) (smem_index), so that ldmatrix and cp.async are bank-conflict free.
+// Element types are platform.h's rk::f16_t / rk::bf16_t: operands move as raw 16-bit patterns and
+// are only converted when P is packed and when O is written.
+#pragma once
+
+#include "platform.h"
+
+// Backend choice. Only the device pass picks a matrix path; the host pass of an AMD build lands
+// on RADIXKV_MMA_FMA, where nothing is executed (the types only have to exist for kernel stubs).
+#if RK_NVIDIA
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#error "radixkv mma.h: the NVIDIA path needs sm_80 or newer (mma.sync m16n8k16 bf16, cp.async)"
+#endif
+#define RADIXKV_MMA_NV 1
+#elif defined(__gfx90a__) || defined(__gfx940__) || defined(__gfx941__) || defined(__gfx942__)
+#define RADIXKV_MMA_MFMA 1
+#else
+#define RADIXKV_MMA_FMA 1  // gfx906-class parts (no matrix cores) and the AMD host pass
+#endif
+
+namespace rk {
+namespace mma {
+
+// Element types are platform.h's storage types: rk::f16_t (IEEE half), rk::bf16_t (bfloat16).
+template <class T>
+RK_DEVICE uint32_t pack2(float lo, float hi) { return Convert<T>::pack2(lo, hi); }
+
+// ---------------------------------------------------------------------------------------------
+// Shared-memory tile addressing and global->shared copies.
+// ---------------------------------------------------------------------------------------------
+
+// Element index of (row, col) in a swizzled [rows][kCols] tile of 16-bit elements. Needs
+// kCols >= 64 (8 chunks of 8 elements per row) for the XOR to stay inside the row.
+template <int kCols>
+RK_DEVICE int smem_index(int row, int col) {
+  static_assert(kCols % 64 == 0, "swizzled tiles need rows of at least 8 x 16 bytes");
+  return row * kCols + ((((col >> 3) ^ row) & 7) | (col >> 3 & ~7)) * 8 + (col & 7);
+}
+
+// Copy 16 bytes global->shared, or write 16 zero bytes when !valid (the source is then not
+// read, so it may point anywhere). NVIDIA: asynchronous (cp.async.cg, bypasses L1); complete it
+// with async_commit() / async_wait<N>(). AMD: a plain load and store, complete on return.
+RK_DEVICE void async_copy16(void* smem, const void* gmem, bool valid) {
+#if RK_NVIDIA
+  uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem),
+               "r"(valid ? 16 : 0));
+#else
+  uint4 v = make_uint4(0, 0, 0, 0);
+  if (valid) v = *reinterpret_cast<const uint4*>(gmem);
+  *reinterpret_cast<uint4*>(smem) = v;
+#endif
+}
+RK_DEVICE void async_commit() {
+#if RK_NVIDIA
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+// Wait until at most kPending committed groups are still in flight (this thread's copies only:
+// follow with a block barrier before reading what other threads copied).
+template <int kPending>
+RK_DEVICE void async_wait() {
+#if RK_NVIDIA
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fragments.
+//   Frag: one 16x16 operand block of 16-bit elements (Q, K, P or V), per-lane registers.
+//   Acc : one 16x16 fp32 accumulator block (S or O), per-lane registers.
+//   kAccElems   elements of Acc held by one lane
+//   kRowSlots   distinct query rows a lane touches inside one block (softmax state per slot)
+//   acc_query(i), acc_other(i), acc_slot(i): row (query), column (key for S, dim for O) and
+//               slot of the lane's element i.
+//   row_max / row_sum: reduce a per-lane value over all lanes holding the same query row.
+// ---------------------------------------------------------------------------------------------
+
+#if defined(RADIXKV_MMA_NV)
+
+struct Frag { uint32_t x[4]; };
+struct Acc { float x[8]; };
+constexpr int kAccElems = 8;
+constexpr int kRowSlots = 2;
+
+// m16n8k16 C layout, two n8 halves: lane = 4*g + t holds rows g, g+8 and columns 2t, 2t+1 of
+// each half; element i: half i/4, row g + 8*((i/2)%2), column 8*(i/4) + 2t + i%2.
+RK_DEVICE int acc_query(int i) { return (threadIdx.x & 31) / 4 + 8 * ((i >> 1) & 1); }
+RK_DEVICE int acc_other(int i) { return 2 * (threadIdx.x & 3) + (i & 1) + 8 * (i >> 2); }
+RK_DEVICE constexpr int acc_slot(int i) { return (i >> 1) & 1; }
+// slot s of this lane is query row (lane/4) + 8*s of the block
+RK_DEVICE int slot_query(int s) { return (threadIdx.x & 31) / 4 + 8 * s; }
+
+RK_DEVICE float row_max(float v) {
+  v = fmaxf(v, shfl_xor(v, 1));
+  return fmaxf(v, shfl_xor(v, 2));
+}
+RK_DEVICE float row_sum(float v) {
+  v += shfl_xor(v, 1);
+  return v + shfl_xor(v, 2);
+}
+
+RK_DEVICE void ldmatrix_x4(Frag& f, const uint16_t* p) {
+  uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(f.x[0]), "=r"(f.x[1]), "=r"(f.x[2]), "=r"(f.x[3])
+               : "r"(a));
+}
+RK_DEVICE void ldmatrix_x4_trans(Frag& f, const uint16_t* p) {
+  uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(f.x[0]), "=r"(f.x[1]), "=r"(f.x[2]), "=r"(f.x[3])
+               : "r"(a));
+}
+
+// Q block: rows row0.. (queries) x cols col0.. (dims) of a [rows][kCols] tile -> A operand.
+template <int kCols>
+RK_DEVICE void load_q(Frag& f, const uint16_t* tile, int row0, int col0) {
+  const int lane = threadIdx.x & 31;
+  ldmatrix_x4(f, tile + smem_index<kCols>(row0 + (lane & 15), col0 + (lane >> 4) * 8));
+}
+// K block: keys key0.. x dims col0.. -> B operands of the two n8 halves (keys 0-7, 8-15).
+template <int kCols>
+RK_DEVICE void load_k(Frag& f, const uint16_t* tile, int key0, int col0) {
+  const int lane = threadIdx.x & 31;
+  ldmatrix_x4(f, tile + smem_index<kCols>(key0 + (lane & 7) + (lane >> 4) * 8,
+                                          col0 + ((lane >> 3) & 1) * 8));
+}
+// V block: keys key0.. x dims dim0.. -> B operands (k = key) of the two n8 halves (dims 0-7, 8-15).
+template <int kCols>
+RK_DEVICE void load_v(Frag& f, const uint16_t* tile, int key0, int dim0) {
+  const int lane = threadIdx.x & 31;
+  ldmatrix_x4_trans(f, tile + smem_index<kCols>(key0 + (lane & 7) + ((lane >> 3) & 1) * 8,
+                                                dim0 + (lane >> 4) * 8));
+}
+
+template <class T>
+RK_DEVICE void mma_16816(float* c, const uint32_t* a, uint32_t b0, uint32_t b1);
+template <>
+RK_DEVICE void mma_16816<f16_t>(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <>
+RK_DEVICE void mma_16816<bf16_t>(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// S(16q x 16k) += Q K^T
+template <class T>
+RK_DEVICE void mma_qk(Acc& s, const Frag& q, const Frag& k) {
+  mma_16816<T>(s.x, q.x, k.x[0], k.x[1]);
+  mma_16816<T>(s.x + 4, q.x, k.x[2], k.x[3]);
+}
+// P operand from an S accumulator (already exponentiated): same lanes, same order.
+template <class T>
+RK_DEVICE void p_from_acc(Frag& p, const Acc& s) {
+  p.x[0] = pack2<T>(s.x[0], s.x[1]);
+  p.x[1] = pack2<T>(s.x[2], s.x[3]);
+  p.x[2] = pack2<T>(s.x[4], s.x[5]);
+  p.x[3] = pack2<T>(s.x[6], s.x[7]);
+}
+// O(16q x 16d) += P V
+template <class T>
+RK_DEVICE void mma_pv(Acc& o, const Frag& p, const Frag& v) {
+  mma_16816<T>(o.x, p.x, v.x[0], v.x[1]);
+  mma_16816<T>(o.x + 4, p.x, v.x[2], v.x[3]);
+}
+
+#else  // AMD: MFMA layout (real on gfx90a/gfx94x, emulated on the rest)
+
+// v_mfma_f32_16x16x16 layout (wave64): A[i][k] in lane i + 16*(k/4), item k%4; B[k][j] in lane
+// j + 16*(k/4), item k%4; D[i][j] in lane j + 16*(i/4), item i%4. We compute S^T = K Q^T
+// (A = K, B = Q^T) and O^T = V^T P^T (A = V^T, B = P^T = the S^T accumulator).
+struct Frag { uint32_t x[2]; };  // 4 elements: item 2r in the low half of x[r]
+struct Acc { float x[4]; };
+constexpr int kAccElems = 4;
+constexpr int kRowSlots = 1;
+
+RK_DEVICE int acc_query(int) { return threadIdx.x & 15; }
+RK_DEVICE int acc_other(int i) { return 4 * ((threadIdx.x & 63) >> 4) + i; }
+RK_DEVICE constexpr int acc_slot(int) { return 0; }
+RK_DEVICE int slot_query(int) { return threadIdx.x & 15; }
+
+RK_DEVICE float row_max(float v) {
+  v = fmaxf(v, shfl_xor(v, 16));
+  return fmaxf(v, shfl_xor(v, 32));
+}
+RK_DEVICE float row_sum(float v) {
+  v += shfl_xor(v, 16);
+  return v + shfl_xor(v, 32);
+}
+
+// Row operand (Q as B, K as A): lane holds row r0 + lane%16, dims c0 + 4*(lane/16) .. +3.
+template <int kCols>
+RK_DEVICE void load_rows4(Frag& f, const uint16_t* tile, int row0, int col0) {
+  const int lane = threadIdx.x & 63;
+  const uint2 v = *reinterpret_cast<const uint2*>(
+      tile + smem_index<kCols>(row0 + (lane & 15), col0 + 4 * (lane >> 4)));
+  f.x[0] = v.x;
+  f.x[1] = v.y;
+}
+template <int kCols>
+RK_DEVICE void load_q(Frag& f, const uint16_t* tile, int row0, int col0) {
+  load_rows4<kCols>(f, tile, row0, col0);
+}
+template <int kCols>
+RK_DEVICE void load_k(Frag& f, const uint16_t* tile, int key0, int col0) {
+  load_rows4<kCols>(f, tile, key0, col0);
+}
+// V^T as A: lane holds dim d0 + lane%16 of keys k0 + 4*(lane/16) .. +3 (a column gather).
+template <int kCols>
+RK_DEVICE void load_v(Frag& f, const uint16_t* tile, int key0, int dim0) {
+  const int lane = threadIdx.x & 63;
+  const int d = dim0 + (lane & 15);
+  const int k = key0 + 4 * (lane >> 4);
+  uint32_t e0 = tile[smem_index<kCols>(k + 0, d)];
+  uint32_t e1 = tile[smem_index<kCols>(k + 1, d)];
+  uint32_t e2 = tile[smem_index<kCols>(k + 2, d)];
+  uint32_t e3 = tile[smem_index<kCols>(k + 3, d)];
+  f.x[0] = e0 | (e1 << 16);
+  f.x[1] = e2 | (e3 << 16);
+}
+
+#if defined(RADIXKV_MMA_MFMA)
+typedef float v4f __attribute__((ext_vector_type(4)));
+typedef _Float16 v4h __attribute__((ext_vector_type(4)));
+typedef short v4s __attribute__((ext_vector_type(4)));
+
+template <class T>
+RK_DEVICE void mfma(Acc& c, const Frag& a, const Frag& b);
+template <>
+RK_DEVICE void mfma<f16_t>(Acc& c, const Frag& a, const Frag& b) {
+  v4f acc = {c.x[0], c.x[1], c.x[2], c.x[3]};
+  acc = __builtin_amdgcn_mfma_f32_16x16x16f16(__builtin_bit_cast(v4h, a), __builtin_bit_cast(v4h, b),
+                                              acc, 0, 0, 0);
+  c.x[0] = acc[0]; c.x[1] = acc[1]; c.x[2] = acc[2]; c.x[3] = acc[3];
+}
+template <>
+RK_DEVICE void mfma<bf16_t>(Acc& c, const Frag& a, const Frag& b) {
+  v4f acc = {c.x[0], c.x[1], c.x[2], c.x[3]};
+  acc = __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(__builtin_bit_cast(v4s, a),
+                                                  __builtin_bit_cast(v4s, b), acc, 0, 0, 0);
+  c.x[0] = acc[0]; c.x[1] = acc[1]; c.x[2] = acc[2]; c.x[3] = acc[3];
+}
+#else
+// Emulation of the MFMA contract: lane l computes D[4*(l/16)+it][l%16], it = 0..3, fetching
+// the A rows and B column it needs from the lanes that own them.
+template <class T>
+RK_DEVICE void mfma(Acc& c, const Frag& a, const Frag& b) {
+  const int lane = threadIdx.x & 63;
+  const int col = lane & 15;
+  const int rbase = 4 * (lane >> 4);
+  float bcol[16];
+#pragma unroll
+  for (int kg = 0; kg < 4; ++kg) {
+    const uint32_t lo = shfl(b.x[0], col + 16 * kg);
+    const uint32_t hi = shfl(b.x[1], col + 16 * kg);
+    Convert<T>::unpack2(lo, bcol[4 * kg + 0], bcol[4 * kg + 1]);
+    Convert<T>::unpack2(hi, bcol[4 * kg + 2], bcol[4 * kg + 3]);
+  }
+#pragma unroll
+  for (int it = 0; it < 4; ++it) {
+    float acc = c.x[it];
+#pragma unroll
+    for (int kg = 0; kg < 4; ++kg) {
+      const uint32_t lo = shfl(a.x[0], rbase + it + 16 * kg);
+      const uint32_t hi = shfl(a.x[1], rbase + it + 16 * kg);
+      float a0, a1, a2, a3;
+      Convert<T>::unpack2(lo, a0, a1);
+      Convert<T>::unpack2(hi, a2, a3);
+      acc = fmaf(a0, bcol[4 * kg + 0], acc);
+      acc = fmaf(a1, bcol[4 * kg + 1], acc);
+      acc = fmaf(a2, bcol[4 * kg + 2], acc);
+      acc = fmaf(a3, bcol[4 * kg + 3], acc);
+    }
+    c.x[it] = acc;
+  }
+}
+#endif
+
+// S^T(16k x 16q) += K Q^T
+template <class T>
+RK_DEVICE void mma_qk(Acc& s, const Frag& q, const Frag& k) { mfma<T>(s, k, q); }
+template <class T>
+RK_DEVICE void p_from_acc(Frag& p, const Acc& s) {
+  p.x[0] = pack2<T>(s.x[0], s.x[1]);
+  p.x[1] = pack2<T>(s.x[2], s.x[3]);
+}
+// O^T(16d x 16q) += V^T P^T
+template <class T>
+RK_DEVICE void mma_pv(Acc& o, const Frag& p, const Frag& v) { mfma<T>(o, v, p); }
+
+#endif
+
+RK_DEVICE void zero(Acc& a) {
+#pragma unroll
+  for (int i = 0; i < kAccElems; ++i) a.x[i] = 0.f;
+}
+
+}  // namespace mma
+}  // namespace rk
