@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Callable, Iterable
 
 import numpy as np
@@ -35,11 +36,13 @@ class EngineConfig:
 
 
 class Engine:
-    def __init__(self, model: TinyLlama, config: EngineConfig = EngineConfig()) -> None:
+    def __init__(self, model: TinyLlama, config: EngineConfig = EngineConfig(),
+                 ops: ModuleType | None = None) -> None:
         self.model = model
         self.config = config
         self.device = model.device
-        self.ops = select_ops(self.device)
+        # `ops` overrides the choice, e.g. the reference ops on a GPU to compare with the kernels.
+        self.ops = ops if ops is not None else select_ops(self.device)
         self.radix_kv = KVPool(model.config, config.pool_tokens, 1, self.device, model.dtype)
         self.paged_kv = KVPool(model.config, config.num_blocks, config.block_size, self.device,
                                model.dtype)
@@ -86,9 +89,10 @@ class Engine:
 
     def run(self, requests: Iterable[Request],
             on_finish: Callable[[Completion], Iterable[Request]] | None = None,
+            on_step: Callable[[list[Completion]], None] | None = None,
             max_steps: int = 1_000_000) -> list[Completion]:
         """Submit ``requests``, step until everything (including follow-ups that ``on_finish``
-        returns, e.g. the next chat turn) has finished."""
+        returns, e.g. the next chat turn) has finished. ``on_step`` sees each step's finishers."""
         for req in requests:
             self.submit(req)
         done: list[Completion] = []
@@ -96,7 +100,10 @@ class Engine:
         while not self.idle:
             if self.step_index >= max_steps:
                 raise RuntimeError(f"engine did not drain in {max_steps} steps")
-            for comp in self.step():
+            finished = self.step()
+            if on_step is not None:
+                on_step(finished)
+            for comp in finished:
                 done.append(comp)
                 for follow in on_finish(comp) if on_finish else ():
                     self.submit(follow)
@@ -118,6 +125,7 @@ class Engine:
         seq.kv_len = work.kv_len
         if work.kind == "extend":
             self.stats.prefill_computed += work.tokens.size
+            self.stats.prefill_chunks += 1
             self.prefix.publish(seq)
         else:
             self.stats.decode_tokens += 1
@@ -135,6 +143,7 @@ class Engine:
     def _advance_group(self, group: ForkGroup, work: Work, logits: torch.Tensor | None) -> None:
         group.kv_len = work.kv_len
         self.stats.prefill_computed += work.tokens.size
+        self.stats.prefill_chunks += 1
         if logits is None:
             return
         self.forks.fork(group)
@@ -211,6 +220,7 @@ class Engine:
                         paged_slots.append(np.asarray(self.forks.blocks.slot_mapping(seq_id, 0, n)))
                     paged_logical += n
                     if_copied += -(-n // bs)
+                    page16 += -(-n // 16) * 16
                     oracle += worst
                     seqs += 1
 

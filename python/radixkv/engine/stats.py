@@ -22,7 +22,7 @@ class MemorySample:
     paged_blocks: int  # blocks taken in the paged pool
     paged_blocks_if_copied: int  # blocks if every branch held its own copy of the prompt
     oracle_reserved: int  # contiguous allocator that knows prompt + max_new_tokens
-    page16_reserved: int  # radix sequences held in 16-token pages instead of single slots
+    page16_reserved: int  # every sequence in private 16-token pages (paging without sharing)
 
 
 @dataclass
@@ -33,6 +33,7 @@ class EngineStats:
     cached_tokens: int = 0  # prompt tokens served by the radix cache (radix requests)
     radix_prompt_tokens: int = 0
     prefill_computed: int = 0  # prompt tokens run through the model
+    prefill_chunks: int = 0  # extend works (a prompt split over k steps counts k)
     decode_tokens: int = 0  # decode positions run through the model
     generated_tokens: int = 0
     requests_finished: int = 0

@@ -1,0 +1,256 @@
+"""The demo engine: generation through the radix cache, paged KV and radixkv.ops must give exactly
+the tokens of a dense recomputation (float32, CPU), in every scheduling situation."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import radixkv as rk
+from radixkv.engine import (
+    Engine,
+    EngineConfig,
+    ModelConfig,
+    Request,
+    SamplingParams,
+    SchedulerConfig,
+    TinyLlama,
+    verify,
+)
+from radixkv.engine import workloads
+from radixkv.engine.cli import main
+
+SMALL = ModelConfig(num_layers=2, hidden_size=64, num_q_heads=4, num_kv_heads=2, head_dim=64,
+                    intermediate_size=128, vocab_size=256, max_seq_len=1024, seed=3)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread() -> Iterator[None]:
+    # The model is tiny; intra-op threads only contend on a small shared machine.
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def model() -> TinyLlama:
+    return TinyLlama(SMALL)
+
+
+def _engine(model: TinyLlama, **kw: object) -> Engine:
+    sched = kw.pop("scheduler", SchedulerConfig())
+    return Engine(model, EngineConfig(keep_logits=True, scheduler=sched, **kw))  # type: ignore[arg-type]
+
+
+def _check_drained(engine: Engine) -> None:
+    """After a run nothing is locked or reserved and every slot/block is free or cached."""
+    cache, pool = engine.prefix.cache, engine.prefix.pool
+    if hasattr(cache, "check"):
+        cache.check()
+    assert cache.protected_size == 0
+    assert engine.prefix.reserved == 0 and engine.forks.reserved == 0
+    assert pool.available + cache.total_size == engine.prefix.num_slots
+    assert engine.forks.blocks.num_free_blocks == engine.forks.num_blocks
+
+
+def _assert_exact(model: TinyLlama, done: list, eos: int | None = None) -> None:
+    result = verify(model, done, eos)
+    assert result.sequences > 0 and result.tokens > 0
+    assert result.ok, result.first_mismatches
+    assert result.max_abs_logit_diff is not None and result.max_abs_logit_diff < 1e-3
+
+
+def test_multi_turn_chat_reuses_history_and_matches_dense(model: TinyLlama) -> None:
+    wl = workloads.chat(seed=1, vocab=SMALL.vocab_size, conversations=3, turns=3, system_len=48)
+    engine = _engine(model)
+    done = engine.run(wl.requests, wl.on_finish)
+    assert len(done) == 9
+    _assert_exact(model, done)
+    by_id = {c.request.rid: c for c in done}
+    for c in range(3):
+        for t in (1, 2):
+            prev = by_id[f"chat{c}.turn{t - 1}"]
+            # The whole previous turn (prompt + answer, minus the last token, which has no KV).
+            assert by_id[f"chat{c}.turn{t}"].cached_prompt_tokens >= (
+                prev.request.prompt.size + len(prev.outputs[0]) - 1
+            )
+    _check_drained(engine)
+
+
+def test_shared_prefix_is_computed_once(model: TinyLlama) -> None:
+    wl = workloads.fewshot(seed=2, vocab=SMALL.vocab_size, questions=8, prefix_len=200)
+    engine = _engine(model)
+    done = engine.run(wl.requests)
+    _assert_exact(model, done)
+    s = engine.stats
+    assert s.cached_tokens + s.prefill_computed == s.prompt_tokens
+    # The 200-token prefix is computed by the first request only (in-batch deferral + publish).
+    assert s.prefill_computed == 200 + sum(r.prompt.size - 200 for r in wl.requests)
+    assert s.cached_tokens >= 7 * 200 - 7
+    _check_drained(engine)
+
+
+def test_chunked_prefill_matches_dense(model: TinyLlama) -> None:
+    rng = np.random.default_rng(5)
+    reqs = [Request(f"r{i}", rng.integers(2, SMALL.vocab_size, size=n, dtype=np.int32),
+                    SamplingParams(max_new_tokens=6)) for i, n in enumerate((150, 97, 33, 64))]
+    engine = _engine(model, scheduler=SchedulerConfig(max_batch_tokens=48, chunk_size=20))
+    done = engine.run(reqs)
+    _assert_exact(model, done)
+    assert engine.stats.prefill_chunks >= sum(-(-r.prompt.size // 20) for r in reqs)
+    assert engine.stats.prefill_computed == sum(r.prompt.size for r in reqs)
+    _check_drained(engine)
+
+
+def test_small_pool_evicts_mid_run_and_stays_exact(model: TinyLlama) -> None:
+    wl = workloads.build("all", seed=4, vocab=SMALL.vocab_size)
+    engine = _engine(model, pool_tokens=420, num_blocks=64)
+    done = engine.run(wl.requests, wl.on_finish)
+    assert len(done) == wl.total_requests
+    assert engine.prefix.evicted_tokens > 0
+    _assert_exact(model, done)
+    _check_drained(engine)
+
+
+def test_parallel_sampling_forks_and_copies_on_write(model: TinyLlama) -> None:
+    wl = workloads.parallel(seed=6, vocab=SMALL.vocab_size, prompts=3, n=4, out_len=20)
+    engine = _engine(model, num_blocks=64, block_size=16)
+    done = engine.run(wl.requests)
+    _assert_exact(model, done)
+    assert engine.forks.forks == 3 * 3
+    assert engine.forks.cow_copies > 0
+    for c in done:
+        assert len(c.outputs) == 4 and len({tuple(o) for o in c.outputs}) > 1
+    s = engine.stats
+    assert sum(x.paged_blocks for x in s.samples) < sum(x.paged_blocks_if_copied for x in s.samples)
+    _check_drained(engine)
+
+
+def test_greedy_branches_equal_single_request(model: TinyLlama) -> None:
+    """Two memory paths, one answer: n=3 greedy branches (forked pages) equal an n=1 request
+    (radix slots), so fork + copy-on-write never corrupts the shared prompt."""
+    prompt = np.random.default_rng(7).integers(2, SMALL.vocab_size, size=45, dtype=np.int32)
+    engine = _engine(model, num_blocks=32, block_size=16)
+    done = engine.run([Request("one", prompt, SamplingParams(max_new_tokens=12)),
+                       Request("three", prompt, SamplingParams(max_new_tokens=12, n=3))])
+    outs = {c.request.rid: c.outputs for c in done}
+    assert outs["three"] == outs["one"] * 3
+    assert engine.forks.cow_copies >= 2
+    _check_drained(engine)
+
+
+def test_verify_catches_a_wrong_token(model: TinyLlama) -> None:
+    engine = _engine(model)
+    prompt = np.arange(2, 40, dtype=np.int32)
+    done = engine.run([Request("x", prompt, SamplingParams(max_new_tokens=5))])
+    assert verify(model, done).ok
+    done[0].outputs[0][2] = (done[0].outputs[0][2] + 1) % SMALL.vocab_size
+    bad = verify(model, done)
+    assert not bad.ok and bad.mismatched_tokens >= 1
+
+
+def test_eos_stops_generation(model: TinyLlama) -> None:
+    prompt = np.arange(2, 30, dtype=np.int32)
+    probe = _engine(model).run([Request("p", prompt, SamplingParams(max_new_tokens=8))])
+    eos = probe[0].outputs[0][3]  # make the 4th greedy token the end of sequence
+    engine = _engine(model, eos_token_id=eos)
+    done = engine.run([Request("p", prompt, SamplingParams(max_new_tokens=8))])
+    out = done[0].outputs[0]
+    assert out[-1] == eos and eos not in out[:-1] and len(out) <= 4
+    _assert_exact(model, done, eos)
+    _check_drained(engine)
+
+
+def test_bad_input_raises_typed_errors_and_changes_nothing(model: TinyLlama) -> None:
+    with pytest.raises(rk.InvalidArgument, match="n must be"):
+        SamplingParams(n=0)
+    with pytest.raises(rk.InvalidArgument, match="prompt"):
+        Request("empty", np.array([], dtype=np.int32))
+    engine = _engine(model, pool_tokens=64)
+    with pytest.raises(rk.InvalidArgument, match="pool has 64"):
+        engine.submit(Request("big", np.arange(2, 80, dtype=np.int32)))
+    with pytest.raises(rk.InvalidArgument, match="blocks"):
+        engine.submit(Request("wide", np.arange(2, 80, dtype=np.int32),
+                              SamplingParams(max_new_tokens=300, n=8)))
+    assert engine.idle and engine.prefix.pool.available == 64
+
+
+def _check_report(report: dict, total_requests: int) -> None:
+    r, pc, mem = report["requests"], report["prefix_cache"], report["memory"]
+    assert r["requests"] == total_requests
+    assert r["sequences"] >= r["requests"]
+    assert pc["cached_tokens"] + pc["prefill_tokens_computed"] == r["prompt_tokens"]
+    assert pc["prompt_tokens"] <= r["prompt_tokens"]
+    assert pc["hit_rate"] == pytest.approx(pc["cached_tokens"] / max(1, pc["prompt_tokens"]))
+    assert report["throughput"]["generated_tokens_per_s"] > 0
+    assert 0 < mem["peak_used_tokens"] <= mem["reserved_tokens"]
+    assert mem["peak_used_bytes"] == mem["peak_used_tokens"] * mem["kv_bytes_per_token"]
+    schemes = mem["schemes"]
+    assert schemes["this_engine"]["vs_this_engine"] == pytest.approx(1.0)
+    for s in schemes.values():
+        assert 0.0 <= s["waste"] < 1.0
+    # Reserving max length for every request can only waste more than reserving its exact length.
+    assert schemes["contiguous_max_len"]["waste"] >= schemes["contiguous_exact_length"]["waste"]
+    assert report["verify"]["ok"] and report["verify"]["tokens"] == r["generated_tokens"]
+
+
+def test_cli_main_writes_consistent_json(tmp_path: Path) -> None:
+    path = tmp_path / "report.json"
+    rc = main(["demo", "--workload", "all", "--json", str(path), "--quiet", "--layers", "2",
+               "--hidden", "64", "--pool-tokens", "600"])
+    assert rc == 0
+    report = json.loads(path.read_text())
+    _check_report(report, workloads.build("all", 0, 512).total_requests)
+    assert report["parallel"]["forks"] > 0 and report["prefix_cache"]["evicted_tokens"] > 0
+
+
+def test_python_dash_m_entry_point(tmp_path: Path) -> None:
+    path = tmp_path / "r.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "radixkv", "demo", "--workload", "chat", "--json", str(path),
+         "--layers", "2", "--hidden", "64"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "PASS" in proc.stdout and "prefix cache" in proc.stdout
+    _check_report(json.loads(path.read_text()), workloads.build("chat", 0, 512).total_requests)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_kernels_match_reference_ops_in_bf16() -> None:
+    """Same engine, same trace: the kernels' logits vs the reference ops' logits (bf16)."""
+    import radixkv.ops
+    import radixkv.ops.reference
+
+    cfg = ModelConfig(num_layers=2, hidden_size=256, num_q_heads=8, num_kv_heads=2, head_dim=128,
+                      intermediate_size=512, vocab_size=512, seed=11)
+    gpu_model = TinyLlama(cfg, "cuda", torch.bfloat16)
+    wl = workloads.build("all", seed=3, vocab=cfg.vocab_size)
+    runs = []
+    for ops in (radixkv.ops, radixkv.ops.reference):
+        engine = Engine(gpu_model, EngineConfig(keep_logits=True), ops=ops)
+        runs.append({c.request.rid: c for c in engine.run(wl.requests, wl.on_finish)})
+        _check_drained(engine)
+    compared = 0
+    for rid, kernel in runs[0].items():
+        ref = runs[1].get(rid)
+        if ref is None or not np.array_equal(ref.request.prompt, kernel.request.prompt):
+            continue  # an earlier chat turn diverged, so this turn's prompt differs
+        for ko, ro, kl, rl in zip(kernel.outputs, ref.outputs, kernel.logits, ref.logits):
+            for i in range(min(len(ko), len(ro))):
+                a, b = torch.from_numpy(kl[i]), torch.from_numpy(rl[i])
+                scale = float(b.abs().max())
+                assert float((a - b).abs().max()) <= 0.05 * scale + 0.05, (rid, i)
+                compared += 1
+                if ko[i] != ro[i]:
+                    break  # bf16 rounding picked another token; later logits are not comparable
+    assert compared > 100
