@@ -1,0 +1,242 @@
+"""GPU tests of radixkv.ops.extend_attention (the HIP/CUDA kernel) against the float32 reference.
+
+Skipped without a GPU. Every batch mixes requests with no prefix, short and long prefixes, and
+extend lengths 1, 7, 64, 333 and 2048; prefixes are not page-aligned; pages are scattered at random
+over a pool whose unused slots (padding in last pages, free pages) hold NaN; outputs are poisoned
+with NaN before the call. Errors are ||out - ref|| / ||ref|| against the reference computed in
+float32 from the same (upcast) fp16/bf16 inputs.
+
+The metadata checks (check_extend_metadata) run on the CPU too.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import pytest
+import torch
+
+import radixkv
+from radixkv.ops import reference
+from radixkv.ops.extend import check_extend_metadata, extend_attention, extend_flops
+
+GPU = torch.cuda.is_available()
+gpu = pytest.mark.skipif(not GPU, reason="needs a GPU")
+
+# ||out - ref|| / ||ref|| bounds: operands and P are rounded to the storage type (bf16 keeps 8
+# mantissa bits, fp16 11), accumulation is fp32.
+REL_TOL = {torch.bfloat16: 1.2e-2, torch.float16: 2.5e-3}
+
+# (prefix, extend) per request: no prefix, short and long prefixes, unaligned to any page size.
+MIXED = [(0, 1), (3, 7), (0, 64), (130, 333), (1000, 7), (2500, 64), (17, 2048), (0, 333), (61, 1)]
+SMALL = [(0, 1), (5, 7), (0, 64), (77, 333), (300, 1), (1000, 64)]
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+class Batch:
+    """A ragged extend batch over a NaN-poisoned, randomly scattered paged pool."""
+
+    def __init__(self, specs, *, page_size, h_kv, group, dim, dtype, layout="bshd",
+                 block_tables=False, seed=0, device="cuda"):
+        g = torch.Generator().manual_seed(seed)
+        self.specs = specs
+        self.layout = layout
+        self.page_size = page_size
+        lens = [p + e for p, e in specs]
+        n_pages = [_ceil(n, page_size) for n in lens]
+        num_pages = sum(n_pages) + 5  # a few pages nobody owns (all NaN)
+        perm = torch.randperm(num_pages, generator=g)
+        pages, at = [], 0
+        for n in n_pages:
+            pages.append(perm[at : at + n])
+            at += n
+        shape = (num_pages, page_size, h_kv, dim) if layout == "bshd" else (num_pages, h_kv, page_size, dim)
+        self.k_cache = torch.full(shape, float("nan"), dtype=dtype, device=device)
+        self.v_cache = torch.full(shape, float("nan"), dtype=dtype, device=device)
+        tok_k = self.k_cache if layout == "bshd" else self.k_cache.permute(0, 2, 1, 3)
+        tok_v = self.v_cache if layout == "bshd" else self.v_cache.permute(0, 2, 1, 3)
+        for pg, n in zip(pages, lens):
+            pos = torch.arange(n)
+            page = pg[pos // page_size].to(device)
+            off = (pos % page_size).to(device)
+            tok_k[page, off] = torch.randn(n, h_kv, dim, generator=g).to(device, dtype)
+            tok_v[page, off] = torch.randn(n, h_kv, dim, generator=g).to(device, dtype)
+        n_q = sum(e for _, e in specs)
+        self.q = (torch.randn(n_q, h_kv * group, dim, generator=g) * 1.5).to(device, dtype)
+        i32 = dict(dtype=torch.int32, device=device)
+        self.qo_indptr = torch.tensor([0] + list(torch.tensor([e for _, e in specs]).cumsum(0)), **i32)
+        self.kv_lens = torch.tensor(lens, **i32)
+        if block_tables:
+            width = max(n_pages) + 3
+            bt = torch.zeros(len(specs), width, dtype=torch.int32)
+            for b, pg in enumerate(pages):
+                bt[b, : len(pg)] = pg.int()
+            self.block_tables = bt.to(device)
+            self.kv_indptr = self.kv_indices = None
+        else:
+            self.block_tables = None
+            self.kv_indptr = torch.tensor([0] + list(torch.tensor(n_pages).cumsum(0)), **i32)
+            self.kv_indices = torch.cat(pages).to(**i32)
+
+    def run(self, out=None, sm_scale=None, **kw):
+        return radixkv.ops.extend_attention(
+            self.q, self.k_cache, self.v_cache, self.qo_indptr, self.kv_indptr, self.kv_indices,
+            self.kv_lens, sm_scale, block_tables=self.block_tables, layout=self.layout, out=out, **kw)
+
+    def reference(self, sm_scale=None):
+        return reference.extend_attention(
+            self.q.float(), self.k_cache, self.v_cache, self.qo_indptr, self.kv_indptr,
+            self.kv_indices, self.kv_lens, sm_scale, block_tables=self.block_tables,
+            layout=self.layout)
+
+
+def _rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
+    return float((out.float() - ref).norm() / ref.norm().clamp_min(1e-30))
+
+
+def _check(batch: Batch, dtype, sm_scale=None) -> float:
+    out = torch.full_like(batch.q, float("nan"))  # poisoned: every element must be written
+    got = batch.run(out=out, sm_scale=sm_scale)
+    assert got.data_ptr() == out.data_ptr()
+    torch.cuda.synchronize()
+    assert torch.isfinite(out).all(), f"{int((~torch.isfinite(out)).sum())} non-finite outputs"
+    err = _rel_err(out, batch.reference(sm_scale))
+    assert err < REL_TOL[dtype], f"relative error {err:.2e} >= {REL_TOL[dtype]:.1e}"
+    return err
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _extension():
+    if not GPU:
+        yield
+        return
+    from radixkv.ops import loader
+
+    loader.load()
+    assert hasattr(torch.ops.radixkv, "extend_attention"), "extend_attention op not registered"
+    old = os.environ.get("RADIXKV_OPS_BACKEND")
+    os.environ["RADIXKV_OPS_BACKEND"] = "extension"  # never fall back to the reference silently
+    yield
+    if old is None:
+        os.environ.pop("RADIXKV_OPS_BACKEND", None)
+    else:
+        os.environ["RADIXKV_OPS_BACKEND"] = old
+
+
+# ----------------------------------------------------------------------------- accuracy grid
+
+
+@gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("dim", [64, 128, 256])
+@pytest.mark.parametrize("group", [1, 4, 8])
+def test_mixed_batch(dtype, dim, group):
+    # Rotate page size, layout and page-table form over the grid so every combination appears.
+    idx = [64, 128, 256].index(dim) * 3 + [1, 4, 8].index(group)
+    page_size = (1, 16, 64)[idx % 3]
+    layout = ("bshd", "bhsd")[idx % 2]
+    batch = Batch(MIXED, page_size=page_size, h_kv=2, group=group, dim=dim, dtype=dtype,
+                  layout=layout, block_tables=bool(idx % 4 == 3), seed=idx)
+    _check(batch, dtype)
+
+
+@gpu
+@pytest.mark.parametrize("page_size", [1, 16, 64])
+@pytest.mark.parametrize("layout", ["bshd", "bhsd"])
+@pytest.mark.parametrize("tables", [False, True], ids=["csr", "block_tables"])
+def test_paging_forms(page_size, layout, tables):
+    batch = Batch(SMALL, page_size=page_size, h_kv=3, group=4, dim=128, dtype=torch.bfloat16,
+                  layout=layout, block_tables=tables, seed=page_size)
+    _check(batch, torch.bfloat16)
+
+
+@gpu
+def test_custom_scale_and_single_request():
+    batch = Batch([(4095, 2048)], page_size=16, h_kv=1, group=8, dim=128, dtype=torch.float16, seed=7)
+    _check(batch, torch.float16, sm_scale=0.05)
+
+
+@gpu
+def test_deterministic():
+    batch = Batch(MIXED, page_size=16, h_kv=2, group=4, dim=128, dtype=torch.bfloat16, seed=3)
+    a = batch.run().clone()
+    b = batch.run()
+    assert torch.equal(a, b), "two runs on the same inputs differ (a race?)"
+
+
+@gpu
+def test_more_queries_than_keys():
+    batch = Batch(SMALL, page_size=16, h_kv=2, group=2, dim=64, dtype=torch.bfloat16, seed=5)
+    batch.kv_lens[2] = 10  # request 2 has 64 queries
+    with pytest.raises(radixkv.InvalidArgument, match="request 2 has more queries than keys"):
+        extend_attention(batch.q, batch.k_cache, batch.v_cache, batch.qo_indptr, batch.kv_indptr,
+                         batch.kv_indices, batch.kv_lens, check=True)
+    # Unchecked, the kernel marks that request's rows NaN instead of returning garbage.
+    out = extend_attention(batch.q, batch.k_cache, batch.v_cache, batch.qo_indptr, batch.kv_indptr,
+                           batch.kv_indices, batch.kv_lens, check=False)
+    q0, q1 = int(batch.qo_indptr[2]), int(batch.qo_indptr[3])
+    assert torch.isnan(out[q0:q1]).all()
+    assert torch.isfinite(out[:q0]).all() and torch.isfinite(out[q1:]).all()
+
+
+@gpu
+def test_cuda_graph_replay():
+    batch = Batch(SMALL, page_size=1, h_kv=2, group=4, dim=128, dtype=torch.bfloat16, seed=11)
+    out = torch.empty_like(batch.q)
+    batch.run(out=out)  # warm up (build, lazy init) outside capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        batch.run(out=out, max_q_len=2048)
+    # New values in the same buffers: the replay must read them.
+    batch.q.copy_(torch.randn_like(batch.q, dtype=torch.float32).to(batch.q.dtype))
+    out.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.isfinite(out).all()
+    assert _rel_err(out, batch.reference()) < REL_TOL[torch.bfloat16]
+
+
+@gpu
+def test_unsupported_head_dim_and_dtype():
+    batch = Batch([(3, 5)], page_size=16, h_kv=1, group=1, dim=96, dtype=torch.bfloat16)
+    with pytest.raises(radixkv.InvalidArgument, match="head_dim: 96"):
+        batch.run()
+    b32 = Batch([(3, 5)], page_size=16, h_kv=1, group=1, dim=64, dtype=torch.float32)
+    with pytest.raises(radixkv.InvalidArgument, match="float32"):
+        b32.run()
+
+
+@gpu
+def test_opcheck():
+    batch = Batch([(5, 7), (0, 33), (40, 1)], page_size=16, h_kv=2, group=2, dim=64,
+                  dtype=torch.bfloat16, seed=2)
+    out = torch.empty_like(batch.q)
+    args = (batch.q, batch.k_cache.nan_to_num(), batch.v_cache.nan_to_num(), batch.qo_indptr,
+            batch.kv_indptr, batch.kv_indices, batch.kv_lens, out, 0.125, 0, batch.q.shape[0])
+    torch.library.opcheck(torch.ops.radixkv.extend_attention.default, args)
+
+
+# ----------------------------------------------------------------------------- CPU: metadata
+
+
+def test_check_metadata_names_the_request():
+    qo = torch.tensor([0, 2, 5, 6], dtype=torch.int32)
+    check_extend_metadata(qo, torch.tensor([6, 3, 6], dtype=torch.int32), 6)  # SPEC golden case
+    with pytest.raises(radixkv.InvalidArgument, match="request 1 has more queries than keys"):
+        check_extend_metadata(qo, torch.tensor([6, 2, 6], dtype=torch.int32), 6)
+    with pytest.raises(radixkv.InvalidArgument, match="ends at 6 but q has 7"):
+        check_extend_metadata(qo, torch.tensor([6, 3, 6], dtype=torch.int32), 7)
+    with pytest.raises(radixkv.InvalidArgument, match="decreases at request 1"):
+        check_extend_metadata(torch.tensor([0, 3, 2], dtype=torch.int32),
+                              torch.tensor([5, 5], dtype=torch.int32), 2)
+
+
+def test_flops_formula():
+    # one request, E = 2, P = 4: 2 queries see 5 and 6 keys = 11 pairs = E*P + E(E+1)/2
+    assert extend_flops([2], [4], heads_q=1, head_dim=1) == 4 * 11
+    assert math.isclose(extend_flops([128] * 8, [0] * 8, 32, 128), 8 * 4 * 128 * 64.5 * 128 * 32)
