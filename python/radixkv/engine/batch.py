@@ -36,31 +36,32 @@ def _indptr(lengths: list[int]) -> np.ndarray:
 
 def _radix_segment(works: list[Work], pool: KVPool, kind: str, start: int,
                    device: torch.device) -> Segment:
-    md = rk.build_extend_metadata([w.prefix_slots for w in works], [w.write_slots for w in works])
-    t = md.to(device) if device.type != "cpu" else md
+    prefix = [w.prefix_slots for w in works]
+    md = rk.build_extend_metadata(prefix, [w.write_slots for w in works]).to(device)
     write = np.concatenate([w.write_slots for w in works])
-
-    def field(name: str) -> torch.Tensor:
-        value = getattr(t, name)
-        return value if isinstance(value, torch.Tensor) else _i32(value, device)
-
     return Segment(pool, kind, start, start + write.size, _i32(write, device),
-                   field("qo_indptr") if kind == "extend" else None,
-                   field("kv_indptr"), field("kv_indices"), field("seq_lens"))
+                   md.qo_indptr if kind == "extend" else None, md.kv_indptr, md.kv_indices,
+                   md.seq_lens)
 
 
 def _paged_segment(works: list[Work], pool: KVPool, kind: str, start: int,
-                   device: torch.device) -> Segment:
+                   device: torch.device, blocks: object) -> Segment:
     write = np.concatenate([w.write_slots for w in works])
+    write_t = _i32(write, device)
+    end = start + write.size
+    if kind == "decode":
+        # The allocator knows each branch's pages and length (this step's token included).
+        md = blocks.decode_metadata([w.target.seq_id for w in works]).to(device)  # type: ignore[attr-defined, union-attr]
+        return Segment(pool, kind, start, end, write_t, None, md.kv_indptr, md.kv_indices,
+                       md.kv_lens)
     qo = _indptr([w.tokens.size for w in works])
     kv = _indptr([w.kv_indices.size for w in works])
-    return Segment(pool, kind, start, start + write.size, _i32(write, device),
-                   _i32(qo, device) if kind == "extend" else None, _i32(kv, device),
+    return Segment(pool, kind, start, end, write_t, _i32(qo, device), _i32(kv, device),
                    _i32(np.concatenate([w.kv_indices for w in works]), device),
                    _i32(np.array([w.kv_len for w in works]), device))
 
 
-def build_batch(plan: StepPlan, radix_pool: KVPool, paged_pool: KVPool,
+def build_batch(plan: StepPlan, radix_pool: KVPool, paged_pool: KVPool, blocks: object,
                 device: torch.device) -> ForwardBatch:
     ordered: list[Work] = []
     segments: list[Segment] = []
@@ -70,8 +71,10 @@ def build_batch(plan: StepPlan, radix_pool: KVPool, paged_pool: KVPool,
             works = [w for w in plan.works if w.paged == paged and w.kind == kind]
             if not works:
                 continue
-            make = _paged_segment if paged else _radix_segment
-            seg = make(works, paged_pool if paged else radix_pool, kind, row, device)
+            if paged:
+                seg = _paged_segment(works, paged_pool, kind, row, device, blocks)
+            else:
+                seg = _radix_segment(works, radix_pool, kind, row, device)
             segments.append(seg)
             ordered.extend(works)
             row = seg.end

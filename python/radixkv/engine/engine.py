@@ -77,7 +77,7 @@ class Engine:
             if plan.copies:
                 pairs = torch.tensor(plan.copies, dtype=torch.int32, device=self.device)
                 self.paged_kv.copy_blocks(self.ops, pairs)
-            batch = build_batch(plan, self.radix_kv, self.paged_kv, self.device)
+            batch = build_batch(plan, self.radix_kv, self.paged_kv, self.forks.blocks, self.device)
             attend = StepAttention(batch.segments, self.ops)
             logits = self.model.forward(batch.tokens, batch.positions, attend, batch.logits_rows)
             logits = logits.cpu()

@@ -83,7 +83,7 @@ class PrefixManager:
 
     def can_admit(self, req: Request, hit: int) -> bool:
         # Locking the hit path may move up to `hit` tokens from evictable to protected.
-        capacity = self.pool.available + self.cache.evictable_size - hit - self.reserved
+        capacity = int(self.pool.available) + int(self.cache.evictable_size) - hit - self.reserved
         return self.worst_case(req) - hit <= capacity
 
     def admit(self, req: Request) -> RadixSeq:
