@@ -1,0 +1,46 @@
+// paged_decode.h — params and launcher of paged decode attention (torch-free, device-free).
+//
+// One query token per request attends over its paged KV context. The grid is
+// (num_splits, batch, H_kv * head_chunks): each block loads a KV tile of one KV head once and
+// applies it to every query head of its chunk of the GQA group. With num_splits > 1 each block
+// covers 1/num_splits of its request's context and writes a partial state to the workspace; a
+// second kernel combines the partitions (softmax.h explains the math).
+#pragma once
+
+#include "common.h"
+
+namespace rk {
+
+struct PagedDecodeParams {
+  // Tensors. Element strides are int64; the last (head_dim) axis of every tensor is contiguous.
+  const void* q;             // [B, H_q, D]  fp16/bf16, contiguous
+  const void* k_cache;       // [num_pages, page_size, H_kv, D] (bshd) or [num_pages, H_kv, page_size, D] (bhsd)
+  const void* v_cache;       // same shape and strides as k_cache
+  void* out;                 // [B, H_q, D]  same dtype as q, contiguous
+  const int32_t* kv_indptr;  // [B + 1] CSR row pointers into page_table, or nullptr (block-table mode)
+  const int32_t* page_table; // CSR: kv_indices [nnz]; block-table mode: [B, max_blocks] row-major
+  const int32_t* kv_lens;    // [B] valid tokens per request
+  float* workspace;          // split-KV partials: o [splits, B, H_q, D] then m, l [splits, B, H_q]; fp32
+
+  int64_t q_stride_b, q_stride_h;                 // elements
+  int64_t kv_stride_page, kv_stride_slot, kv_stride_head;  // elements, same for k_cache and v_cache
+  int64_t table_stride;      // block-table mode: elements between rows of page_table
+  int32_t table_cols;        // block-table mode: max_blocks (pages beyond it are never read)
+  int32_t num_pages;         // pages in the pool: a page index outside [0, num_pages) reads nothing
+
+  int32_t batch, num_q_heads, num_kv_heads, head_dim, page_size;
+  int32_t num_splits;        // >= 1
+  float sm_scale;            // softmax scale in natural units; kernels fold in log2(e)
+  DType dtype;
+};
+
+// Throws rk::Unsupported for a head_dim / page_size / dtype without a compiled kernel, and
+// rk::LaunchError if a launch fails. Enqueues work on `stream` only: no sync, no allocation.
+void launch_paged_decode(const PagedDecodeParams& p, Stream stream);
+
+// Per-head-dim launchers (paged_decode_d64.cu, ...), split so builds parallelise.
+void launch_paged_decode_d64(const PagedDecodeParams& p, Stream stream);
+void launch_paged_decode_d128(const PagedDecodeParams& p, Stream stream);
+void launch_paged_decode_d256(const PagedDecodeParams& p, Stream stream);
+
+}  // namespace rk

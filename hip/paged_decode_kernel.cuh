@@ -1,0 +1,280 @@
+// paged_decode_kernel.cuh — device code of paged decode (included by paged_decode_d*.cu only).
+//
+// Work split: one block of kThreads threads per (split, request, KV head, query-head chunk). Lanes
+// are grouped in row groups of kLanesPerRow lanes; a row group owns one K row and one V row at a
+// time (each lane holds kElems consecutive elements = 1 or 2 16-byte loads), so a block has
+// kRowGroups rows in flight per unroll slot and kStepTokens per step. Each row group keeps its own
+// online-softmax state for the GC query heads it serves; at the end the row groups' states are
+// merged through shared memory and written as the output (one split) or as a partition's
+// normalised partial (several splits; combine_kernel then merges partitions).
+//
+// GQA: the K/V rows of a KV head are loaded once and scored against all GC query heads, which sit
+// in registers pre-multiplied by sm_scale * log2(e) (softmax in base 2). Groups larger than 8 are
+// served by group/8 blocks per KV head (register budget), each reading the KV once.
+#pragma once
+
+#include "dispatch.h"
+#include "paged_decode.h"
+#include "platform.h"
+#include "softmax.h"
+
+namespace rk {
+namespace decode {
+
+constexpr int kThreads = 128;
+
+template <int D, int GC>
+struct Tile {
+  // 16 elements per lane halve the lanes per row (fewer shuffle steps per score) when q and the
+  // accumulators of GC heads still fit in registers; otherwise 8.
+  static constexpr int kElems = (GC <= 4 && D >= 128) ? 16 : 8;
+  static constexpr int kVecs = kElems / 8;                  // 16-byte loads per row per lane
+  static constexpr int kLanesPerRow = D / kElems;           // 4..32, divides the warp size
+  static constexpr int kRowGroups = kThreads / kLanesPerRow;
+  static constexpr int kUnroll = 32 / kElems;               // rows per row group per step
+  static constexpr int kStepTokens = kRowGroups * kUnroll;
+  static_assert(kLanesPerRow <= kWarpSize && kWarpSize % kLanesPerRow == 0, "row group in one warp");
+};
+
+template <typename T, int D, int PS, int GC>
+__global__ void __launch_bounds__(kThreads) paged_decode_kernel(const PagedDecodeParams p) {
+  using Tl = Tile<D, GC>;
+  constexpr int E = Tl::kElems, V = Tl::kVecs, LPR = Tl::kLanesPerRow, RG = Tl::kRowGroups;
+  constexpr int U = Tl::kUnroll, STEP = Tl::kStepTokens;
+
+  const int split = blockIdx.x, b = blockIdx.y;
+  const int group = p.num_q_heads / p.num_kv_heads;
+  const int chunks = group / GC;
+  const int kvh = blockIdx.z / chunks;
+  const int h0 = kvh * group + (blockIdx.z % chunks) * GC;  // first query head served here
+  const int tid = threadIdx.x, rg = tid / LPR, lane = tid % LPR;
+
+  // Pages of this request; tokens beyond what its pages hold are never read.
+  const int32_t* pages;
+  int npages;
+  if (p.kv_indptr != nullptr) {
+    const int s = p.kv_indptr[b];
+    pages = p.page_table + s;
+    npages = p.kv_indptr[b + 1] - s;
+  } else {
+    pages = p.page_table + static_cast<int64_t>(b) * p.table_stride;
+    npages = p.table_cols;
+  }
+  const int len = max(0, min(p.kv_lens[b], max(npages, 0) * PS));
+  // This partition's tokens, cut on step boundaries.
+  const int per_split = ((len + p.num_splits - 1) / p.num_splits + STEP - 1) / STEP * STEP;
+  const int begin = split * per_split;
+  const int end = min(len, begin + per_split);
+
+  // q of the GC served heads, this lane's E elements, in log2 units.
+  const float qscale = p.sm_scale * kLog2e;
+  float qv[GC][E];
+#pragma unroll
+  for (int g = 0; g < GC; ++g) {
+    const T* qp = static_cast<const T*>(p.q) + b * p.q_stride_b + (h0 + g) * p.q_stride_h + lane * E;
+#pragma unroll
+    for (int v = 0; v < V; ++v) unpack8<T>(load16(qp + 8 * v), &qv[g][8 * v]);
+#pragma unroll
+    for (int i = 0; i < E; ++i) qv[g][i] *= qscale;
+  }
+
+  float m[GC], l[GC], acc[GC][E];
+#pragma unroll
+  for (int g = 0; g < GC; ++g) {
+    m[g] = kNegInf;
+    l[g] = 0.f;
+#pragma unroll
+    for (int i = 0; i < E; ++i) acc[g][i] = 0.f;
+  }
+
+  const int64_t head_off = static_cast<int64_t>(kvh) * p.kv_stride_head + lane * E;
+  const T* kbase = static_cast<const T*>(p.k_cache) + head_off;
+  const T* vbase = static_cast<const T*>(p.v_cache) + head_off;
+
+  for (int t0 = begin; t0 < end; t0 += STEP) {
+    // Issue every load of the step before any math: 2 * U * V independent 16-byte loads per lane.
+    vec16 kr[U][V], vr[U][V];
+    bool valid[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int t = t0 + u * RG + rg;  // row groups read neighbouring tokens: coalesced indices
+      valid[u] = t < end;
+      int page = 0;
+      if (valid[u]) page = pages[t / PS];
+      valid[u] = valid[u] && page >= 0 && page < p.num_pages;
+      if (valid[u]) {
+        const int64_t off = static_cast<int64_t>(page) * p.kv_stride_page + (t % PS) * p.kv_stride_slot;
+#pragma unroll
+        for (int v = 0; v < V; ++v) {
+          kr[u][v] = load16_stream(kbase + off + 8 * v);
+          vr[u][v] = load16_stream(vbase + off + 8 * v);
+        }
+      } else {
+#pragma unroll
+        for (int v = 0; v < V; ++v) {
+          kr[u][v] = vec16{{0u, 0u, 0u, 0u}};
+          vr[u][v] = vec16{{0u, 0u, 0u, 0u}};
+        }
+      }
+    }
+
+    // Scores: partial dot products, then a butterfly sum over the row group's lanes.
+    float s[GC][U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      float kf[E];
+#pragma unroll
+      for (int v = 0; v < V; ++v) unpack8<T>(kr[u][v], &kf[8 * v]);
+#pragma unroll
+      for (int g = 0; g < GC; ++g) {
+        float a = 0.f;
+#pragma unroll
+        for (int i = 0; i < E; ++i) a = fmaf(qv[g][i], kf[i], a);
+        s[g][u] = a;
+      }
+    }
+#pragma unroll
+    for (int mask = LPR / 2; mask > 0; mask /= 2) {
+#pragma unroll
+      for (int g = 0; g < GC; ++g)
+#pragma unroll
+        for (int u = 0; u < U; ++u) s[g][u] += shfl_xor(s[g][u], mask);
+    }
+
+    // Online softmax: one rescale per step and head, not per token.
+#pragma unroll
+    for (int g = 0; g < GC; ++g) {
+      float mx = m[g];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        if (!valid[u]) s[g][u] = kNegInf;
+        mx = fmaxf(mx, s[g][u]);
+      }
+      const float ms = safe_max(mx);
+      const float alpha = fast_exp2(m[g] - ms);
+      float sum = 0.f;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        s[g][u] = fast_exp2(s[g][u] - ms);  // now the probability weight
+        sum += s[g][u];
+      }
+      l[g] = l[g] * alpha + sum;
+      m[g] = mx;
+#pragma unroll
+      for (int i = 0; i < E; ++i) acc[g][i] *= alpha;
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      float vf[E];
+#pragma unroll
+      for (int v = 0; v < V; ++v) unpack8<T>(vr[u][v], &vf[8 * v]);
+#pragma unroll
+      for (int g = 0; g < GC; ++g)
+#pragma unroll
+        for (int i = 0; i < E; ++i) acc[g][i] = fmaf(s[g][u], vf[i], acc[g][i]);
+    }
+  }
+
+  // Merge the row groups' states.
+  __shared__ float sm_m[RG][GC], sm_l[RG][GC];
+  __shared__ float sm_w[RG][GC];
+  __shared__ float sm_L[GC], sm_M[GC];
+  __shared__ __align__(16) float sm_o[RG][GC][D];
+  if (lane == 0) {
+#pragma unroll
+    for (int g = 0; g < GC; ++g) {
+      sm_m[rg][g] = m[g];
+      sm_l[rg][g] = l[g];
+    }
+  }
+#pragma unroll
+  for (int g = 0; g < GC; ++g)
+#pragma unroll
+    for (int i = 0; i < E; i += 4)
+      *reinterpret_cast<float4*>(&sm_o[rg][g][lane * E + i]) =
+          make_float4(acc[g][i], acc[g][i + 1], acc[g][i + 2], acc[g][i + 3]);
+  __syncthreads();
+  if (tid < GC) {
+    float M = kNegInf;
+    for (int r = 0; r < RG; ++r) M = fmaxf(M, sm_m[r][tid]);
+    float L = 0.f;
+    for (int r = 0; r < RG; ++r) {
+      const float w = rescale(sm_m[r][tid], M);
+      sm_w[r][tid] = w;
+      L += sm_l[r][tid] * w;
+    }
+    sm_L[tid] = L;
+    sm_M[tid] = M;
+  }
+  __syncthreads();
+
+  const int64_t ws_rows = static_cast<int64_t>(p.num_splits) * p.batch * p.num_q_heads;
+  for (int idx = tid; idx < GC * D; idx += kThreads) {
+    const int g = idx / D, d = idx % D;
+    float o = 0.f;
+#pragma unroll
+    for (int r = 0; r < RG; ++r) o = fmaf(sm_o[r][g][d], sm_w[r][g], o);
+    o *= finalize_scale(sm_L[g]);
+    const int h = h0 + g;
+    if (p.num_splits == 1) {
+      static_cast<T*>(p.out)[(static_cast<int64_t>(b) * p.num_q_heads + h) * D + d] =
+          Convert<T>::from_float(o);
+    } else {
+      const int64_t row = (static_cast<int64_t>(split) * p.batch + b) * p.num_q_heads + h;
+      p.workspace[row * D + d] = o;
+      if (d == 0) {
+        p.workspace[ws_rows * D + row] = sm_L[g] > 0.f ? sm_M[g] : kNegInf;
+        p.workspace[ws_rows * (D + 1) + row] = sm_L[g];
+      }
+    }
+  }
+}
+
+// Merge the partitions of one (request, query head): thread d owns output element d.
+template <typename T, int D>
+__global__ void __launch_bounds__(D) combine_kernel(const PagedDecodeParams p) {
+  const int b = blockIdx.x, h = blockIdx.y, d = threadIdx.x;
+  const int S = p.num_splits;
+  const int64_t ws_rows = static_cast<int64_t>(S) * p.batch * p.num_q_heads;
+  const float* ws_m = p.workspace + ws_rows * D;
+  const float* ws_l = ws_m + ws_rows;
+  const int64_t row0 = static_cast<int64_t>(b) * p.num_q_heads + h;
+  const int64_t split_rows = static_cast<int64_t>(p.batch) * p.num_q_heads;
+  float M = kNegInf;
+  for (int s = 0; s < S; ++s) M = fmaxf(M, ws_m[s * split_rows + row0]);
+  float L = 0.f, o = 0.f;
+#pragma unroll 4
+  for (int s = 0; s < S; ++s) {
+    const int64_t row = s * split_rows + row0;
+    const float w = ws_l[row] * rescale(ws_m[row], M);
+    L += w;
+    if (w > 0.f) o = fmaf(w, p.workspace[row * D + d], o);
+  }
+  static_cast<T*>(p.out)[row0 * D + d] = Convert<T>::from_float(o * finalize_scale(L));
+}
+
+template <typename T, int D, int PS, int GC>
+void run(const PagedDecodeParams& p, Stream stream) {
+  const stream_t s = static_cast<stream_t>(stream);
+  const int chunks = (p.num_q_heads / p.num_kv_heads) / GC;
+  const dim3 grid(p.num_splits, p.batch, p.num_kv_heads * chunks);
+  paged_decode_kernel<T, D, PS, GC><<<grid, kThreads, 0, s>>>(p);
+  error_t e = last_error();
+  if (e == kSuccess && p.num_splits > 1) {
+    combine_kernel<T, D><<<dim3(p.batch, p.num_q_heads), D, 0, s>>>(p);
+    e = last_error();
+  }
+  if (e != kSuccess) throw LaunchError(std::string("radixkv paged_decode launch: ") + error_string(e));
+}
+
+}  // namespace decode
+}  // namespace rk
+
+// Body of launch_paged_decode_d<D>: dispatch dtype, page size and head chunk for one head_dim.
+#define RK_PAGED_DECODE_FOR_HEAD_DIM(DIM, p, stream)                                         \
+  RK_DISPATCH_DTYPE((p).dtype, T, [&] {                                                      \
+    RK_DISPATCH_PAGE_SIZE((p).page_size, PS, [&] {                                           \
+      RK_DISPATCH_HEAD_CHUNK((p).num_q_heads / (p).num_kv_heads, GC,                         \
+                             [&] { ::rk::decode::run<T, DIM, PS, GC>((p), (stream)); });     \
+    });                                                                                      \
+  })

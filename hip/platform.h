@@ -1,0 +1,188 @@
+// platform.h — everything that differs between AMD/Hygon (hipcc) and NVIDIA (nvcc), and nothing else.
+//
+// Kernels include this header and then use only the names below: the wavefront/warp size, lane
+// shuffles, fast exp2, 16-byte vector loads, fp16/bf16 <-> float conversions, and the runtime API
+// names (stream, error, launch check). Matrix-instruction wrappers (mma / MFMA / MMAC) are not here:
+// they live in mma.h.
+//
+// Platform selection: clang in HIP mode (hipcc -x hip) defines __HIP__; nvcc defines __CUDACC__. A ROCm torch build
+// compiles these sources with hipcc (RK_AMD); a CUDA torch build with nvcc (RK_NVIDIA).
+#pragma once
+
+#include <stdint.h>
+
+#if defined(__HIP__) || defined(__HIP_PLATFORM_AMD__) || defined(__HIP_PLATFORM_HCC__)
+#define RK_AMD 1
+#include <hip/hip_runtime.h>
+#include <hip/hip_fp16.h>
+#elif defined(__CUDACC__)
+#define RK_NVIDIA 1
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#else
+#error "platform.h: compile with hipcc (AMD/Hygon) or nvcc (NVIDIA)"
+#endif
+
+#define RK_DEVICE __device__ __forceinline__
+#define RK_HOST_DEVICE __host__ __device__ __forceinline__
+
+namespace rk {
+
+// ---------------------------------------------------------------------------------------------
+// Warp / wavefront size. gfx9 (GCN/CDNA: gfx906 = MI50/Hygon DCU Z100 class, gfx90a = MI200) runs
+// 64-lane wavefronts; NVIDIA warps are 32 lanes. RDNA's wave32 mode is not a target. Host code sees
+// the same constant, so launch shapes can be derived from it.
+#if RK_AMD
+constexpr int kWarpSize = 64;
+#else
+constexpr int kWarpSize = 32;
+#endif
+
+// ---------------------------------------------------------------------------------------------
+// Runtime API names.
+#if RK_AMD
+using stream_t = hipStream_t;
+using error_t = hipError_t;
+inline error_t last_error() { return hipGetLastError(); }
+inline const char* error_string(error_t e) { return hipGetErrorString(e); }
+constexpr error_t kSuccess = hipSuccess;
+#else
+using stream_t = cudaStream_t;
+using error_t = cudaError_t;
+inline error_t last_error() { return cudaGetLastError(); }
+inline const char* error_string(error_t e) { return cudaGetErrorString(e); }
+constexpr error_t kSuccess = cudaSuccess;
+#endif
+
+// ---------------------------------------------------------------------------------------------
+// Lane shuffles. `width` (a power of two <= kWarpSize) confines the exchange to aligned groups of
+// that many lanes, as in a reduction over the lanes that share one K/V row.
+template <typename T>
+RK_DEVICE T shfl_xor(T v, int mask, int width = kWarpSize) {
+#if RK_AMD
+  return __shfl_xor(v, mask, width);
+#else
+  return __shfl_xor_sync(0xffffffffu, v, mask, width);
+#endif
+}
+
+template <typename T>
+RK_DEVICE T shfl(T v, int src_lane, int width = kWarpSize) {
+#if RK_AMD
+  return __shfl(v, src_lane, width);
+#else
+  return __shfl_sync(0xffffffffu, v, src_lane, width);
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fast base-2 exponential (softmax runs in base 2: log2(e) is folded into the scale).
+// exp2(-inf) = 0 on both platforms, which the empty softmax state relies on.
+RK_DEVICE float fast_exp2(float x) {
+#if RK_AMD
+  return exp2f(x);  // lowers to v_exp_f32
+#else
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#endif
+}
+
+RK_DEVICE float fast_max(float a, float b) { return fmaxf(a, b); }
+
+// ---------------------------------------------------------------------------------------------
+// 16-byte vector loads and stores. `load16_stream` is for data read exactly once (the KV stream):
+// NVIDIA's evict-first cache hint; AMD's non-temporal load. Pointers must be 16-byte aligned.
+struct alignas(16) vec16 {
+  uint32_t w[4];
+};
+
+RK_DEVICE vec16 load16(const void* p) {
+  const uint4 v = *reinterpret_cast<const uint4*>(p);
+  return vec16{{v.x, v.y, v.z, v.w}};
+}
+
+RK_DEVICE vec16 load16_stream(const void* p) {
+#if RK_AMD
+  const uint4* q = reinterpret_cast<const uint4*>(p);
+  vec16 r;
+  r.w[0] = __builtin_nontemporal_load(&q->x);
+  r.w[1] = __builtin_nontemporal_load(&q->y);
+  r.w[2] = __builtin_nontemporal_load(&q->z);
+  r.w[3] = __builtin_nontemporal_load(&q->w);
+  return r;
+#else
+  const uint4 v = __ldcs(reinterpret_cast<const uint4*>(p));
+  return vec16{{v.x, v.y, v.z, v.w}};
+#endif
+}
+
+RK_DEVICE void store16(void* p, const vec16& v) {
+  *reinterpret_cast<uint4*>(p) = make_uint4(v.w[0], v.w[1], v.w[2], v.w[3]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 16-bit float storage types. bf16 is kept as raw 16-bit storage with bit-level conversions:
+// HIP 5.2 has no __hip_bfloat16 device type, and a bf16 -> float conversion is only a shift.
+struct bf16_t {
+  uint16_t bits;
+};
+using f16_t = __half;
+
+RK_DEVICE float bf16_lo(uint32_t w) { return __uint_as_float(w << 16); }
+RK_DEVICE float bf16_hi(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
+
+// float -> bf16, round to nearest even; NaN stays NaN (quiet).
+RK_DEVICE uint16_t float_to_bf16_bits(float f) {
+  uint32_t u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+// Conversions for one storage type T: unpack a 32-bit word holding two elements, and pack.
+template <typename T>
+struct Convert;
+
+template <>
+struct Convert<bf16_t> {
+  RK_DEVICE static void unpack2(uint32_t w, float& lo, float& hi) {
+    lo = bf16_lo(w);
+    hi = bf16_hi(w);
+  }
+  RK_DEVICE static uint32_t pack2(float lo, float hi) {
+    return static_cast<uint32_t>(float_to_bf16_bits(lo)) |
+           (static_cast<uint32_t>(float_to_bf16_bits(hi)) << 16);
+  }
+  RK_DEVICE static float to_float(bf16_t x) { return __uint_as_float(uint32_t(x.bits) << 16); }
+  RK_DEVICE static bf16_t from_float(float f) { return bf16_t{float_to_bf16_bits(f)}; }
+};
+
+template <>
+struct Convert<f16_t> {
+  RK_DEVICE static void unpack2(uint32_t w, float& lo, float& hi) {
+    __half2 h;
+    static_assert(sizeof(h) == 4, "__half2 is 4 bytes");
+    __builtin_memcpy(&h, &w, 4);
+    const float2 f = __half22float2(h);
+    lo = f.x;
+    hi = f.y;
+  }
+  RK_DEVICE static uint32_t pack2(float lo, float hi) {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    uint32_t w;
+    __builtin_memcpy(&w, &h, 4);
+    return w;
+  }
+  RK_DEVICE static float to_float(f16_t x) { return __half2float(x); }
+  RK_DEVICE static f16_t from_float(float f) { return __float2half_rn(f); }
+};
+
+// Unpack a 16-byte vector of eight 16-bit elements into floats.
+template <typename T>
+RK_DEVICE void unpack8(const vec16& v, float* out) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) Convert<T>::unpack2(v.w[i], out[2 * i], out[2 * i + 1]);
+}
+
+}  // namespace rk

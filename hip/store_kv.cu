@@ -1,0 +1,46 @@
+// store_kv.cu — write new tokens' K/V rows into their slots, 16 bytes per thread per access.
+//
+// Thread i copies chunk i % (D/8) of row i / (D/8), rows ordered (token, head), so neighbouring
+// threads write neighbouring bytes of one row. Element type does not matter (a 16-bit copy).
+#include "platform.h"
+#include "store_kv.h"
+
+namespace rk {
+namespace {
+
+constexpr int kThreads = 256;
+
+__global__ void __launch_bounds__(kThreads) store_kv_kernel(const StoreKVParams p) {
+  const int chunks = p.head_dim / 8;
+  const int64_t total = static_cast<int64_t>(p.num_tokens) * p.num_heads * chunks;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * kThreads) {
+    const int c = static_cast<int>(i % chunks);
+    const int64_t row = i / chunks;
+    const int h = static_cast<int>(row % p.num_heads);
+    const int n = static_cast<int>(row / p.num_heads);
+    const int64_t slot = p.slots[n];
+    if (slot < 0 || slot >= p.num_pages * p.page_size) continue;
+    const int64_t dst = (slot / p.page_size) * p.cache_stride_page +
+                        (slot % p.page_size) * p.cache_stride_slot + h * p.cache_stride_head + 8 * c;
+    const uint16_t* k = static_cast<const uint16_t*>(p.k) + n * p.k_stride_n + h * p.k_stride_h + 8 * c;
+    const uint16_t* v = static_cast<const uint16_t*>(p.v) + n * p.v_stride_n + h * p.v_stride_h + 8 * c;
+    store16(static_cast<uint16_t*>(p.k_cache) + dst, load16(k));
+    store16(static_cast<uint16_t*>(p.v_cache) + dst, load16(v));
+  }
+}
+
+}  // namespace
+
+void launch_store_kv(const StoreKVParams& p, Stream stream) {
+  if (p.num_tokens == 0 || p.num_heads == 0) return;
+  if (p.head_dim % 8 != 0) throw_unsupported("head_dim (store_kv)", p.head_dim, "multiples of 8");
+  const int64_t total = static_cast<int64_t>(p.num_tokens) * p.num_heads * (p.head_dim / 8);
+  const int64_t want = (total + kThreads - 1) / kThreads;
+  const int blocks = static_cast<int>(want < 65536 ? want : 65536);
+  store_kv_kernel<<<blocks, kThreads, 0, static_cast<stream_t>(stream)>>>(p);
+  const error_t e = last_error();
+  if (e != kSuccess) throw LaunchError(std::string("radixkv store_kv launch: ") + error_string(e));
+}
+
+}  // namespace rk
