@@ -1,0 +1,252 @@
+"""Benchmark of radixkv's extend (prefix-prefill) attention against FlashInfer's paged prefill.
+
+Workload (issue 5): 8 requests, each with P in {0, 1024, 4096} cached tokens and E in {128, 512,
+2048} new tokens; Llama-3-8B attention (32 query heads, 8 KV heads, head_dim 128), bf16; page
+sizes 1 and 16. K/V live in one pool filled with random data, pages scattered at random.
+
+Reported per cell: median time; TFLOP/s of the unmasked work (per request
+4·E·(P + (E+1)/2)·head_dim·query_heads); that rate as a fraction of a bf16 matmul measured in the
+same run; and speed ratios against FlashInfer's BatchPrefillWithPagedKVCacheWrapper with the
+``fa2`` and ``fa3`` backends (ratio = their time / ours: > 1 means radixkv is faster). Timing:
+CUDA events around each call, L2 flushed (a 1 GiB write) before every call, median of many.
+
+Usage (GPU machine; FlashInfer as ../shared/anchors/README.md describes, optional):
+    PYTHONPATH=python python3 bench/kernels_extend.py --out bench/results
+``bench/kernels.py`` imports :func:`run_extend_bench`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import torch
+
+H_Q, H_KV, D = 32, 8, 128
+BATCH = 8
+PREFIXES = (0, 1024, 4096)
+EXTENDS = (128, 512, 2048)
+PAGE_SIZES = (1, 16)
+
+
+def unmasked_flops(prefix: int, extend: int, batch: int = BATCH) -> float:
+    return batch * 4.0 * extend * (prefix + (extend + 1) / 2.0) * D * H_Q
+
+
+class Timer:
+    """Median GPU time of fn() with a cold L2 before each call (CUDA events)."""
+
+    def __init__(self, flush_bytes: int = 1 << 30):
+        self.flush = torch.empty(flush_bytes, dtype=torch.uint8, device="cuda")
+
+    def __call__(self, fn: Callable[[], Any], reps: int = 30, warmup: int = 3) -> float:
+        for _ in range(warmup):
+            fn()
+        torch.cuda.synchronize()
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+        for i in range(reps):
+            self.flush.zero_()  # evicts L2 and gives the host a head start on the launch
+            starts[i].record()
+            fn()
+            ends[i].record()
+        torch.cuda.synchronize()
+        return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends)) * 1e3  # µs
+
+
+def matmul_tflops(timer: Timer, n: int = 8192) -> float:
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    us = timer(lambda: torch.matmul(a, b), reps=10)
+    return 2.0 * n**3 / (us * 1e-6) / 1e12
+
+
+class Pool:
+    """One paged KV pool per page size, big enough for the largest cell, random contents."""
+
+    def __init__(self, page_size: int, max_tokens_per_req: int, seed: int = 0):
+        self.page_size = page_size
+        per_req = math.ceil(max_tokens_per_req / page_size)
+        self.num_pages = int(BATCH * per_req * 1.25) + 1
+        g = torch.Generator(device="cuda").manual_seed(seed)
+        shape = (self.num_pages, page_size, H_KV, D)
+        self.k = torch.randn(shape, device="cuda", dtype=torch.bfloat16, generator=g)
+        self.v = torch.randn(shape, device="cuda", dtype=torch.bfloat16, generator=g)
+
+    def cell(self, prefix: int, extend: int, seed: int) -> dict[str, torch.Tensor]:
+        g = torch.Generator().manual_seed(seed)
+        kv_len = prefix + extend
+        n_pages = math.ceil(kv_len / self.page_size)
+        perm = torch.randperm(self.num_pages, generator=g)[: BATCH * n_pages]
+        i32 = dict(dtype=torch.int32, device="cuda")
+        last = (kv_len - 1) % self.page_size + 1
+        return {
+            "q": torch.randn(BATCH * extend, H_Q, D, generator=g).to("cuda", torch.bfloat16),
+            "qo_indptr": torch.arange(0, BATCH + 1, **i32) * extend,
+            "kv_indptr": torch.arange(0, BATCH + 1, **i32) * n_pages,
+            "kv_indices": perm.to(**i32),
+            "kv_lens": torch.full((BATCH,), kv_len, **i32),
+            "kv_last_page_len": torch.full((BATCH,), last, **i32),
+        }
+
+
+def load_flashinfer() -> Optional[Any]:
+    try:
+        import flashinfer  # noqa: PLC0415
+
+        return flashinfer
+    except Exception as exc:  # noqa: BLE001
+        print(f"[extend bench] FlashInfer unavailable ({exc}); anchors skipped", file=sys.stderr)
+        return None
+
+
+def flashinfer_runner(fi: Any, backend: str, pool: Pool, c: dict[str, torch.Tensor],
+                      workspace: torch.Tensor) -> Callable[[], Any]:
+    w = fi.BatchPrefillWithPagedKVCacheWrapper(workspace, "NHD", backend=backend)
+    w.plan(c["qo_indptr"], c["kv_indptr"], c["kv_indices"], c["kv_last_page_len"], H_Q, H_KV, D,
+           pool.page_size, causal=True, q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16)
+    out = torch.empty_like(c["q"])
+    return lambda: w.run(c["q"], (pool.k, pool.v), out=out)
+
+
+def radixkv_runner(pool: Pool, c: dict[str, torch.Tensor], extend: int) -> Callable[[], Any]:
+    out = torch.empty_like(c["q"])
+    op = torch.ops.radixkv.extend_attention.default
+    scale = 1.0 / math.sqrt(D)
+    args = (c["q"], pool.k, pool.v, c["qo_indptr"], c["kv_indptr"], c["kv_indices"], c["kv_lens"],
+            out, scale, 0, extend)
+    return lambda: (op(*args), out)[1]
+
+
+def run_extend_bench(out_dir: Optional[Path] = None, page_sizes=PAGE_SIZES, prefixes=PREFIXES,
+                     extends=EXTENDS, reps: int = 30, version: str = "") -> dict[str, Any]:
+    """Build (via radixkv.ops.loader), check against FlashInfer, time every cell. Returns the JSON."""
+    from radixkv.ops import loader
+
+    loader.load()
+    timer = Timer()
+    mm = matmul_tflops(timer)
+    fi = load_flashinfer()
+    workspace = torch.empty(512 << 20, dtype=torch.uint8, device="cuda") if fi else None
+    rows: list[dict[str, Any]] = []
+    for ps in page_sizes:
+        pool = Pool(ps, max(prefixes) + max(extends))
+        for prefix in prefixes:
+            for extend in extends:
+                c = pool.cell(prefix, extend, seed=prefix * 7 + extend + ps)
+                flops = unmasked_flops(prefix, extend)
+                ours = radixkv_runner(pool, c, extend)
+                row: dict[str, Any] = {"page_size": ps, "prefix": prefix, "extend": extend,
+                                       "flops": flops}
+                row["radixkv_us"] = timer(ours, reps=reps)
+                row["tflops"] = flops / (row["radixkv_us"] * 1e-6) / 1e12
+                row["frac_matmul"] = row["tflops"] / mm
+                if fi is not None:
+                    ref_out = None
+                    for backend in ("fa2", "fa3"):
+                        try:
+                            run = flashinfer_runner(fi, backend, pool, c, workspace)
+                            t = timer(run, reps=reps)
+                            row[f"{backend}_us"] = t
+                            row[f"vs_{backend}"] = t / row["radixkv_us"]
+                            if ref_out is None:
+                                ref_out = run().float()
+                        except Exception as exc:  # noqa: BLE001
+                            row[f"{backend}_error"] = repr(exc)[:200]
+                    if ref_out is not None:
+                        mine = ours().float()
+                        row["rel_err_vs_flashinfer"] = float((mine - ref_out).norm() / ref_out.norm())
+                rows.append(row)
+                print(_fmt_row(row), flush=True)
+        del pool
+        torch.cuda.empty_cache()
+    result = {
+        "bench": "extend_attention",
+        "version": version or os.environ.get("RADIXKV_VERSION", ""),
+        "device": torch.cuda.get_device_name(),
+        "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "shape": {"batch": BATCH, "heads_q": H_Q, "heads_kv": H_KV, "head_dim": D, "dtype": "bf16"},
+        "matmul_tflops": mm,
+        "rows": rows,
+    }
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "extend_attention.json").write_text(json.dumps(result, indent=1))
+        _plot(result, out_dir / "extend_attention.png")
+    return result
+
+
+def _fmt_row(r: dict[str, Any]) -> str:
+    def f(key: str, fmt: str) -> str:
+        return format(r[key], fmt) if key in r else "-"
+
+    return (f"ps={r['page_size']:>2} P={r['prefix']:>4} E={r['extend']:>4} | radixkv "
+            f"{r['radixkv_us']:9.1f} us {r['tflops']:6.1f} TF/s ({r['frac_matmul']:.2f} mm) | "
+            f"fa2 {f('fa2_us', '9.1f')} us x{f('vs_fa2', '.2f')} | fa3 {f('fa3_us', '9.1f')} us "
+            f"x{f('vs_fa3', '.2f')} | err {f('rel_err_vs_flashinfer', '.1e')}")
+
+
+def print_table(result: dict[str, Any]) -> None:
+    print(f"\nextend_attention, {result['device']}, bf16 matmul {result['matmul_tflops']:.0f} TF/s "
+          f"(ratio = FlashInfer time / radixkv time)")
+    print("| ps | P | E | radixkv µs | TF/s | of matmul | fa2 µs | vs fa2 | fa3 µs | vs fa3 |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in result["rows"]:
+        def g(k: str, fmt: str) -> str:
+            return format(r[k], fmt) if k in r else "-"
+
+        print(f"| {r['page_size']} | {r['prefix']} | {r['extend']} | {r['radixkv_us']:.1f} | "
+              f"{r['tflops']:.0f} | {r['frac_matmul']:.2f} | {g('fa2_us', '.1f')} | "
+              f"{g('vs_fa2', '.2f')} | {g('fa3_us', '.1f')} | {g('vs_fa3', '.2f')} |")
+
+
+def _plot(result: dict[str, Any], path: Path) -> None:
+    try:
+        import matplotlib  # noqa: PLC0415
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt  # noqa: PLC0415
+    except Exception:  # noqa: BLE001
+        return
+    rows = result["rows"]
+    labels = [f"ps{r['page_size']}\nP{r['prefix']}\nE{r['extend']}" for r in rows]
+    x = range(len(rows))
+    fig, ax = plt.subplots(figsize=(max(8, len(rows) * 0.7), 4.5))
+    ax.bar([i - 0.2 for i in x], [r["frac_matmul"] for r in rows], 0.4, label="radixkv")
+    for key, off, name in (("fa2_us", 0.2, "FlashInfer fa2"),):
+        if all(key in r for r in rows):
+            ax.bar([i + off for i in x],
+                   [r["flops"] / (r[key] * 1e-6) / 1e12 / result["matmul_tflops"] for r in rows],
+                   0.4, label=name)
+    if all("fa3_us" in r for r in rows):
+        ax.plot(list(x), [r["flops"] / (r["fa3_us"] * 1e-6) / 1e12 / result["matmul_tflops"]
+                          for r in rows], "k_", markersize=14, label="FlashInfer fa3")
+    ax.set_xticks(list(x))
+    ax.set_xticklabels(labels, fontsize=7)
+    ax.set_ylabel("fraction of bf16 matmul rate")
+    ax.set_title(f"extend attention, 8 requests, 32/8 heads, D=128, bf16 ({result['device']})")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", type=Path, default=None, help="folder for JSON + PNG")
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--page-sizes", default="1,16")
+    args = ap.parse_args()
+    res = run_extend_bench(args.out, page_sizes=tuple(int(s) for s in args.page_sizes.split(",")),
+                           reps=args.reps)
+    print_table(res)
+
+
+if __name__ == "__main__":
+    main()
