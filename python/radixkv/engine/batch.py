@@ -8,11 +8,13 @@ FlashInfer's ``kv_indices`` do, so its CSR is built here from the block tables.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import torch
 
 import radixkv as rk
+from radixkv.engine.forking import Branch
 from radixkv.engine.kv import KVPool, Segment
 from radixkv.engine.scheduler import StepPlan, Work
 
@@ -45,13 +47,14 @@ def _radix_segment(works: list[Work], pool: KVPool, kind: str, start: int,
 
 
 def _paged_segment(works: list[Work], pool: KVPool, kind: str, start: int,
-                   device: torch.device, blocks: object) -> Segment:
+                   device: torch.device, blocks: rk.BlockAllocator) -> Segment:
     write = np.concatenate([w.write_slots for w in works])
     write_t = _i32(write, device)
     end = start + write.size
     if kind == "decode":
         # The allocator knows each branch's pages and length (this step's token included).
-        md = blocks.decode_metadata([w.target.seq_id for w in works]).to(device)  # type: ignore[attr-defined, union-attr]
+        ids = [cast(Branch, w.target).seq_id for w in works]
+        md = blocks.decode_metadata(ids).to(device)
         return Segment(pool, kind, start, end, write_t, None, md.kv_indptr, md.kv_indices,
                        md.kv_lens)
     qo = _indptr([w.tokens.size for w in works])
@@ -61,7 +64,7 @@ def _paged_segment(works: list[Work], pool: KVPool, kind: str, start: int,
                    _i32(np.array([w.kv_len for w in works]), device))
 
 
-def build_batch(plan: StepPlan, radix_pool: KVPool, paged_pool: KVPool, blocks: object,
+def build_batch(plan: StepPlan, radix_pool: KVPool, paged_pool: KVPool, blocks: rk.BlockAllocator,
                 device: torch.device) -> ForwardBatch:
     ordered: list[Work] = []
     segments: list[Segment] = []

@@ -33,7 +33,8 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--dtype", choices=["auto", "float32", "bfloat16", "float16"], default="auto",
                    help="auto: float32 on cpu, bfloat16 on cuda (the kernels take fp16/bf16)")
     d.add_argument("--json", metavar="PATH", help="also write the report as JSON")
-    d.add_argument("--pool-tokens", type=int, default=2048, help="radix pool size (slots)")
+    d.add_argument("--pool-tokens", type=int, default=1024,
+                   help="radix pool size in slots (small enough that the default run evicts)")
     d.add_argument("--num-blocks", type=int, default=96, help="paged pool blocks (parallel sampling)")
     d.add_argument("--block-size", type=int, default=16)
     d.add_argument("--max-batch-tokens", type=int, default=256)

@@ -14,6 +14,8 @@ from typing import Callable, Iterable
 import numpy as np
 import torch
 
+import radixkv as rk
+
 from radixkv.engine.batch import build_batch
 from radixkv.engine.forking import Branch, ForkGroup, ForkManager
 from radixkv.engine.kv import KVPool, StepAttention, select_ops
@@ -55,7 +57,11 @@ class Engine:
 
     def submit(self, req: Request) -> None:
         if req.prompt.size + req.params.max_new_tokens > self.model.config.max_seq_len:
-            raise ValueError(f"request {req.rid} is longer than max_seq_len")
+            raise rk.InvalidArgument(
+                f"request {req.rid}: prompt {req.prompt.size} + max_new_tokens "
+                f"{req.params.max_new_tokens} exceeds the model's max_seq_len "
+                f"{self.model.config.max_seq_len}"
+            )
         self.scheduler.submit(req)
 
     @property

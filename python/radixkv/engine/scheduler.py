@@ -102,19 +102,27 @@ class Scheduler:
         arrived = [r for r in self.waiting if r.arrival_step <= step]
         hits = {id(r): (self.prefix.hit_length(r) if r.params.n == 1 else 0) for r in arrived}
         arrived.sort(key=lambda r: (-hits[id(r)], r.arrival_step))
+        blocked: set[bool] = set()  # pools (keyed by "is parallel") whose head request waits
         for req in arrived:
             if budget <= 0 or len(self.running) >= self.config.max_running:
                 return
-            if req.params.n == 1:
+            forked = req.params.n > 1
+            if forked in blocked:
+                continue
+            if not forked:
                 if self._should_defer(req, hits[id(req)]):
                     self.deferred += 1
                     continue
                 if not self.prefix.can_admit(req, hits[id(req)]):
-                    return  # head of line waits for memory; admitting behind it could starve it
+                    # The head waits for memory; admitting smaller requests behind it on the same
+                    # pool could starve it. The other pool is independent and keeps admitting.
+                    blocked.add(forked)
+                    continue
                 item: RadixSeq | ForkGroup = self.prefix.admit(req)
             else:
                 if not self.forks.can_admit(req):
-                    return
+                    blocked.add(forked)
+                    continue
                 item = self.forks.admit(req)
             self.waiting.remove(req)
             self.running.append(item)

@@ -38,7 +38,7 @@ def _tokens(rng: np.random.Generator, vocab: int, n: int) -> np.ndarray:
     return rng.integers(2, vocab, size=n, dtype=np.int32)
 
 
-def chat(seed: int, vocab: int, conversations: int = 4, turns: int = 3, system_len: int = 96,
+def chat(seed: int, vocab: int, conversations: int = 6, turns: int = 4, system_len: int = 96,
          user_len: tuple[int, int] = (12, 32), out_len: tuple[int, int] = (12, 24),
          think_steps: int = 3) -> Workload:
     rng = np.random.default_rng([seed, 1])
@@ -66,7 +66,7 @@ def chat(seed: int, vocab: int, conversations: int = 4, turns: int = 3, system_l
     return Workload("chat", first, [follow], conversations * turns)
 
 
-def fewshot(seed: int, vocab: int, questions: int = 12, prefix_len: int = 320,
+def fewshot(seed: int, vocab: int, questions: int = 16, prefix_len: int = 320,
             question_len: tuple[int, int] = (8, 20), out_len: int = 8) -> Workload:
     rng = np.random.default_rng([seed, 2])
     examples = _tokens(rng, vocab, prefix_len)
@@ -78,7 +78,7 @@ def fewshot(seed: int, vocab: int, questions: int = 12, prefix_len: int = 320,
     return Workload("fewshot", reqs, [], questions)
 
 
-def parallel(seed: int, vocab: int, prompts: int = 3, n: int = 4, prompt_len: tuple[int, int] = (40, 90),
+def parallel(seed: int, vocab: int, prompts: int = 4, n: int = 4, prompt_len: tuple[int, int] = (40, 90),
              out_len: int = 24, temperature: float = 0.8) -> Workload:
     rng = np.random.default_rng([seed, 3])
     reqs = [
