@@ -58,6 +58,9 @@ def _dtype(name: str, device: torch.device) -> torch.dtype:
 
 def demo(args: argparse.Namespace) -> int:
     device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        print("radixkv demo: --device cuda but torch sees no GPU (use --device cpu)", file=sys.stderr)
+        return 2
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     dtype = _dtype(args.dtype, device)

@@ -12,6 +12,28 @@ from radixkv.engine.engine import Engine
 from radixkv.engine.verify import VerifyResult
 
 
+FIELD_NOTES = {
+    "requests": "finished requests; sequences counts each parallel-sampling branch",
+    "prefix_cache.hit_rate": "prompt tokens whose KV came from the radix cache / prompt tokens "
+    "(single-branch requests; the match is capped one token short of the prompt)",
+    "prefix_cache.prefill_tokens_saved": "prompt tokens not run through the model thanks to the cache",
+    "prefix_cache.evicted_tokens": "cached tokens evicted (LRU leaves) to make room",
+    "prefix_cache.deferred_admissions": "admissions put off one step because a prompt being "
+    "prefilled shares a long prefix that will be published to the cache",
+    "throughput": "generated (sampled) tokens and computed (prefill + decode) tokens per wall "
+    "second of the engine loop, verification excluded",
+    "memory.reserved_tokens": "KV slots allocated up front: radix pool + paged pool",
+    "memory.peak_used_tokens": "most slots taken at once (running requests and cached prefixes)",
+    "memory.sharing_factor": "sum of running sequences' KV lengths / distinct KV slots they read",
+    "memory.schemes": "KV memory the running requests held, summed over steps (token-steps), "
+    "under this engine and three alternatives on the same trace, with the share that holds no KV",
+    "parallel.saved_fraction": "1 - blocks held / blocks that copying the prompt per branch "
+    "would hold, over the trace",
+    "verify": "every sequence recomputed with dense causal attention; each output token "
+    "re-derived with the same sampling rule (greedy or seeded Gumbel) must match",
+}
+
+
 def _ratio(a: float, b: float) -> float:
     return float(a) / float(b) if b else 0.0
 
@@ -146,8 +168,8 @@ def render(report: dict[str, Any], console: Console) -> None:
                   f"running requests peak {mem['peak_running_kv_tokens']} slots")
     table.add_row("prefix sharing", f"{mem['sharing_factor']:.2f} logical KV tokens per stored token")
     table.add_row("parallel sampling", f"{par['forks']} forks, {par['cow_block_copies']} "
-                  f"copy-on-write block copies; blocks {par['block_steps']} vs "
-                  f"{par['block_steps_if_copied']} if each branch copied the prompt "
+                  f"copy-on-write block copies; {par['block_steps']:,} block-steps held vs "
+                  f"{par['block_steps_if_copied']:,} if each branch copied the prompt "
                   f"(saved {_pct(par['saved_fraction'])}, peak {_mib(par['peak_saved_bytes'])})")
     if ver is None:
         table.add_row("verify", "skipped (--no-verify)")
