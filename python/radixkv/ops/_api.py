@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import os
 import warnings
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 
@@ -187,6 +187,17 @@ def _host_check_pages(
         _fail(f"page index out of range [0, {num_pages}): min {int(pages.min())}, max {int(pages.max())}")
 
 
+def _call(op: Any, *args: Any) -> None:
+    """Call a compiled op; its "unsupported" errors (a variant left out of this build, a value the
+    C++ checks reject) become radixkv.InvalidArgument."""
+    try:
+        op(*args)
+    except (ValueError, RuntimeError) as exc:
+        if "radixkv:" in str(exc) and ("unsupported" in str(exc) or isinstance(exc, ValueError)):
+            raise InvalidArgument(str(exc).split("\n")[0]) from exc
+        raise
+
+
 def _scale(sm_scale: Optional[float], head_dim: int) -> float:
     return 1.0 / math.sqrt(head_dim) if sm_scale is None else float(sm_scale)
 
@@ -291,8 +302,11 @@ def store_kv(
     if backend(k_cache.device) == "reference":
         reference.store_kv(k_cache, v_cache, k, v, slots, layout)
         return
-    _check_kernel_sizes(dim, page_size, k_cache.dtype)
-    torch.ops.radixkv.store_kv(k_cache, v_cache, k, v, slots, code)
+    if k_cache.dtype not in SUPPORTED_DTYPES:
+        _fail(f"unsupported dtype for the GPU kernels: {k_cache.dtype} (supported: float16, bfloat16)")
+    if dim % 8 != 0:
+        _fail(f"unsupported head_dim for store_kv: {dim} (supported: multiples of 8)")
+    _call(torch.ops.radixkv.store_kv, k_cache, v_cache, k, v, slots, code)
 
 
 def copy_blocks(k_cache: torch.Tensor, v_cache: torch.Tensor, pairs: torch.Tensor) -> None:
@@ -321,7 +335,7 @@ def copy_blocks(k_cache: torch.Tensor, v_cache: torch.Tensor, pairs: torch.Tenso
     if backend(k_cache.device) == "reference":
         reference.copy_blocks(k_cache, v_cache, pairs)
         return
-    torch.ops.radixkv.copy_blocks(k_cache, v_cache, pairs.contiguous())
+    _call(torch.ops.radixkv.copy_blocks, k_cache, v_cache, pairs.contiguous())
 
 
 def paged_decode(
@@ -397,9 +411,8 @@ def paged_decode(
         splits = int(num_splits)
     ws_floats = splits * batch * h_q * (dim + 2) if splits > 1 else 1
     ws = _workspace(q.device, ws_floats, workspace)
-    torch.ops.radixkv.paged_decode(
-        q.contiguous(), k_cache, v_cache, kv_indptr, table, kv_lens, out, ws, scale, code, splits
-    )
+    _call(torch.ops.radixkv.paged_decode,
+          q.contiguous(), k_cache, v_cache, kv_indptr, table, kv_lens, out, ws, scale, code, splits)
     return out
 
 
@@ -468,7 +481,6 @@ def extend_attention(
         out = torch.empty_like(q, memory_format=torch.contiguous_format)
     table = block_tables if block_tables is not None else kv_indices
     bound = n_q if max_q_len is None else int(max_q_len)
-    torch.ops.radixkv.extend_attention(
-        q.contiguous(), k_cache, v_cache, qo_indptr, kv_indptr, table, kv_lens, out, scale, code, bound
-    )
+    _call(torch.ops.radixkv.extend_attention,
+          q.contiguous(), k_cache, v_cache, qo_indptr, kv_indptr, table, kv_lens, out, scale, code, bound)
     return out

@@ -14,6 +14,8 @@ Environment:
   ``RADIXKV_PAGE_SIZES`` (``1,16``): compile only these variants (faster builds); a call needing
   another one raises an error naming it.
 - ``RADIXKV_VERBOSE_BUILD=1``: show the compiler's output.
+- ``RADIXKV_PREBUILT_LIB``: path of an already built library (e.g. built on another machine with
+  the same torch); it is loaded instead of building.
 """
 
 from __future__ import annotations
@@ -110,7 +112,11 @@ def load() -> None:
         try:
             if not torch.cuda.is_available():
                 raise RuntimeError("no CUDA/ROCm device visible to torch")
-            _build()
+            prebuilt = os.environ.get("RADIXKV_PREBUILT_LIB")
+            if prebuilt:
+                torch.ops.load_library(prebuilt)  # type: ignore[no-untyped-call]
+            else:
+                _build()
             from radixkv.ops import _fake
 
             _fake.register()
