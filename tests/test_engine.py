@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -144,6 +145,21 @@ def test_greedy_branches_equal_single_request(model: TinyLlama) -> None:
     outs = {c.request.rid: c.outputs for c in done}
     assert outs["three"] == outs["one"] * 3
     assert engine.forks.cow_copies >= 2
+    _check_drained(engine)
+
+
+def test_metadata_passes_the_validated_ops(model: TinyLlama, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through the public, validating wrappers with host-side index checks on, every segment's
+    metadata (pages in range, L_q <= kv_lens, indptr ends) must be accepted."""
+    import radixkv.ops
+
+    monkeypatch.setenv("RADIXKV_OPS_CHECK", "1")
+    wl = workloads.build("all", seed=8, vocab=SMALL.vocab_size)
+    engine = Engine(model, EngineConfig(pool_tokens=500, num_blocks=64), ops=radixkv.ops)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # "no GPU: using the reference ops"
+        done = engine.run(wl.requests, wl.on_finish)
+    assert len(done) == wl.total_requests
     _check_drained(engine)
 
 
