@@ -163,6 +163,34 @@ def test_metadata_passes_the_validated_ops(model: TinyLlama, monkeypatch: pytest
     _check_drained(engine)
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_random_traces_stay_exact_and_drain(model: TinyLlama, seed: int) -> None:
+    """Random prompts built from a few shared stems, random arrivals, n in {1, 2, 3}, greedy or
+    sampled, tight pools and small chunks: every token still matches dense recomputation."""
+    rng = np.random.default_rng(100 + seed)
+    stems = [rng.integers(2, SMALL.vocab_size, size=int(rng.integers(10, 90)), dtype=np.int32)
+             for _ in range(3)]
+    reqs = []
+    for i in range(14):
+        stem = stems[int(rng.integers(0, 3))][: int(rng.integers(1, 90))]
+        tail = rng.integers(2, SMALL.vocab_size, size=int(rng.integers(1, 30)), dtype=np.int32)
+        n = int(rng.choice([1, 1, 2, 3]))
+        temp = float(rng.choice([0.0, 0.7]))
+        params = SamplingParams(max_new_tokens=int(rng.integers(1, 12)), n=n, temperature=temp,
+                                seed=i)
+        reqs.append(Request(f"r{i}", np.concatenate([stem, tail]), params,
+                            arrival_step=int(rng.integers(0, 20))))
+    sched = SchedulerConfig(max_batch_tokens=int(rng.integers(8, 64)),
+                            chunk_size=int(rng.integers(4, 40)), max_running=int(rng.integers(2, 8)))
+    block = int(rng.choice([1, 4, 16]))
+    engine = _engine(model, pool_tokens=160, num_blocks=480 // block, block_size=block,
+                     scheduler=sched)
+    done = engine.run(reqs)
+    assert sorted(c.request.rid for c in done) == sorted(r.rid for r in reqs)
+    _assert_exact(model, done)
+    _check_drained(engine)
+
+
 def test_verify_catches_a_wrong_token(model: TinyLlama) -> None:
     engine = _engine(model)
     prompt = np.arange(2, 40, dtype=np.int32)
