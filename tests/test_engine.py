@@ -191,6 +191,16 @@ def test_random_traces_stay_exact_and_drain(model: TinyLlama, seed: int) -> None
     _check_drained(engine)
 
 
+def test_namespaces_never_share_prefixes(model: TinyLlama) -> None:
+    prompt = np.arange(2, 70, dtype=np.int32)
+    engine = _engine(model)
+    reqs = [Request(f"{ns}{i}", prompt, SamplingParams(max_new_tokens=4), arrival_step=10 * i,
+                    namespace=ns) for i, ns in enumerate(["a", "b", "a", None])]
+    cached = {c.request.rid: c.cached_prompt_tokens for c in engine.run(reqs)}
+    assert cached == {"a0": 0, "b1": 0, "a2": prompt.size - 1, "None3": 0}
+    _check_drained(engine)
+
+
 def test_verify_catches_a_wrong_token(model: TinyLlama) -> None:
     engine = _engine(model)
     prompt = np.arange(2, 40, dtype=np.int32)

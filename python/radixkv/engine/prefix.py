@@ -79,7 +79,7 @@ class PrefixManager:
 
     def hit_length(self, req: Request) -> int:
         """Read-only: how much of the prompt the cache would serve now (for queue ordering)."""
-        return int(self.cache.peek_prefix(req.prompt[:-1]))
+        return int(self.cache.peek_prefix(req.prompt[:-1], req.namespace))
 
     def can_admit(self, req: Request, hit: int) -> bool:
         # Locking the hit path may move up to `hit` tokens from evictable to protected.
@@ -87,7 +87,7 @@ class PrefixManager:
         return self.worst_case(req) - hit <= capacity
 
     def admit(self, req: Request) -> RadixSeq:
-        m = self.cache.match_prefix(req.prompt[:-1])
+        m = self.cache.match_prefix(req.prompt[:-1], req.namespace)
         self.cache.lock(m.node)
         reserve = self.worst_case(req) - int(m.length)
         self.reserved += reserve
@@ -114,7 +114,8 @@ class PrefixManager:
         return new
 
     def _insert(self, seq: RadixSeq) -> None:
-        k = int(self.cache.insert(seq.tokens[: seq.kv_len], seq.slots[: seq.kv_len]))
+        k = int(self.cache.insert(seq.tokens[: seq.kv_len], seq.slots[: seq.kv_len],
+                                  seq.req.namespace))
         if k > seq.locked_len:
             # Another request published these tokens first: keep the tree's copy, free ours.
             self.pool.free(seq.slots[seq.locked_len : k])
@@ -123,7 +124,7 @@ class PrefixManager:
     def publish(self, seq: RadixSeq) -> None:
         """Put the KV written so far into the tree, and move the lock to the new path end."""
         self._insert(seq)
-        m = self.cache.match_prefix(seq.tokens[: seq.kv_len])
+        m = self.cache.match_prefix(seq.tokens[: seq.kv_len], seq.req.namespace)
         if int(m.length) != seq.kv_len:
             raise rk.InvariantViolation(
                 f"request {seq.req.rid}: published {seq.kv_len} tokens but matched {m.length}"

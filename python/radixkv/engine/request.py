@@ -37,6 +37,7 @@ class Request:
     prompt: I32
     params: SamplingParams = field(default_factory=SamplingParams)
     arrival_step: int = 0  # the engine step at which the request enters the waiting queue
+    namespace: str | None = None  # tenant / adapter: prefixes are shared only within one
 
     def __post_init__(self) -> None:
         self.prompt = np.ascontiguousarray(self.prompt, dtype=np.int32)

@@ -131,7 +131,8 @@ class Scheduler:
     def _should_defer(self, req: Request, hit: int) -> bool:
         # Only radix prompts being prefilled now will be published to the tree.
         for item in self.running:
-            if isinstance(item, RadixSeq) and item.prefilling:
+            if (isinstance(item, RadixSeq) and item.prefilling
+                    and item.req.namespace == req.namespace):
                 shared = min(common_prefix_len(req.prompt, item.req.prompt), req.prompt.size - 1)
                 if shared - hit >= self.config.defer_threshold:
                     return True
