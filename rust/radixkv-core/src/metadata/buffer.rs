@@ -1,0 +1,121 @@
+//! The single-buffer container every metadata builder fills.
+
+/// Field offsets are rounded up to this many int32 elements (64 bytes), so each device view
+/// starts on a boundary that vectorised loads like.
+pub const FIELD_ALIGN: usize = 16;
+
+/// One named int32 array inside a [`MetadataBuf`]: `data[offset .. offset + numel]`, row-major.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Field {
+    pub name: &'static str,
+    pub offset: usize,
+    /// One entry per dimension (1-D or 2-D).
+    pub shape: Vec<usize>,
+}
+
+impl Field {
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+}
+
+/// All int32 arrays of one batch in one allocation, plus a few host-side integers
+/// (maxima that kernels take as launch parameters and should not read back from the device).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct MetadataBuf {
+    pub data: Vec<i32>,
+    pub fields: Vec<Field>,
+    pub scalars: Vec<(&'static str, i64)>,
+}
+
+impl MetadataBuf {
+    /// The slice of field `name`, if the builder produced it.
+    pub fn field(&self, name: &str) -> Option<&[i32]> {
+        self.fields
+            .iter()
+            .find(|f| f.name == name)
+            .map(|f| &self.data[f.offset..f.offset + f.numel()])
+    }
+
+    pub fn scalar(&self, name: &str) -> Option<i64> {
+        self.scalars
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|&(_, v)| v)
+    }
+}
+
+/// Appends fields one after another into one vector, padding between them.
+pub(crate) struct BufBuilder {
+    buf: MetadataBuf,
+}
+
+impl BufBuilder {
+    /// `sizes`: the element count of every field to come, so the vector is allocated once.
+    pub(crate) fn new(sizes: &[usize]) -> Self {
+        let cap = sizes.iter().map(|s| s + FIELD_ALIGN).sum();
+        BufBuilder {
+            buf: MetadataBuf {
+                data: Vec::with_capacity(cap),
+                ..MetadataBuf::default()
+            },
+        }
+    }
+
+    /// Adds field `name` of `shape`; `fill` must push exactly `numel(shape)` values.
+    pub(crate) fn field(
+        &mut self,
+        name: &'static str,
+        shape: &[usize],
+        fill: impl FnOnce(&mut Vec<i32>),
+    ) -> &mut Self {
+        let data = &mut self.buf.data;
+        let offset = data.len().next_multiple_of(FIELD_ALIGN);
+        data.resize(offset, 0);
+        fill(data);
+        let numel: usize = shape.iter().product();
+        debug_assert_eq!(
+            data.len() - offset,
+            numel,
+            "field {name} filled with the wrong count"
+        );
+        self.buf.fields.push(Field {
+            name,
+            offset,
+            shape: shape.to_vec(),
+        });
+        self
+    }
+
+    pub(crate) fn scalar(&mut self, name: &'static str, value: usize) -> &mut Self {
+        // Every scalar is bounded by an int32 total checked before building.
+        self.buf.scalars.push((name, value as i64));
+        self
+    }
+
+    pub(crate) fn finish(self) -> MetadataBuf {
+        self.buf
+    }
+}
+
+/// `[0, a0, a0+a1, ...]` for lengths already known to sum within int32.
+pub(crate) fn push_indptr(out: &mut Vec<i32>, lens: impl Iterator<Item = usize>) {
+    let mut acc = 0usize;
+    out.push(0);
+    for l in lens {
+        acc += l;
+        out.push(acc as i32);
+    }
+}
+
+/// Sums `lens`, failing if the total does not fit an int32 index (what `*_indptr` hold).
+pub(crate) fn checked_total(lens: impl Iterator<Item = usize>, what: &str) -> crate::Result<usize> {
+    let mut total = 0usize;
+    for l in lens {
+        total = total
+            .checked_add(l)
+            .filter(|&t| i32::try_from(t).is_ok())
+            .ok_or_else(|| crate::CoreError::invalid(format!("{what} exceeds int32 range")))?;
+    }
+    Ok(total)
+}

@@ -1,0 +1,170 @@
+//! Decode batch metadata: CSR over slots or pages (`FlashInfer`'s form), or a padded block table.
+
+use super::buffer::{checked_total, push_indptr, BufBuilder, MetadataBuf};
+use crate::{CoreError, Result};
+
+/// Valid-token count of every request, checked against its page list.
+///
+/// With `kv_lens == None` the request's length is its page count, which only makes sense for
+/// `page_size == 1`. Each request needs at least one token (the decode query attends itself) and
+/// exactly `ceil(kv_len / page_size)` pages; no page id may be negative.
+fn request_lens<P: AsRef<[i32]>>(
+    pages: &[P],
+    kv_lens: Option<&[i32]>,
+    page_size: usize,
+) -> Result<Vec<usize>> {
+    if page_size == 0 || page_size > i32::MAX as usize {
+        return Err(CoreError::invalid(format!(
+            "page_size must be in 1..2^31, got {page_size}"
+        )));
+    }
+    let lens: Vec<usize> = match kv_lens {
+        None if page_size == 1 => pages.iter().map(|p| p.as_ref().len()).collect(),
+        None => {
+            return Err(CoreError::invalid(format!(
+                "kv_lens is required when page_size > 1 (got page_size={page_size})"
+            )))
+        }
+        Some(l) if l.len() != pages.len() => {
+            return Err(CoreError::invalid(format!(
+                "kv_lens has {} entries but there are {} requests",
+                l.len(),
+                pages.len()
+            )))
+        }
+        Some(l) => l
+            .iter()
+            .enumerate()
+            .map(|(b, &x)| {
+                usize::try_from(x)
+                    .map_err(|_| CoreError::invalid(format!("kv_lens[{b}] = {x} is negative")))
+            })
+            .collect::<Result<_>>()?,
+    };
+    for (b, (p, &len)) in pages.iter().zip(&lens).enumerate() {
+        let p = p.as_ref();
+        if len == 0 {
+            return Err(CoreError::invalid(format!(
+                "request {b} has no KV tokens; a decode request attends at least itself"
+            )));
+        }
+        let want = len.div_ceil(page_size);
+        if p.len() != want {
+            return Err(CoreError::invalid(format!(
+                "request {b}: {len} tokens need {want} pages of {page_size}, got {}",
+                p.len()
+            )));
+        }
+        if let Some(i) = p.iter().position(|&x| x < 0) {
+            return Err(CoreError::invalid(format!(
+                "request {b}: page [{i}] = {} is negative",
+                p[i]
+            )));
+        }
+    }
+    Ok(lens)
+}
+
+/// Tokens held by the last page of a request of `len >= 1` tokens.
+fn last_page_len(len: usize, page_size: usize) -> i32 {
+    ((len - 1) % page_size + 1) as i32
+}
+
+/// Builds CSR decode metadata: one query per request over its whole context.
+///
+/// `pages[b]` lists request b's pages in order (its slots when `page_size == 1`);
+/// `kv_lens[b]` is its number of valid tokens (defaults to `|pages[b]|` when `page_size == 1`).
+///
+/// Fields (int32; `n` requests, `P = Σ|pages|`): `qo_indptr` [n+1] = `0..=n`,
+/// `kv_indptr` [n+1] = `[0, cumsum(|pages|)]`, `kv_indices` [P], `kv_lens` [n],
+/// `kv_last_page_len` [n] = `(kv_lens - 1) % page_size + 1`.
+/// Scalars: `batch_size`, `page_size`, `max_seq_len`, `max_pages`.
+pub fn decode_metadata<P: AsRef<[i32]>>(
+    pages: &[P],
+    kv_lens: Option<&[i32]>,
+    page_size: usize,
+) -> Result<MetadataBuf> {
+    let lens = request_lens(pages, kv_lens, page_size)?;
+    let n = pages.len();
+    let np = |b: usize| pages[b].as_ref().len();
+    let total = checked_total((0..n).map(np), "total pages")?;
+    let mut bb = BufBuilder::new(&[n + 1, n + 1, total, n, n]);
+    bb.field("qo_indptr", &[n + 1], |o| {
+        o.extend((0..=n).map(|b| b as i32))
+    })
+    .field("kv_indptr", &[n + 1], |o| push_indptr(o, (0..n).map(np)))
+    .field("kv_indices", &[total], |o| {
+        for p in pages {
+            o.extend_from_slice(p.as_ref());
+        }
+    })
+    .field("kv_lens", &[n], |o| {
+        o.extend(lens.iter().map(|&l| l as i32))
+    })
+    .field("kv_last_page_len", &[n], |o| {
+        o.extend(lens.iter().map(|&l| last_page_len(l, page_size)));
+    })
+    .scalar("batch_size", n)
+    .scalar("page_size", page_size)
+    .scalar("max_seq_len", lens.iter().copied().max().unwrap_or(0))
+    .scalar("max_pages", (0..n).map(np).max().unwrap_or(0));
+    Ok(bb.finish())
+}
+
+/// Writes `tables` as a row-major `[tables.len(), width]` block table padded with 0.
+/// The caller has checked that no table is longer than `width`.
+pub fn fill_block_table<P: AsRef<[i32]>>(tables: &[P], width: usize, out: &mut Vec<i32>) {
+    for t in tables {
+        let t = t.as_ref();
+        out.extend_from_slice(t);
+        out.resize(out.len() + (width - t.len()), 0);
+    }
+}
+
+/// The width of a block table over `tables`: `width` if given (and wide enough), else the
+/// longest table.
+pub(crate) fn table_width<P: AsRef<[i32]>>(tables: &[P], width: Option<usize>) -> Result<usize> {
+    let longest = tables.iter().map(|t| t.as_ref().len()).max().unwrap_or(0);
+    match width {
+        Some(w) if w < longest => Err(CoreError::invalid(format!(
+            "width {w} is narrower than the longest block table ({longest} blocks)"
+        ))),
+        Some(w) => Ok(w),
+        None => Ok(longest),
+    }
+}
+
+/// Builds block-table decode metadata (vLLM's form).
+///
+/// Fields (int32): `block_tables` [n, width] zero-padded (width defaults to the longest table;
+/// pass a fixed one for CUDA graphs), `seq_lens` [n], `kv_last_page_len` [n].
+/// Scalars: `batch_size`, `page_size`, `max_seq_len`, `max_blocks` (= width).
+pub fn block_table_metadata<P: AsRef<[i32]>>(
+    pages: &[P],
+    kv_lens: Option<&[i32]>,
+    page_size: usize,
+    width: Option<usize>,
+) -> Result<MetadataBuf> {
+    let lens = request_lens(pages, kv_lens, page_size)?;
+    let width = table_width(pages, width)?;
+    let n = pages.len();
+    let cells = n
+        .checked_mul(width)
+        .filter(|&c| i32::try_from(c).is_ok())
+        .ok_or_else(|| CoreError::invalid("block table size exceeds int32 range"))?;
+    let mut bb = BufBuilder::new(&[cells, n, n]);
+    bb.field("block_tables", &[n, width], |o| {
+        fill_block_table(pages, width, o)
+    })
+    .field("seq_lens", &[n], |o| {
+        o.extend(lens.iter().map(|&l| l as i32))
+    })
+    .field("kv_last_page_len", &[n], |o| {
+        o.extend(lens.iter().map(|&l| last_page_len(l, page_size)));
+    })
+    .scalar("batch_size", n)
+    .scalar("page_size", page_size)
+    .scalar("max_seq_len", lens.iter().copied().max().unwrap_or(0))
+    .scalar("max_blocks", width);
+    Ok(bb.finish())
+}

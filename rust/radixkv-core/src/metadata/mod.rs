@@ -1,0 +1,23 @@
+//! Builders of the int32 arrays attention kernels read for one batch (SPEC §3).
+//!
+//! Every builder returns a [`MetadataBuf`]: all fields of the batch laid out in **one** `Vec<i32>`,
+//! each at a 64-byte aligned offset. The binding hands that vector to `NumPy` once and exposes each
+//! field as a view of it, so moving a whole batch to the GPU is a single host-to-device copy.
+//!
+//! - [`extend_metadata`]: prefix-prefill batches (`qo_indptr`, `kv_indptr`, `kv_indices`, ...).
+//! - [`decode_metadata`]: decode batches in CSR form, over slots (`page_size == 1`) or pages.
+//! - [`block_table_metadata`]: decode batches as a zero-padded `[batch, max_blocks]` block table.
+//!
+//! The builders only read their inputs: an error means nothing was built, nothing else changed.
+
+mod buffer;
+mod decode;
+mod extend;
+
+pub use buffer::{Field, MetadataBuf, FIELD_ALIGN};
+pub(crate) use decode::table_width;
+pub use decode::{block_table_metadata, decode_metadata, fill_block_table};
+pub use extend::extend_metadata;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,101 @@
+use super::*;
+use crate::CoreError;
+
+fn f<'a>(m: &'a MetadataBuf, name: &str) -> &'a [i32] {
+    m.field(name)
+        .unwrap_or_else(|| panic!("missing field {name}"))
+}
+
+#[test]
+fn extend_golden_case() {
+    let prefix: [&[i32]; 3] = [&[108, 109, 110, 111], &[], &[80, 81, 82, 83, 84]];
+    let new: [&[i32]; 3] = [&[42, 43], &[201, 202, 203], &[99]];
+    let m = extend_metadata(&prefix, &new).unwrap();
+    assert_eq!(f(&m, "extend_seq_lens"), [2, 3, 1]);
+    assert_eq!(f(&m, "seq_lens"), [6, 3, 6]);
+    assert_eq!(f(&m, "extend_prefix_lens"), [4, 0, 5]);
+    assert_eq!(f(&m, "qo_indptr"), [0, 2, 5, 6]);
+    assert_eq!(f(&m, "kv_indptr"), [0, 6, 9, 15]);
+    assert_eq!(f(&m, "extend_start_loc"), [0, 2, 5]);
+    assert_eq!(
+        f(&m, "kv_indices"),
+        [108, 109, 110, 111, 42, 43, 201, 202, 203, 80, 81, 82, 83, 84, 99]
+    );
+    assert_eq!(f(&m, "out_cache_loc"), [42, 43, 201, 202, 203, 99]);
+    assert_eq!(f(&m, "positions"), [4, 5, 0, 1, 2, 5]);
+    assert_eq!(m.scalar("max_seq_len"), Some(6));
+    assert_eq!(m.scalar("max_extend_len"), Some(3));
+    assert_eq!(m.scalar("num_tokens"), Some(6));
+    for fld in &m.fields {
+        assert_eq!(fld.offset % FIELD_ALIGN, 0, "{} misaligned", fld.name);
+    }
+}
+
+#[test]
+fn extend_empty_batch_and_errors() {
+    let none: [&[i32]; 0] = [];
+    let m = extend_metadata(&none, &none).unwrap();
+    assert_eq!(f(&m, "qo_indptr"), [0]);
+    assert!(f(&m, "kv_indices").is_empty());
+
+    let one: [&[i32]; 1] = [&[1]];
+    assert!(matches!(
+        extend_metadata(&one, &none),
+        Err(CoreError::InvalidArgument(_))
+    ));
+    let neg: [&[i32]; 1] = [&[3, -1]];
+    let e = extend_metadata(&one, &neg).unwrap_err();
+    assert!(e.to_string().contains("new_slots[0][1]"), "{e}");
+}
+
+#[test]
+fn decode_csr_over_slots_and_pages() {
+    let slots: [&[i32]; 2] = [&[5, 6, 7], &[9]];
+    let m = decode_metadata(&slots, None, 1).unwrap();
+    assert_eq!(f(&m, "qo_indptr"), [0, 1, 2]);
+    assert_eq!(f(&m, "kv_indptr"), [0, 3, 4]);
+    assert_eq!(f(&m, "kv_indices"), [5, 6, 7, 9]);
+    assert_eq!(f(&m, "kv_lens"), [3, 1]);
+    assert_eq!(f(&m, "kv_last_page_len"), [1, 1]);
+
+    let pages: [&[i32]; 3] = [&[4, 2], &[7], &[1, 3, 8]];
+    let m = decode_metadata(&pages, Some(&[5, 4, 9]), 4).unwrap();
+    assert_eq!(f(&m, "kv_indptr"), [0, 2, 3, 6]);
+    assert_eq!(f(&m, "kv_indices"), [4, 2, 7, 1, 3, 8]);
+    assert_eq!(f(&m, "kv_last_page_len"), [1, 4, 1]);
+    assert_eq!(m.scalar("max_pages"), Some(3));
+}
+
+#[test]
+fn decode_rejects_inconsistent_pages() {
+    let pages: [&[i32]; 1] = [&[4, 2]];
+    for (lens, ps) in [
+        (None, 4),
+        (Some(&[9][..]), 4),
+        (Some(&[4][..]), 4),
+        (Some(&[0][..]), 4),
+    ] {
+        assert!(matches!(
+            decode_metadata(&pages, lens, ps),
+            Err(CoreError::InvalidArgument(_))
+        ));
+    }
+    assert!(decode_metadata(&pages, Some(&[5, 5]), 4).is_err());
+    assert!(decode_metadata(&pages, Some(&[5]), 0).is_err());
+    let neg: [&[i32]; 1] = [&[-4]];
+    assert!(decode_metadata(&neg, None, 1).is_err());
+}
+
+#[test]
+fn block_table_form() {
+    let pages: [&[i32]; 3] = [&[4, 2], &[7], &[1, 3, 8]];
+    let m = block_table_metadata(&pages, Some(&[5, 4, 9]), 4, None).unwrap();
+    let bt = m.fields.iter().find(|x| x.name == "block_tables").unwrap();
+    assert_eq!(bt.shape, [3, 3]);
+    assert_eq!(f(&m, "block_tables"), [4, 2, 0, 7, 0, 0, 1, 3, 8]);
+    assert_eq!(f(&m, "seq_lens"), [5, 4, 9]);
+    assert_eq!(f(&m, "kv_last_page_len"), [1, 4, 1]);
+    let wide = block_table_metadata(&pages, Some(&[5, 4, 9]), 4, Some(5)).unwrap();
+    assert_eq!(f(&wide, "block_tables").len(), 15);
+    assert!(block_table_metadata(&pages, Some(&[5, 4, 9]), 4, Some(2)).is_err());
+}
