@@ -8,6 +8,7 @@ kernels (loaded lazily; a pure-torch reference is used where no GPU is present).
 from __future__ import annotations
 
 from radixkv._core import (
+    BlockAllocator,
     DoubleFree,
     InvalidArgument,
     InvariantViolation,
@@ -18,10 +19,19 @@ from radixkv._core import (
     StaleHandle,
     UnknownSequence,
     __version__,
+    build_block_table_metadata,
+    build_decode_metadata,
+    build_extend_metadata,
 )
+from radixkv.metadata import BatchMetadata, BlockTableMetadata, DecodeMetadata, ExtendMetadata
 
 __all__ = [
+    "BatchMetadata",
+    "BlockAllocator",
+    "BlockTableMetadata",
+    "DecodeMetadata",
     "DoubleFree",
+    "ExtendMetadata",
     "InvalidArgument",
     "InvariantViolation",
     "NotLocked",
@@ -31,4 +41,7 @@ __all__ = [
     "StaleHandle",
     "UnknownSequence",
     "__version__",
+    "build_block_table_metadata",
+    "build_decode_metadata",
+    "build_extend_metadata",
 ]

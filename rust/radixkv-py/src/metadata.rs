@@ -1,6 +1,147 @@
-//! (being written)
-use pyo3::prelude::*;
+//! Batch metadata builders: Python inputs -> `radixkv_core::metadata` -> the typed facade classes
+//! of `radixkv.metadata`, which view the one int32 buffer the core filled.
 
-pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+use numpy::{PyArray1, PyArrayMethods, PyUntypedArrayMethods};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyList, PyTuple};
+use radixkv_core::metadata::{self, MetadataBuf};
+
+use crate::blocks::args;
+use crate::convert::{i32_input, maybe_detach, to_numpy, I32Input};
+use crate::errors::{CoreResultExt, InvalidArgument};
+
+static FACADE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+
+/// Hands `m` to NumPy (one zero-copy array) and builds `radixkv.metadata.<class_name>` over it.
+pub fn wrap_metadata<'py>(
+    py: Python<'py>,
+    class_name: &str,
+    m: MetadataBuf,
+) -> PyResult<Bound<'py, PyAny>> {
+    let module = FACADE.get_or_try_init(py, || py.import("radixkv.metadata").map(Bound::unbind))?;
+    let fields = PyList::empty(py);
+    for f in &m.fields {
+        fields.append((f.name, f.offset, PyTuple::new(py, &f.shape)?))?;
+    }
+    let scalars = PyDict::new(py);
+    for &(k, v) in &m.scalars {
+        scalars.set_item(k, v)?;
+    }
+    let buffer: Bound<'py, PyArray1<i32>> = to_numpy(py, m.data);
+    module.bind(py).getattr(class_name)?.call1((buffer, fields, scalars))
+}
+
+/// Reads a list / tuple of per-request int sequences.
+fn per_request<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Vec<I32Input<'py>>> {
+    if !(obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>()) {
+        let tn = obj.get_type().name().map_or_else(|_| "?".to_string(), |s| s.to_string());
+        return Err(InvalidArgument::new_err(format!(
+            "{what}: expected a list with one int sequence per request, got {tn}"
+        )));
+    }
+    let mut out = Vec::with_capacity(obj.len()?);
+    for (b, item) in obj.try_iter()?.enumerate() {
+        let item = item?;
+        match narrow_fast(&item) {
+            Some(v) => out.push(I32Input::Owned(v)),
+            None => out.push(i32_input(&item, &format!("{what}[{b}]"))?),
+        }
+    }
+    Ok(out)
+}
+
+/// Fast paths the general `i32_input` lacks: a contiguous int64 array (NumPy's default int)
+/// whose values all fit int32 is narrowed in one vectorisable pass, and a strided int32 array
+/// is gathered. Anything else (including out-of-range values, for the error message) goes
+/// through `i32_input`.
+fn narrow_fast(item: &Bound<'_, PyAny>) -> Option<Vec<i32>> {
+    if let Ok(a) = item.cast::<PyArray1<i32>>() {
+        let ro = a.try_readonly().ok()?;
+        return (!ro.is_contiguous()).then(|| ro.as_array().iter().copied().collect());
+    }
+    let a = item.cast::<PyArray1<i64>>().ok()?;
+    let ro = a.try_readonly().ok()?;
+    let s = ro.as_slice().ok()?;
+    let (lo, hi) = s.iter().fold((0i64, 0i64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+    (lo >= i64::from(i32::MIN) && hi <= i64::from(i32::MAX))
+        .then(|| s.iter().map(|&x| x as i32).collect())
+}
+
+fn slices<'a>(v: &'a [I32Input<'_>]) -> Vec<&'a [i32]> {
+    v.iter().map(I32Input::as_slice).collect()
+}
+
+/// `build_extend_metadata(prefix_slots, new_slots) -> ExtendMetadata`
+#[pyfunction]
+fn build_extend_metadata<'py>(
+    py: Python<'py>,
+    prefix_slots: &Bound<'py, PyAny>,
+    new_slots: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let prefix = per_request(prefix_slots, "prefix_slots")?;
+    let new = per_request(new_slots, "new_slots")?;
+    let (p, n) = (slices(&prefix), slices(&new));
+    let work = p.iter().chain(&n).map(|s| s.len()).sum();
+    let m = maybe_detach(py, work, || metadata::extend_metadata(&p, &n)).py()?;
+    wrap_metadata(py, "ExtendMetadata", m)
+}
+
+fn opt_lens<'py>(kv_lens: Option<&Bound<'py, PyAny>>) -> PyResult<Option<I32Input<'py>>> {
+    match kv_lens {
+        Some(o) if !o.is_none() => i32_input(o, "kv_lens").map(Some),
+        _ => Ok(None),
+    }
+}
+
+fn page_size_arg(page_size: Option<&Bound<'_, PyAny>>) -> PyResult<usize> {
+    Ok(args::opt_count(page_size, "page_size")?.unwrap_or(1))
+}
+
+/// `build_decode_metadata(pages, kv_lens=None, page_size=1) -> DecodeMetadata`
+#[pyfunction]
+#[pyo3(signature = (pages, kv_lens = None, page_size = None))]
+fn build_decode_metadata<'py>(
+    py: Python<'py>,
+    pages: &Bound<'py, PyAny>,
+    kv_lens: Option<&Bound<'py, PyAny>>,
+    page_size: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let page_size = page_size_arg(page_size)?;
+    let pages = per_request(pages, "pages")?;
+    let lens = opt_lens(kv_lens)?;
+    let p = slices(&pages);
+    let l = lens.as_ref().map(I32Input::as_slice);
+    let work = p.iter().map(|s| s.len()).sum();
+    let m = maybe_detach(py, work, || metadata::decode_metadata(&p, l, page_size)).py()?;
+    wrap_metadata(py, "DecodeMetadata", m)
+}
+
+/// `build_block_table_metadata(pages, kv_lens=None, page_size=1, width=None) -> BlockTableMetadata`
+#[pyfunction]
+#[pyo3(signature = (pages, kv_lens = None, page_size = None, width = None))]
+fn build_block_table_metadata<'py>(
+    py: Python<'py>,
+    pages: &Bound<'py, PyAny>,
+    kv_lens: Option<&Bound<'py, PyAny>>,
+    page_size: Option<&Bound<'py, PyAny>>,
+    width: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let page_size = page_size_arg(page_size)?;
+    let width = args::opt_count(width, "width")?;
+    let pages = per_request(pages, "pages")?;
+    let lens = opt_lens(kv_lens)?;
+    let p = slices(&pages);
+    let l = lens.as_ref().map(I32Input::as_slice);
+    let work = p.iter().map(|s| s.len()).sum();
+    let m = maybe_detach(py, work, || metadata::block_table_metadata(&p, l, page_size, width))
+        .py()?;
+    wrap_metadata(py, "BlockTableMetadata", m)
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(build_extend_metadata, m)?)?;
+    m.add_function(wrap_pyfunction!(build_decode_metadata, m)?)?;
+    m.add_function(wrap_pyfunction!(build_block_table_metadata, m)?)?;
     Ok(())
 }

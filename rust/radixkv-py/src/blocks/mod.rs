@@ -1,0 +1,197 @@
+//! `BlockAllocator`: the Python face of `radixkv_core::blocks::BlockAllocator`.
+
+pub(crate) mod args;
+
+use numpy::{PyArray1, PyArray2, PyArrayMethods};
+use pyo3::prelude::*;
+use radixkv_core::blocks::BlockAllocator;
+
+use crate::convert::to_numpy;
+use crate::errors::CoreResultExt;
+use crate::metadata::wrap_metadata;
+
+/// vLLM-style paged block allocator: per-sequence block tables over `num_blocks` physical blocks
+/// of `block_size` slots, with reference counts, zero-copy `fork` and copy-on-write appends.
+#[pyclass(module = "radixkv._core", name = "BlockAllocator")]
+pub struct PyBlockAllocator {
+    inner: BlockAllocator,
+}
+
+fn seq(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
+    args::non_negative(obj, what)
+}
+
+#[pymethods]
+impl PyBlockAllocator {
+    #[new]
+    fn new(num_blocks: &Bound<'_, PyAny>, block_size: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let nb = args::count(num_blocks, "num_blocks")?;
+        let bs = args::count(block_size, "block_size")?;
+        Ok(PyBlockAllocator { inner: BlockAllocator::new(nb, bs).py()? })
+    }
+
+    #[getter]
+    fn num_blocks(&self) -> usize {
+        self.inner.num_blocks()
+    }
+
+    #[getter]
+    fn block_size(&self) -> usize {
+        self.inner.block_size()
+    }
+
+    #[getter]
+    fn num_free_blocks(&self) -> usize {
+        self.inner.num_free_blocks()
+    }
+
+    #[getter]
+    fn num_seqs(&self) -> usize {
+        self.inner.num_seqs()
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.num_seqs()
+    }
+
+    fn __contains__(&self, seq_id: &Bound<'_, PyAny>) -> bool {
+        seq_id.extract::<u64>().is_ok_and(|s| self.inner.contains(s))
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "BlockAllocator(num_blocks={}, block_size={}, free={}, seqs={})",
+            self.inner.num_blocks(),
+            self.inner.block_size(),
+            self.inner.num_free_blocks(),
+            self.inner.num_seqs()
+        )
+    }
+
+    fn seq_ids(&self) -> Vec<u64> {
+        self.inner.seq_ids()
+    }
+
+    fn blocks_needed(&self, num_tokens: &Bound<'_, PyAny>) -> PyResult<usize> {
+        Ok(self.inner.blocks_needed(args::count(num_tokens, "num_tokens")?))
+    }
+
+    fn can_allocate(&self, num_tokens: &Bound<'_, PyAny>) -> PyResult<bool> {
+        Ok(self.inner.can_allocate(args::count(num_tokens, "num_tokens")?))
+    }
+
+    #[pyo3(signature = (seq_id, num_tokens = None))]
+    fn can_append(
+        &self,
+        seq_id: &Bound<'_, PyAny>,
+        num_tokens: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        let n = args::opt_count(num_tokens, "num_tokens")?.unwrap_or(1);
+        self.inner.can_append(seq(seq_id, "seq_id")?, n).py()
+    }
+
+    fn allocate(&mut self, seq_id: &Bound<'_, PyAny>, num_tokens: &Bound<'_, PyAny>) -> PyResult<()> {
+        let n = args::count(num_tokens, "num_tokens")?;
+        self.inner.allocate(seq(seq_id, "seq_id")?, n).py()
+    }
+
+    #[pyo3(signature = (seq_id, num_tokens = None))]
+    fn append_slots(
+        &mut self,
+        seq_id: &Bound<'_, PyAny>,
+        num_tokens: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Vec<(i32, i32)>> {
+        let n = args::opt_count(num_tokens, "num_tokens")?.unwrap_or(1);
+        self.inner.append_slots(seq(seq_id, "seq_id")?, n).py()
+    }
+
+    fn fork(&mut self, parent_id: &Bound<'_, PyAny>, child_id: &Bound<'_, PyAny>) -> PyResult<()> {
+        let (p, c) = (seq(parent_id, "parent_id")?, seq(child_id, "child_id")?);
+        self.inner.fork(p, c).py()
+    }
+
+    fn free(&mut self, seq_id: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.inner.free(seq(seq_id, "seq_id")?).py()
+    }
+
+    fn seq_len(&self, seq_id: &Bound<'_, PyAny>) -> PyResult<usize> {
+        self.inner.seq_len(seq(seq_id, "seq_id")?).py()
+    }
+
+    fn ref_count(&self, block: &Bound<'_, PyAny>) -> PyResult<u32> {
+        self.inner.ref_count(args::count(block, "block")?).py()
+    }
+
+    fn block_table<'py>(
+        &self,
+        py: Python<'py>,
+        seq_id: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyArray1<i32>>> {
+        Ok(to_numpy(py, self.inner.block_table(seq(seq_id, "seq_id")?).py()?.to_vec()))
+    }
+
+    #[pyo3(signature = (seq_ids, width = None))]
+    fn block_tables<'py>(
+        &self,
+        py: Python<'py>,
+        seq_ids: &Bound<'py, PyAny>,
+        width: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyArray2<i32>>> {
+        let ids = args::seq_ids(seq_ids, "seq_ids")?;
+        let width = args::opt_count(width, "width")?;
+        let (cells, w) = self.inner.block_tables(&ids, width).py()?;
+        to_numpy(py, cells).reshape([ids.len(), w])
+    }
+
+    #[pyo3(signature = (seq_id, start = None, end = None))]
+    fn slot_mapping<'py>(
+        &self,
+        py: Python<'py>,
+        seq_id: &Bound<'py, PyAny>,
+        start: Option<&Bound<'py, PyAny>>,
+        end: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyArray1<i32>>> {
+        let id = seq(seq_id, "seq_id")?;
+        let start = args::opt_count(start, "start")?.unwrap_or(0);
+        let end = match args::opt_count(end, "end")? {
+            Some(e) => e,
+            None => self.inner.seq_len(id).py()?,
+        };
+        let inner = &self.inner;
+        let v = crate::convert::maybe_detach(py, end.saturating_sub(start), || {
+            inner.slot_mapping(id, start, end)
+        });
+        Ok(to_numpy(py, v.py()?))
+    }
+
+    fn decode_metadata<'py>(
+        &self,
+        py: Python<'py>,
+        seq_ids: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let ids = args::seq_ids(seq_ids, "seq_ids")?;
+        wrap_metadata(py, "DecodeMetadata", self.inner.decode_metadata(&ids).py()?)
+    }
+
+    #[pyo3(signature = (seq_ids, width = None))]
+    fn block_table_metadata<'py>(
+        &self,
+        py: Python<'py>,
+        seq_ids: &Bound<'py, PyAny>,
+        width: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let ids = args::seq_ids(seq_ids, "seq_ids")?;
+        let width = args::opt_count(width, "width")?;
+        let m = self.inner.block_table_metadata(&ids, width).py()?;
+        wrap_metadata(py, "BlockTableMetadata", m)
+    }
+
+    fn check(&self) -> PyResult<()> {
+        self.inner.check().py()
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyBlockAllocator>()?;
+    Ok(())
+}

@@ -1,0 +1,211 @@
+"""Batch metadata builders: SPEC §3 golden case, decode forms, input kinds, the single buffer."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+import radixkv as rk
+
+torch = pytest.importorskip("torch")
+
+GOLDEN_PREFIX = [[108, 109, 110, 111], [], [80, 81, 82, 83, 84]]
+GOLDEN_NEW = [[42, 43], [201, 202, 203], [99]]
+GOLDEN = {
+    "extend_seq_lens": [2, 3, 1],
+    "seq_lens": [6, 3, 6],
+    "extend_prefix_lens": [4, 0, 5],
+    "qo_indptr": [0, 2, 5, 6],
+    "kv_indptr": [0, 6, 9, 15],
+    "extend_start_loc": [0, 2, 5],
+    "kv_indices": [108, 109, 110, 111, 42, 43, 201, 202, 203, 80, 81, 82, 83, 84, 99],
+}
+
+# Every accepted per-request input form.
+CONVERTERS: dict[str, Callable[[list[int]], Any]] = {
+    "list": list,
+    "tuple": tuple,
+    "np.int32": lambda v: np.asarray(v, dtype=np.int32),
+    "np.int64": lambda v: np.asarray(v, dtype=np.int64),
+    "np.int32-strided": lambda v: np.asarray([x for s in v for x in (s, -7)], np.int32)[::2],
+    "torch.int32": lambda v: torch.tensor(v, dtype=torch.int32),
+    "torch.int64": lambda v: torch.tensor(v, dtype=torch.int64),
+}
+
+
+@pytest.mark.parametrize("kind", list(CONVERTERS))
+def test_extend_golden_case(kind: str) -> None:
+    conv = CONVERTERS[kind]
+    md = rk.build_extend_metadata([conv(p) for p in GOLDEN_PREFIX], [conv(n) for n in GOLDEN_NEW])
+    for name, want in GOLDEN.items():
+        got = getattr(md, name)
+        assert isinstance(got, np.ndarray) and got.dtype == np.int32, name
+        assert got.tolist() == want, name
+    assert md.out_cache_loc.tolist() == [42, 43, 201, 202, 203, 99]
+    assert md.positions.tolist() == [4, 5, 0, 1, 2, 5]
+    assert (md.batch_size, md.num_tokens, md.max_seq_len) == (3, 6, 6)
+    assert (md.max_extend_len, md.max_prefix_len) == (3, 5)
+
+
+def test_extend_matches_numpy_reference_on_random_batch() -> None:
+    rng = np.random.default_rng(7)
+    pre = [rng.integers(0, 10**6, rng.integers(0, 50), dtype=np.int32) for _ in range(40)]
+    new = [rng.integers(0, 10**6, rng.integers(0, 20), dtype=np.int32) for _ in range(40)]
+    md = rk.build_extend_metadata(pre, new)
+    pl = np.array([len(p) for p in pre])
+    nl = np.array([len(n) for n in new])
+    np.testing.assert_array_equal(md.kv_indices, np.concatenate([np.r_[p, n] for p, n in zip(pre, new)]))
+    np.testing.assert_array_equal(md.qo_indptr, np.r_[0, np.cumsum(nl)])
+    np.testing.assert_array_equal(md.kv_indptr, np.r_[0, np.cumsum(pl + nl)])
+    np.testing.assert_array_equal(md.extend_start_loc, md.qo_indptr[:-1])
+    np.testing.assert_array_equal(md.extend_prefix_lens, md.seq_lens - md.extend_seq_lens)
+    np.testing.assert_array_equal(md.positions, np.concatenate([np.arange(a, a + b) for a, b in zip(pl, nl)]))
+
+
+def test_fields_are_views_of_one_aligned_buffer() -> None:
+    md = rk.build_extend_metadata(GOLDEN_PREFIX, GOLDEN_NEW)
+    assert md.buffer.dtype == np.int32 and md.buffer.ndim == 1
+    for name, arr in md.fields().items():
+        assert arr.base is md.buffer or np.shares_memory(arr, md.buffer), name
+        offset = (arr.__array_interface__["data"][0] - md.buffer.__array_interface__["data"][0]) // 4
+        assert offset % 16 == 0, f"{name} starts at element {offset}"
+
+
+def test_to_cpu_gives_int32_tensors_sharing_one_storage() -> None:
+    md = rk.build_extend_metadata(GOLDEN_PREFIX, GOLDEN_NEW)
+    t = md.to("cpu")
+    assert isinstance(t.buffer, torch.Tensor)
+    storages = {t.field(n).untyped_storage().data_ptr() for n in t.fields()}
+    assert storages == {t.buffer.untyped_storage().data_ptr()}
+    for name, want in GOLDEN.items():
+        got = getattr(t, name)
+        assert isinstance(got, torch.Tensor) and got.dtype == torch.int32, name
+        assert got.tolist() == want, name
+    assert t.max_seq_len == 6 and t.batch_size == 3
+
+
+def test_to_moves_the_buffer_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Count Tensor.to calls: a batch is one transfer, whatever the number of fields.
+    calls: list[Any] = []
+    real_to = torch.Tensor.to
+
+    def counting_to(self: Any, *a: Any, **k: Any) -> Any:
+        calls.append((tuple(self.shape), a, k))
+        return real_to(self, *a, **k)
+
+    monkeypatch.setattr(torch.Tensor, "to", counting_to)
+    md = rk.build_decode_metadata([[1, 2], [3]])
+    t = md.to("cpu", non_blocking=True)
+    assert len(calls) == 1 and calls[0][2] == {"non_blocking": True}
+    assert t.kv_indices.tolist() == [1, 2, 3]
+
+
+def test_decode_csr_over_slots() -> None:
+    md = rk.build_decode_metadata([np.array([5, 6, 7]), [9], torch.tensor([1, 2])])
+    assert md.qo_indptr.tolist() == [0, 1, 2, 3]
+    assert md.kv_indptr.tolist() == [0, 3, 4, 6]
+    assert md.kv_indices.tolist() == [5, 6, 7, 9, 1, 2]
+    assert md.kv_lens.tolist() == [3, 1, 2]
+    assert md.seq_lens.tolist() == [3, 1, 2]
+    assert md.kv_last_page_len.tolist() == [1, 1, 1]
+    assert (md.page_size, md.max_seq_len, md.scalars["max_pages"]) == (1, 3, 3)
+
+
+@pytest.mark.parametrize("page_size", [2, 4, 16])
+def test_decode_csr_over_pages(page_size: int) -> None:
+    rng = np.random.default_rng(page_size)
+    lens = [1, page_size, page_size + 1, 3 * page_size - 1, 5]
+    pages = [rng.permutation(100)[: -(-n // page_size)].astype(np.int64) for n in lens]
+    md = rk.build_decode_metadata(pages, lens, page_size=page_size)
+    assert md.kv_indices.tolist() == [int(x) for p in pages for x in p]
+    assert md.kv_indptr.tolist() == np.r_[0, np.cumsum([len(p) for p in pages])].tolist()
+    assert md.kv_last_page_len.tolist() == [(n - 1) % page_size + 1 for n in lens]
+    assert md.kv_lens.tolist() == lens
+
+
+def test_block_table_form() -> None:
+    md = rk.build_block_table_metadata([[4, 2], [7], [1, 3, 8]], [5, 4, 9], page_size=4)
+    assert md.block_tables.shape == (3, 3)
+    assert md.block_tables.tolist() == [[4, 2, 0], [7, 0, 0], [1, 3, 8]]
+    assert md.seq_lens.tolist() == [5, 4, 9]
+    assert md.kv_last_page_len.tolist() == [1, 4, 1]
+    wide = rk.build_block_table_metadata([[4, 2]], [5], page_size=4, width=6)
+    assert wide.block_tables.shape == (1, 6) and wide.max_blocks == 6
+    t = md.to("cpu")
+    assert t.block_tables.shape == (3, 3) and t.block_tables.dtype == torch.int32
+    assert t.block_tables.tolist() == md.block_tables.tolist()
+
+
+def test_allocator_decode_metadata_forms() -> None:
+    b = rk.BlockAllocator(16, 4)
+    b.allocate(10, 9)
+    b.allocate(20, 2)
+    b.fork(10, 30)
+    b.append_slots(30, 2)
+    ids = [10, 20, 30]
+    csr = b.decode_metadata(ids)
+    tables = [b.block_table(i).tolist() for i in ids]
+    assert csr.kv_indices.tolist() == [x for t in tables for x in t]
+    assert csr.kv_lens.tolist() == [9, 2, 11]
+    assert csr.kv_last_page_len.tolist() == [1, 2, 3]
+    assert csr.page_size == 4
+    bt = b.block_table_metadata(ids)
+    np.testing.assert_array_equal(bt.block_tables, b.block_tables(ids))
+    assert bt.seq_lens.tolist() == [9, 2, 11]
+    # The same batch through the free function.
+    again = rk.build_decode_metadata([b.block_table(i) for i in ids], [9, 2, 11], page_size=4)
+    np.testing.assert_array_equal(again.buffer, csr.buffer)
+
+
+def test_empty_batches() -> None:
+    md = rk.build_extend_metadata([], [])
+    assert md.qo_indptr.tolist() == [0] and md.kv_indices.size == 0
+    assert rk.build_decode_metadata([]).kv_indptr.tolist() == [0]
+    assert rk.build_block_table_metadata([]).block_tables.shape == (0, 0)
+
+
+BAD_BUILDS: list[tuple[str, Callable[[], object]]] = [
+    ("lengths differ", lambda: rk.build_extend_metadata([[1]], [[2], [3]])),
+    ("negative slot", lambda: rk.build_extend_metadata([[1, -2]], [[3]])),
+    ("float slots", lambda: rk.build_extend_metadata([[1.5]], [[3]])),
+    ("float array", lambda: rk.build_extend_metadata([np.array([1.0])], [[3]])),
+    ("string slots", lambda: rk.build_extend_metadata(["ab"], [[3]])),
+    ("not a list", lambda: rk.build_extend_metadata(np.zeros((2, 2), np.int32), [[1], [2]])),
+    ("slot > int32", lambda: rk.build_extend_metadata([np.array([2**31], np.int64)], [[3]])),
+    ("2-D request", lambda: rk.build_extend_metadata([np.zeros((2, 2), np.int32)], [[3]])),
+    ("decode empty request", lambda: rk.build_decode_metadata([[]])),
+    ("decode kv_lens missing", lambda: rk.build_decode_metadata([[1]], page_size=4)),
+    ("decode pages mismatch", lambda: rk.build_decode_metadata([[1]], [5], page_size=4)),
+    ("decode kv_lens count", lambda: rk.build_decode_metadata([[1]], [1, 1])),
+    ("decode negative len", lambda: rk.build_decode_metadata([[1]], [-1])),
+    ("decode page_size 0", lambda: rk.build_decode_metadata([[1]], [1], page_size=0)),
+    ("decode page_size float", lambda: rk.build_decode_metadata([[1]], [1], page_size=2.0)),
+    ("table too narrow", lambda: rk.build_block_table_metadata([[1, 2]], width=1)),
+    ("table negative page", lambda: rk.build_block_table_metadata([[-1]])),
+]
+
+
+@pytest.mark.parametrize("case", BAD_BUILDS, ids=[c[0] for c in BAD_BUILDS])
+def test_bad_inputs_raise_invalid_argument(case: tuple[str, Callable[[], object]]) -> None:
+    with pytest.raises(rk.InvalidArgument):
+        case[1]()
+
+
+def test_inputs_are_not_modified() -> None:
+    pre = [np.array([3, 2, 1], np.int32)]
+    new = [torch.tensor([9], dtype=torch.int64)]
+    md = rk.build_extend_metadata(pre, new)
+    md.kv_indices[:] = 0  # the result is a fresh buffer, not a view of the inputs
+    assert pre[0].tolist() == [3, 2, 1] and new[0].tolist() == [9]
+
+
+def test_large_batch_is_consistent() -> None:
+    # 256 requests with 4K-token contexts: the size the performance target is stated for.
+    rng = np.random.default_rng(1)
+    pre = [rng.integers(0, 2**20, 4032, dtype=np.int32) for _ in range(256)]
+    new = [rng.integers(0, 2**20, 64, dtype=np.int32) for _ in range(256)]
+    md = rk.build_extend_metadata(pre, new)
+    assert md.kv_indptr[-1] == 256 * 4096 and md.kv_indices.size == 256 * 4096
+    assert md.kv_indices[4096 * 7 + 4032 :][:64].tolist() == new[7].tolist()
