@@ -125,50 +125,73 @@ def radixkv_runner(pool: Pool, c: dict[str, torch.Tensor], extend: int) -> Calla
     return lambda: (op(*args), out)[1]
 
 
-def run_extend_bench(out_dir: Optional[Path] = None, page_sizes=PAGE_SIZES, prefixes=PREFIXES,
-                     extends=EXTENDS, reps: int = 30, version: str = "") -> dict[str, Any]:
-    """Build (via radixkv.ops.loader), check against FlashInfer, time every cell. Returns the JSON."""
-    from radixkv.ops import loader
+def build_variant(name: str, flags: list[str]) -> None:
+    """Build only the extend op with extra -D flags (tuning runs; one variant per process)."""
+    from torch.utils import cpp_extension
 
-    loader.load()
+    hip = Path(__file__).resolve().parents[1] / "hip"
+    build = Path(os.environ.get("RADIXKV_BUILD_DIR", "/tmp/rkx")) / name
+    build.mkdir(parents=True, exist_ok=True)
+    cpp_extension.load(
+        name=f"rkx_{name}", sources=[str(hip / "extend_attention.cu"), str(hip / "extend_binding.cpp")],
+        extra_include_paths=[str(hip)], extra_cflags=["-O3", "-std=c++17", *flags],
+        extra_cuda_cflags=["-O3", "-std=c++17", "--use_fast_math", "-lineinfo", *flags],
+        build_directory=str(build), is_python_module=False)
+
+
+def run_extend_bench(out_dir: Optional[Path] = None, page_sizes=PAGE_SIZES, prefixes=PREFIXES,
+                     extends=EXTENDS, reps: int = 30, version: str = "",
+                     cells: Optional[list[tuple[int, int, int]]] = None, anchors: bool = True,
+                     variant: Optional[tuple[str, list[str]]] = None) -> dict[str, Any]:
+    """Build (radixkv.ops.loader, or one tuning variant), check against FlashInfer, time every
+    cell (``cells`` = (page_size, P, E) triples, default the full grid). Returns the JSON."""
+    if variant is None:
+        from radixkv.ops import loader
+
+        loader.load()
+    else:
+        build_variant(*variant)
     timer = Timer()
     mm = matmul_tflops(timer)
-    fi = load_flashinfer()
+    fi = load_flashinfer() if anchors else None
     workspace = torch.empty(512 << 20, dtype=torch.uint8, device="cuda") if fi else None
     rows: list[dict[str, Any]] = []
-    for ps in page_sizes:
-        pool = Pool(ps, max(prefixes) + max(extends))
-        for prefix in prefixes:
-            for extend in extends:
-                c = pool.cell(prefix, extend, seed=prefix * 7 + extend + ps)
-                flops = unmasked_flops(prefix, extend)
-                ours = radixkv_runner(pool, c, extend)
-                row: dict[str, Any] = {"page_size": ps, "prefix": prefix, "extend": extend,
-                                       "flops": flops}
-                row["radixkv_us"] = timer(ours, reps=reps)
-                row["tflops"] = flops / (row["radixkv_us"] * 1e-6) / 1e12
-                row["frac_matmul"] = row["tflops"] / mm
-                if fi is not None:
-                    ref_out = None
-                    for backend in ("fa2", "fa3"):
-                        try:
-                            run = flashinfer_runner(fi, backend, pool, c, workspace)
-                            t = timer(run, reps=reps)
-                            row[f"{backend}_us"] = t
-                            row[f"vs_{backend}"] = t / row["radixkv_us"]
-                            if ref_out is None:
-                                ref_out = run().float()
-                        except Exception as exc:  # noqa: BLE001
-                            row[f"{backend}_error"] = repr(exc)[:200]
-                    if ref_out is not None:
-                        mine = ours().float()
-                        row["rel_err_vs_flashinfer"] = float((mine - ref_out).norm() / ref_out.norm())
-                rows.append(row)
-                print(_fmt_row(row), flush=True)
+    if cells is None:
+        cells = [(ps, p, e) for ps in page_sizes for p in prefixes for e in extends]
+    for ps in sorted({c[0] for c in cells}, key=[c[0] for c in cells].index):
+        pool = Pool(ps, max(c[1] + c[2] for c in cells if c[0] == ps))
+        for _, prefix, extend in [c for c in cells if c[0] == ps]:
+            c = pool.cell(prefix, extend, seed=prefix * 7 + extend + ps)
+            flops = unmasked_flops(prefix, extend)
+            ours = radixkv_runner(pool, c, extend)
+            row: dict[str, Any] = {"page_size": ps, "prefix": prefix, "extend": extend,
+                                   "flops": flops}
+            row["radixkv_us"] = timer(ours, reps=reps)
+            row["tflops"] = flops / (row["radixkv_us"] * 1e-6) / 1e12
+            row["frac_matmul"] = row["tflops"] / mm
+            if fi is not None:
+                ref_out = None
+                for backend in ("fa2", "fa3"):
+                    try:
+                        run = flashinfer_runner(fi, backend, pool, c, workspace)
+                        t = timer(run, reps=reps)
+                        row[f"{backend}_us"] = t
+                        row[f"vs_{backend}"] = t / row["radixkv_us"]
+                        if ref_out is None:
+                            ref_out = run().float()
+                    except Exception as exc:  # noqa: BLE001
+                        row[f"{backend}_error"] = repr(exc)[:200]
+                if ref_out is not None:
+                    mine = ours().float()
+                    row["rel_err_vs_flashinfer"] = float((mine - ref_out).norm() / ref_out.norm())
+            rows.append(row)
+            print(_fmt_row(row), flush=True)
         del pool
         torch.cuda.empty_cache()
     result = {
         "bench": "extend_attention",
+        "variant": variant[0] if variant else "default",
+        "variant_flags": variant[1] if variant else [],
         "version": version or os.environ.get("RADIXKV_VERSION", ""),
         "device": torch.cuda.get_device_name(),
         "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -242,9 +265,19 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None, help="folder for JSON + PNG")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--page-sizes", default="1,16")
+    ap.add_argument("--cells", default=None, help="ps:P:E,... (default: the full grid)")
+    ap.add_argument("--no-anchors", action="store_true", help="skip FlashInfer")
+    ap.add_argument("--variant", default=None, help="NAME=-DFLAG=1,-DFLAG2=2 (tuning build)")
     args = ap.parse_args()
+    cells = None
+    if args.cells:
+        cells = [tuple(int(x) for x in c.split(":")) for c in args.cells.split(",")]
+    variant = None
+    if args.variant:
+        name, _, flags = args.variant.partition("=")
+        variant = (name, [f for f in flags.split(",") if f])
     res = run_extend_bench(args.out, page_sizes=tuple(int(s) for s in args.page_sizes.split(",")),
-                           reps=args.reps)
+                           reps=args.reps, cells=cells, anchors=not args.no_anchors, variant=variant)
     print_table(res)
 
 

@@ -28,8 +28,22 @@
 #include "platform.h"
 #include "softmax.h"
 
+// Tuning knobs (NVIDIA, head_dim 128): warps per CTA, 16-row blocks per warp, key-tile width;
+// whether K and V of a tile are waited for separately (two barriers per tile) or together (one).
+#ifndef RADIXKV_EXT_W128
+#define RADIXKV_EXT_W128 4
+#endif
+#ifndef RADIXKV_EXT_MT128
+#define RADIXKV_EXT_MT128 2
+#endif
 #ifndef RADIXKV_EXT_BN128
-#define RADIXKV_EXT_BN128 32  // key-tile width for head_dim 128 on NVIDIA
+#define RADIXKV_EXT_BN128 32
+#endif
+#ifndef RADIXKV_EXT_SPLIT_WAIT
+#define RADIXKV_EXT_SPLIT_WAIT 1
+#endif
+#ifndef RADIXKV_EXT_MIN_BLOCKS
+#define RADIXKV_EXT_MIN_BLOCKS 1
 #endif
 #ifndef RADIXKV_EXT_KK_UNROLL
 #define RADIXKV_EXT_KK_UNROLL 2  // head-dim steps of S = Q K^T kept in flight (register budget)
@@ -64,7 +78,9 @@ template <> struct Tiling<128> { static constexpr int kWarps = 4, kMT = 1, kBN =
 template <> struct Tiling<256> { static constexpr int kWarps = 2, kMT = 1, kBN = 16; };
 #else
 template <> struct Tiling<64> { static constexpr int kWarps = 4, kMT = 2, kBN = 64; };
-template <> struct Tiling<128> { static constexpr int kWarps = 4, kMT = 2, kBN = RADIXKV_EXT_BN128; };
+template <> struct Tiling<128> {
+  static constexpr int kWarps = RADIXKV_EXT_W128, kMT = RADIXKV_EXT_MT128, kBN = RADIXKV_EXT_BN128;
+};
 template <> struct Tiling<256> { static constexpr int kWarps = 4, kMT = 1, kBN = 32; };
 #endif
 
@@ -129,52 +145,56 @@ struct PageRow {
 
 // One thread per key row r of a key tile: tracks key j = n * kBN + r as (logical page, offset,
 // element address) and moves kBN keys forward per tile by adding the address difference between
-// the old and the new (page, offset): the Hygon design's k_delta / v_delta walk.
+// the old and the new (page, offset): the Hygon design's k_delta / v_delta walk. The page-table
+// entry of the following tile is loaded one step early (nraw), so publishing a tile's row address
+// never waits on a global load.
 struct PageWalker {
-  int page_idx;  // logical page of key j
-  int off;       // j % page_size
-  int phys;      // physical page of key j (valid while j < L_k)
-  int64_t addr;  // phys * kv_stride_page + off * kv_stride_slot
-  int key;       // j
-  bool ok;       // page index inside the table and the pool
+  int key, page_idx, off, phys;  // the published tile's key row
+  int64_t addr;                  // phys * kv_stride_page + off * kv_stride_slot
+  bool ok;                       // its page index was inside the table and the pool
+  int nkey, npage_idx, noff;     // the next tile's key row
+  int nraw;                      // its page-table entry (-1: none to read)
 
-  RK_DEVICE int read_page(const PageRow& row, const ExtendParams& p) {
-    if (page_idx >= row.cols) return -1;
-    const int v = row.pages[page_idx];
-    return v >= 0 && v < p.num_pages ? v : -1;
+  RK_DEVICE static int fetch(const PageRow& row, int pidx, int k, int lk) {
+    return k < lk && pidx < row.cols ? row.pages[pidx] : -1;
   }
-  RK_DEVICE void init(const PageRow& row, int r, const ExtendParams& p, int lk) {
+  RK_DEVICE void step_next(int step_pages, int step_off, int step_keys, int page_size) {
+    nkey = key + step_keys;
+    npage_idx = page_idx + step_pages;
+    noff = off + step_off;
+    if (noff >= page_size) {
+      noff -= page_size;
+      ++npage_idx;
+    }
+  }
+  RK_DEVICE void init(const PageRow& row, int r, const ExtendParams& p, int lk, int step_pages,
+                      int step_off, int step_keys) {
     key = r;
     page_idx = r / p.page_size;
     off = r - page_idx * p.page_size;
-    phys = 0;
-    ok = true;
-    if (key < lk) {
-      const int v = read_page(row, p);
-      ok = v >= 0;
-      phys = ok ? v : 0;
-    }
+    const int raw = fetch(row, page_idx, key, lk);
+    ok = raw >= 0 && raw < p.num_pages;
+    phys = ok ? raw : 0;
     addr = int64_t(phys) * p.kv_stride_page + int64_t(off) * p.kv_stride_slot;
+    step_next(step_pages, step_off, step_keys, p.page_size);
+    nraw = fetch(row, npage_idx, nkey, lk);
   }
-  // kBN = step_pages * page_size + step_off keys.
-  RK_DEVICE void advance(const PageRow& row, int step_pages, int step_off, int step_keys,
-                         const ExtendParams& p, int lk) {
+  // Move to the next tile (its entry was fetched a step ago) and fetch the one after.
+  RK_DEVICE void advance(const PageRow& row, const ExtendParams& p, int lk, int step_pages,
+                         int step_off, int step_keys) {
     const int old_off = off;
-    key += step_keys;
-    page_idx += step_pages;
-    off += step_off;
-    if (off >= p.page_size) {
-      off -= p.page_size;
-      ++page_idx;
-    }
+    key = nkey;
+    page_idx = npage_idx;
+    off = noff;
     int nphys = phys;
     if (key < lk) {
-      const int v = read_page(row, p);
-      ok = v >= 0;
-      nphys = ok ? v : phys;
+      ok = nraw >= 0 && nraw < p.num_pages;
+      nphys = ok ? nraw : phys;
     }
     addr += int64_t(nphys - phys) * p.kv_stride_page + int64_t(off - old_off) * p.kv_stride_slot;
     phys = nphys;
+    step_next(step_pages, step_off, step_keys, p.page_size);
+    nraw = fetch(row, npage_idx, nkey, lk);
   }
   // Row address for the copy threads; -1 = zero-fill (past L_k, or a bad page index).
   RK_DEVICE int64_t published(int lk) const { return key < lk && ok ? addr : int64_t(-1); }
@@ -205,13 +225,14 @@ struct MaskTag {
 };
 
 template <class T, int D>
-__global__ void __launch_bounds__(Cfg<D>::kThreads)
+__global__ void __launch_bounds__(Cfg<D>::kThreads, RADIXKV_EXT_MIN_BLOCKS)
 extend_attention_kernel(const ExtendParams p) {
   using C = Cfg<D>;
   constexpr int kMT = C::kMT, kBN = C::kBN, kBM = C::kBM, kThreads = C::kThreads;
   constexpr int kKB = kBN / 16;  // 16-key blocks per key tile
   constexpr int kDB = D / 16;    // 16-wide blocks along head_dim
   constexpr int kSlots = mma::kRowSlots;
+  constexpr bool kSplitWait = RADIXKV_EXT_SPLIT_WAIT != 0;
 
   extern __shared__ uint4 smem_raw[];
   uint16_t* sQ = reinterpret_cast<uint16_t*>(smem_raw);
@@ -272,9 +293,9 @@ extend_attention_kernel(const ExtendParams p) {
   PageWalker walker;
   const bool is_walker = threadIdx.x < kBN;
   if (is_walker) {
-    walker.init(pages, threadIdx.x, p, lk);
+    walker.init(pages, threadIdx.x, p, lk, step_pages, step_off, kBN);
     sRows[threadIdx.x] = walker.published(lk);
-    walker.advance(pages, step_pages, step_off, kBN, p, lk);
+    walker.advance(pages, p, lk, step_pages, step_off, kBN);
     sRows[kBN + threadIdx.x] = walker.published(lk);
   }
 
@@ -292,9 +313,9 @@ extend_attention_kernel(const ExtendParams p) {
   }
   __syncthreads();  // sRows[0] visible
   load_kv_tile<D, kBN, kThreads>(sK, kbase, sRows);
-  mma::async_commit();  // group: Q + K0
+  if (kSplitWait) mma::async_commit();  // group: Q + K0
   load_kv_tile<D, kBN, kThreads>(sV, vbase, sRows);
-  mma::async_commit();  // group: V0
+  mma::async_commit();  // group: V0 (or Q + K0 + V0)
 
   // Per-slot mask limit: key j is visible to the slot's row iff j <= lim. Rows past the request
   // take the last query's limit so their (discarded) softmax stays finite.
@@ -329,11 +350,26 @@ extend_attention_kernel(const ExtendParams p) {
     const uint16_t* tK = sK + buf * C::kKVElems;
     const uint16_t* tV = sV + buf * C::kKVElems;
 
-    mma::async_wait<1>();  // this thread's K_n copies (and Q) done; V_n may be in flight
-    __syncthreads();       // everyone's K_n copies visible; tile n-1 fully consumed
-    if (n + 1 < n_kv_tiles)
-      load_kv_tile<D, kBN, kThreads>(sK + (buf ^ 1) * C::kKVElems, kbase, sRows + (buf ^ 1) * kBN);
-    mma::async_commit();
+    if (kSplitWait) {
+      mma::async_wait<1>();  // this thread's K_n copies (and Q) done; V_n may be in flight
+      __syncthreads();       // everyone's K_n copies visible; tile n-1 fully consumed
+      if (n + 1 < n_kv_tiles)
+        load_kv_tile<D, kBN, kThreads>(sK + (buf ^ 1) * C::kKVElems, kbase, sRows + (buf ^ 1) * kBN);
+      mma::async_commit();
+    } else {
+      mma::async_wait<0>();  // K_n and V_n (issued a whole tile ago) done
+      __syncthreads();       // visible to all; tile n-1 fully consumed
+      if (n + 1 < n_kv_tiles) {
+        load_kv_tile<D, kBN, kThreads>(sK + (buf ^ 1) * C::kKVElems, kbase, sRows + (buf ^ 1) * kBN);
+        load_kv_tile<D, kBN, kThreads>(sV + (buf ^ 1) * C::kKVElems, vbase, sRows + (buf ^ 1) * kBN);
+      }
+      mma::async_commit();
+      // Tile n's row table is free (its copies were issued before the barrier): tile n + 2.
+      if (is_walker && n + 2 < n_kv_tiles) {
+        walker.advance(pages, p, lk, step_pages, step_off, kBN);
+        sRows[buf * kBN + threadIdx.x] = walker.published(lk);
+      }
+    }
 
     // S = Q K^T for this warp's rows.
     Acc s[kMT][kKB];
@@ -395,15 +431,17 @@ extend_attention_kernel(const ExtendParams p) {
         }
     }
 
-    mma::async_wait<1>();  // V_n done (K_{n+1} may be in flight)
-    __syncthreads();
-    if (n + 1 < n_kv_tiles)
-      load_kv_tile<D, kBN, kThreads>(sV + (buf ^ 1) * C::kKVElems, vbase, sRows + (buf ^ 1) * kBN);
-    mma::async_commit();
-    // Tile n's row table is free now (K_n, V_n issued long ago): publish tile n + 2 there.
-    if (is_walker && n + 2 < n_kv_tiles) {
-      walker.advance(pages, step_pages, step_off, kBN, p, lk);
-      sRows[buf * kBN + threadIdx.x] = walker.published(lk);
+    if (kSplitWait) {
+      mma::async_wait<1>();  // V_n done (K_{n+1} may be in flight)
+      __syncthreads();
+      if (n + 1 < n_kv_tiles)
+        load_kv_tile<D, kBN, kThreads>(sV + (buf ^ 1) * C::kKVElems, vbase, sRows + (buf ^ 1) * kBN);
+      mma::async_commit();
+      // Tile n's row table is free now (K_n, V_n issued long ago): publish tile n + 2 there.
+      if (is_walker && n + 2 < n_kv_tiles) {
+        walker.advance(pages, p, lk, step_pages, step_off, kBN);
+        sRows[buf * kBN + threadIdx.x] = walker.published(lk);
+      }
     }
 
     // O += P V

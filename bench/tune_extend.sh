@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Tuning run for extend_attention on the GPU machine: builds several compile-time variants of the
+# kernel (bf16, head_dim 128 only) in parallel, times each on a few cells of the benchmark grid
+# (FlashInfer fa2/fa3 once, for reference), and optionally profiles one variant with ncu.
+#
+# usage: bash bench/tune_extend.sh OUT_DIR "name=-DFLAG=1,-DFLAG2=2" ...
+# env:   CELLS (ps:P:E,...), REPS, NCU_VARIANT (a name from the list: profile it with ncu)
+set -uo pipefail
+out="$1"; shift
+cells="${CELLS:-16:4096:512,16:0:2048,1:1024:512}"
+reps="${REPS:-15}"
+base="-DRADIXKV_HD_64=0,-DRADIXKV_HD_256=0,-DRADIXKV_DT_FP16=0"
+export RADIXKV_BUILD_DIR=/tmp/rkx PYTHONUNBUFFERED=1
+mkdir -p "$out"
+
+# Build every variant at once (one process each: each loads its own copy of the op).
+for v in "$@"; do
+  name="${v%%=*}"; flags="${v#*=}"
+  python3 -c "import sys; sys.path.insert(0, 'bench'); import kernels_extend as k; \
+k.build_variant('$name', [f for f in '$base,$flags'.split(',') if f])" >"$out/build_$name.log" 2>&1 &
+done
+wait
+first=1
+for v in "$@"; do
+  name="${v%%=*}"; flags="${v#*=}"
+  anchors="--no-anchors"
+  if [[ $first -eq 1 ]]; then anchors=""; first=0; fi
+  echo "== variant $name ($flags)"
+  timeout 120 python3 bench/kernels_extend.py --variant "$name=$base,$flags" --cells "$cells" \
+    --reps "$reps" $anchors 2>&1 | tee "$out/tune_$name.log" | grep -E "^ps=|Error|error" | head -20
+done
+if [[ -n "${NCU_VARIANT:-}" ]]; then
+  ncu_bin="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)"
+  for v in "$@"; do
+    name="${v%%=*}"; flags="${v#*=}"
+    [[ "$name" == "$NCU_VARIANT" ]] || continue
+    timeout 150 "$ncu_bin" --clock-control none -k regex:extend_attention_kernel --launch-skip 3 \
+      --launch-count 1 --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
+      --section Occupancy --section LaunchStats --section ComputeWorkloadAnalysis \
+      python3 bench/kernels_extend.py --variant "$name=$base,$flags" --cells 16:4096:512 --reps 1 \
+      --no-anchors >"$out/ncu_$name.txt" 2>&1
+    grep -E "Stall|Warp Cycles|Issued|Eligible|Active Warps|Registers|Throughput|Occupancy|No Eligible|Pipe" \
+      "$out/ncu_$name.txt" | head -60
+  done
+fi
