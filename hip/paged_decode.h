@@ -32,6 +32,7 @@ struct PagedDecodeParams {
   int32_t num_splits;        // >= 1
   float sm_scale;            // softmax scale in natural units; kernels fold in log2(e)
   DType dtype;
+  int32_t variant;           // tuning builds (-DRADIXKV_DECODE_VARIANTS=1) only: 1 = 8 elements/lane
 };
 
 // Throws rk::Unsupported for a head_dim / page_size / dtype without a compiled kernel, and

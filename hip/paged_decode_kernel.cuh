@@ -18,16 +18,24 @@
 #include "platform.h"
 #include "softmax.h"
 
+#ifndef RADIXKV_DECODE_VARIANTS
+#define RADIXKV_DECODE_VARIANTS 0
+#endif
+
 namespace rk {
 namespace decode {
 
 constexpr int kThreads = 128;
 
+// Elements per lane: 16 halve the lanes per row (fewer shuffle steps per score) but take twice
+// the registers for q and the accumulators (fewer resident blocks, fewer loads in flight); 8 is the
+// opposite trade. kWide picks 16 where q and the accumulators of GC heads still fit.
 template <int D, int GC>
+constexpr bool kWide = GC <= 4 && D >= 128;
+
+template <int D, int GC, bool WIDE>
 struct Tile {
-  // 16 elements per lane halve the lanes per row (fewer shuffle steps per score) when q and the
-  // accumulators of GC heads still fit in registers; otherwise 8.
-  static constexpr int kElems = (GC <= 4 && D >= 128) ? 16 : 8;
+  static constexpr int kElems = WIDE ? 16 : 8;
   static constexpr int kVecs = kElems / 8;                  // 16-byte loads per row per lane
   static constexpr int kLanesPerRow = D / kElems;           // 4..32, divides the warp size
   static constexpr int kRowGroups = kThreads / kLanesPerRow;
@@ -36,9 +44,9 @@ struct Tile {
   static_assert(kLanesPerRow <= kWarpSize && kWarpSize % kLanesPerRow == 0, "row group in one warp");
 };
 
-template <typename T, int D, int PS, int GC>
+template <typename T, int D, int PS, int GC, bool WIDE>
 __global__ void __launch_bounds__(kThreads) paged_decode_kernel(const PagedDecodeParams p) {
-  using Tl = Tile<D, GC>;
+  using Tl = Tile<D, GC, WIDE>;
   constexpr int E = Tl::kElems, V = Tl::kVecs, LPR = Tl::kLanesPerRow, RG = Tl::kRowGroups;
   constexpr int U = Tl::kUnroll, STEP = Tl::kStepTokens;
 
@@ -258,7 +266,20 @@ void run(const PagedDecodeParams& p, Stream stream) {
   const stream_t s = static_cast<stream_t>(stream);
   const int chunks = (p.num_q_heads / p.num_kv_heads) / GC;
   const dim3 grid(p.num_splits, p.batch, p.num_kv_heads * chunks);
-  paged_decode_kernel<T, D, PS, GC><<<grid, kThreads, 0, s>>>(p);
+#if RADIXKV_DECODE_VARIANTS
+  // Tuning build only: variant 1 forces 8 elements per lane where the default would take 16.
+  if constexpr (kWide<D, GC>) {
+    if (p.variant == 1) {
+      paged_decode_kernel<T, D, PS, GC, false><<<grid, kThreads, 0, s>>>(p);
+    } else {
+      paged_decode_kernel<T, D, PS, GC, true><<<grid, kThreads, 0, s>>>(p);
+    }
+  } else {
+    paged_decode_kernel<T, D, PS, GC, false><<<grid, kThreads, 0, s>>>(p);
+  }
+#else
+  paged_decode_kernel<T, D, PS, GC, kWide<D, GC>><<<grid, kThreads, 0, s>>>(p);
+#endif
   error_t e = last_error();
   if (e == kSuccess && p.num_splits > 1) {
     combine_kernel<T, D><<<dim3(p.batch, p.num_q_heads), D, 0, s>>>(p);

@@ -9,6 +9,8 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
+#include <cstdlib>
+
 #include "copy_blocks.h"
 #include "paged_decode.h"
 #include "store_kv.h"
@@ -158,6 +160,7 @@ void paged_decode(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
   check_index(kv_lens, "kv_lens", k_cache);
   TORCH_CHECK_VALUE(q.dim() == 3 && q.size(2) == g.head_dim && q.is_contiguous(),
                     "radixkv: q must be contiguous [B, H_q, ", g.head_dim, "], got ", q.sizes());
+  check_aligned(q, "q");
   TORCH_CHECK_VALUE(q.scalar_type() == k_cache.scalar_type(), "radixkv: q dtype ",
                     q.scalar_type(), " differs from the cache's ", k_cache.scalar_type());
   TORCH_CHECK_VALUE(out.sizes() == q.sizes() && out.scalar_type() == q.scalar_type() &&
@@ -210,6 +213,9 @@ void paged_decode(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
   p.num_splits = static_cast<int32_t>(num_splits);
   p.sm_scale = static_cast<float>(sm_scale);
   p.dtype = dtype_code(q, "q");
+  // Tuning knob, read per call so one process can compare variants (needs a tuning build).
+  const char* variant = std::getenv("RADIXKV_DECODE_VARIANT");
+  p.variant = variant ? std::atoi(variant) : 0;
   const c10::cuda::CUDAGuard guard(q.device());
   call([&] { rk::launch_paged_decode(p, at::cuda::getCurrentCUDAStream().stream()); });
 }

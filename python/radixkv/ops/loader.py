@@ -13,6 +13,8 @@ Environment:
 - ``RADIXKV_HEAD_DIMS`` (e.g. ``128`` or ``64,128``), ``RADIXKV_DTYPES`` (``bf16``, ``fp16``),
   ``RADIXKV_PAGE_SIZES`` (``1,16``): compile only these variants (faster builds); a call needing
   another one raises an error naming it.
+- ``RADIXKV_DECODE_VARIANTS=1``: tuning build with alternative decode kernels, chosen per call
+  by ``RADIXKV_DECODE_VARIANT`` (see hip/paged_decode_kernel.cuh).
 - ``RADIXKV_VERBOSE_BUILD=1``: show the compiler's output.
 - ``RADIXKV_PREBUILT_LIB``: path of an already built library (e.g. built on another machine with
   the same torch); it is loaded instead of building.
@@ -58,6 +60,8 @@ def variant_defines() -> list[str]:
         if unknown:
             raise ValueError(f"{env}={want!r}: unknown {sorted(unknown)} (known: {', '.join(values)})")
         flags += [f"-D{prefix}{v.upper()}={int(v in keep)}" for v in values]
+    if os.environ.get("RADIXKV_DECODE_VARIANTS") == "1":
+        flags.append("-DRADIXKV_DECODE_VARIANTS=1")  # tuning build: RADIXKV_DECODE_VARIANT picks
     return flags
 
 

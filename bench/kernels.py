@@ -1,0 +1,383 @@
+"""Decode-attention benchmark: radixkv.ops.paged_decode against FlashInfer's batch decode.
+
+Workload (issue 4): B in {1, 16, 64, 256} x L in {512, 4096, 32768}; Llama-3-8B attention (32 query
+heads, 8 KV heads, head_dim 128); bf16; page sizes 1 and 16. K/V live in one large pool filled with
+random data; each cell's pages are drawn at random from it (scattered). Every timed call is a
+CUDA-graph replay preceded by an L2 flush (a 1 GiB write), timed with CUDA events; the median of
+many replays is reported.
+
+Columns: time; achieved bandwidth (bytes of K and V read / time); that bandwidth as a fraction of a
+read-only stream and of a device-to-device copy (read + write bytes / time), both measured in the
+same run; FlashInfer's time and the ratio FlashInfer time / radixkv time (> 1: radixkv faster).
+FlashInfer is called as ../shared/anchors/README.md records (BatchDecodeWithPagedKVCacheWrapper,
+"NHD", use_tensor_cores=True). If bench/kernels_extend.py is present its extend section runs after.
+
+Usage (GPU machine):  PYTHONPATH=python python3 bench/kernels.py --out $OUT
+Re-plot a fetched JSON:  python bench/kernels.py --plot bench/results/paged_decode.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+H_Q, H_KV, D = 32, 8, 128
+BATCHES = (1, 16, 64, 256)
+LENGTHS = (512, 4096, 32768)
+PAGE_SIZES = (1, 16)
+BYTES_PER_TOKEN = H_KV * D * 2 * 2  # K and V, bf16
+
+torch: Any = None  # imported in main() so --plot works without torch
+
+
+class Timer:
+    """Median time (µs) of graph replays, each after an L2 flush, with CUDA events."""
+
+    def __init__(self, flush_bytes: int = 1 << 30):
+        self.flush = torch.empty(flush_bytes, dtype=torch.uint8, device="cuda")
+
+    def graph(self, fn: Callable[[], Any]) -> Any:
+        fn()  # warm: builds, workspaces, plans
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            fn()
+        torch.cuda.synchronize()
+        return g
+
+    def __call__(self, fn: Callable[[], Any], reps: int, use_graph: bool = True) -> float:
+        run: Callable[[], Any] = fn
+        if use_graph:
+            g = self.graph(fn)
+            run = g.replay
+        for _ in range(3):
+            run()
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+        for i in range(reps):
+            self.flush.zero_()
+            starts[i].record()
+            run()
+            ends[i].record()
+        torch.cuda.synchronize()
+        return 1e3 * statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
+
+
+def stream_ceilings(timer: Timer, nbytes: int = 4 << 30) -> dict[str, float]:
+    """Read-only stream and device copy bandwidth in TB/s (best of a few ways to read)."""
+    x = torch.randn(nbytes // 2, dtype=torch.bfloat16, device="cuda")
+    y = torch.empty_like(x)
+    out = torch.empty((), dtype=torch.float32, device="cuda")
+    reads = {
+        "sum": lambda: torch.sum(x, dtype=torch.float32, out=out),
+        "amax": lambda: torch.amax(x),
+    }
+    try:
+        reads["triton"] = _triton_read(x)
+    except Exception as exc:  # noqa: BLE001
+        print(f"[decode bench] triton read stream unavailable: {exc}", file=sys.stderr)
+    res = {}
+    for name, fn in reads.items():
+        try:
+            res[f"read_{name}"] = nbytes / (timer(fn, reps=20, use_graph=False) * 1e-6) / 1e12
+        except Exception as exc:  # noqa: BLE001
+            print(f"[decode bench] read '{name}' failed: {exc}", file=sys.stderr)
+    res["read"] = max(v for k, v in res.items() if k.startswith("read_"))
+    res["copy"] = 2 * nbytes / (timer(lambda: y.copy_(x), reps=20, use_graph=False) * 1e-6) / 1e12
+    del x, y
+    torch.cuda.empty_cache()
+    return res
+
+
+def _triton_read(x: Any) -> Callable[[], Any]:
+    import triton  # noqa: PLC0415
+    import triton.language as tl  # noqa: PLC0415
+
+    @triton.jit
+    def read_kernel(p, out, n, BLOCK: tl.constexpr):
+        pid = tl.program_id(0)
+        acc = tl.zeros([BLOCK], dtype=tl.float32)
+        step = tl.num_programs(0) * BLOCK
+        for start in range(pid * BLOCK, n, step):
+            offs = start + tl.arange(0, BLOCK)
+            acc += tl.load(p + offs, mask=offs < n, other=0.0).to(tl.float32)
+        tl.atomic_add(out, tl.sum(acc, 0))
+
+    n = x.numel()
+    out = torch.zeros((), dtype=torch.float32, device="cuda")
+    grid = (torch.cuda.get_device_properties(0).multi_processor_count * 8,)
+    return lambda: read_kernel[grid](x, out, n, BLOCK=4096, num_warps=8)
+
+
+class Pool:
+    """One K and one V pool of `tokens` slots, random bf16; viewed with any page size."""
+
+    def __init__(self, tokens: int, seed: int = 0):
+        gen = torch.Generator(device="cuda").manual_seed(seed)
+        self.tokens = tokens
+        self.k = torch.randn(tokens * H_KV * D, dtype=torch.bfloat16, device="cuda", generator=gen)
+        self.v = torch.randn(tokens * H_KV * D, dtype=torch.bfloat16, device="cuda", generator=gen)
+
+    def view(self, page: int) -> tuple[Any, Any]:
+        shape = (self.tokens // page, page, H_KV, D)
+        return self.k.view(shape), self.v.view(shape)
+
+    def cell(self, batch: int, length: int, page: int, seed: int) -> dict[str, Any]:
+        per_req = -(-length // page)
+        num_pages = self.tokens // page
+        gen = torch.Generator(device="cuda").manual_seed(seed)
+        pages = torch.randperm(num_pages, device="cuda", generator=gen)[: batch * per_req]
+        indptr = torch.arange(0, batch + 1, device="cuda", dtype=torch.int32) * per_req
+        last = (length - 1) % page + 1
+        return {
+            "q": torch.randn(batch, H_Q, D, dtype=torch.bfloat16, device="cuda"),
+            "kv_indptr": indptr,
+            "kv_indices": pages.to(torch.int32),
+            "kv_lens": torch.full((batch,), length, dtype=torch.int32, device="cuda"),
+            "kv_last_page_len": torch.full((batch,), last, dtype=torch.int32, device="cuda"),
+        }
+
+
+def load_flashinfer() -> Optional[Any]:
+    try:
+        import flashinfer  # noqa: PLC0415
+
+        return flashinfer
+    except Exception as exc:  # noqa: BLE001
+        print(f"[decode bench] FlashInfer unavailable ({exc}); ratios skipped", file=sys.stderr)
+        return None
+
+
+def flashinfer_runner(fi: Any, k: Any, v: Any, page: int, c: dict[str, Any],
+                      workspace: Any) -> Callable[[], Any]:
+    w = fi.BatchDecodeWithPagedKVCacheWrapper(workspace, "NHD", use_tensor_cores=True)
+    w.plan(c["kv_indptr"], c["kv_indices"], c["kv_last_page_len"], H_Q, H_KV, D, page,
+           pos_encoding_mode="NONE", q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16)
+    out = torch.empty_like(c["q"])
+    return lambda: w.run(c["q"], (k, v), out=out)
+
+
+def radixkv_runner(k: Any, v: Any, c: dict[str, Any], num_splits: Optional[int] = None
+                   ) -> Callable[[], Any]:
+    from radixkv import ops  # noqa: PLC0415
+
+    out = torch.empty_like(c["q"])
+    return lambda: ops.paged_decode(c["q"], k, v, c["kv_indptr"], c["kv_indices"], c["kv_lens"],
+                                    out=out, num_splits=num_splits)
+
+
+# A tuning build (RADIXKV_DECODE_VARIANTS=1) has alternative kernels; the variant is read when a
+# call is captured into a graph, so it is set around the timing.
+TUNING = os.environ.get("RADIXKV_DECODE_VARIANTS") == "1"
+
+
+def with_variant(variant: int, fn: Callable[[], float]) -> float:
+    os.environ["RADIXKV_DECODE_VARIANT"] = str(variant)
+    try:
+        return fn()
+    finally:
+        os.environ.pop("RADIXKV_DECODE_VARIANT", None)
+
+
+def reps_for(nbytes: int) -> int:
+    return 30 if nbytes > (2 << 30) else 60 if nbytes > (64 << 20) else 100
+
+
+def run_decode_bench(out_dir: Optional[Path], batches=BATCHES, lengths=LENGTHS,
+                     page_sizes=PAGE_SIZES, sweep: bool = True) -> dict[str, Any]:
+    from radixkv.ops import decode_num_splits, loader  # noqa: PLC0415
+
+    t0 = time.time()
+    loader.load()
+    print(f"[decode bench] extension ready in {time.time() - t0:.1f} s", flush=True)
+    timer = Timer()
+    ceil = stream_ceilings(timer)
+    print(f"[decode bench] read stream {ceil['read']:.2f} TB/s, copy {ceil['copy']:.2f} TB/s "
+          f"({ {k: round(v, 2) for k, v in ceil.items()} })", flush=True)
+    fi = load_flashinfer()
+    fi_ws = torch.empty(1 << 30, dtype=torch.uint8, device="cuda") if fi else None
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    pool = Pool(max(batches) * max(lengths) + 64 * 16)
+    rows: list[dict[str, Any]] = []
+    for page in page_sizes:
+        k, v = pool.view(page)
+        for batch in batches:
+            for length in lengths:
+                c = pool.cell(batch, length, page, seed=batch * 100003 + length + page)
+                nbytes = batch * length * BYTES_PER_TOKEN
+                reps = reps_for(nbytes)
+                ours = radixkv_runner(k, v, c)
+                row: dict[str, Any] = {
+                    "page_size": page, "batch": batch, "kv_len": length, "kv_bytes": nbytes,
+                    "num_splits": decode_num_splits(batch, H_KV, 1, length, sms),
+                }
+                row["radixkv_us"] = timer(ours, reps)
+                if TUNING:
+                    row["variant1_us"] = with_variant(1, lambda: timer(ours, reps))
+                row["tbps"] = nbytes / (row["radixkv_us"] * 1e-6) / 1e12
+                row["frac_read"] = row["tbps"] / ceil["read"]
+                row["frac_copy"] = row["tbps"] / ceil["copy"]
+                if fi is not None:
+                    try:
+                        run = flashinfer_runner(fi, k, v, page, c, fi_ws)
+                        row["flashinfer_us"] = timer(run, reps)
+                        row["vs_flashinfer"] = row["flashinfer_us"] / row["radixkv_us"]
+                        ref = run().float()
+                        mine = ours().float()
+                        row["rel_err_vs_flashinfer"] = float((mine - ref).norm() / ref.norm())
+                    except Exception as exc:  # noqa: BLE001
+                        row["flashinfer_error"] = repr(exc)[:300]
+                if sweep and (batch, length) in ((1, 32768), (16, 4096), (1, 4096), (64, 512)):
+                    splits = [s for s in (1, 8, 16, 32, 64, 96, 128) if s <= max(1, length // 64)]
+                    row["split_sweep_us"] = {s: timer(radixkv_runner(k, v, c, s), reps) for s in splits}
+                    if TUNING:
+                        row["split_sweep_variant1_us"] = {
+                            s: with_variant(1, lambda s=s: timer(radixkv_runner(k, v, c, s), reps))
+                            for s in splits}
+                rows.append(row)
+                print(fmt_row(row), flush=True)
+                del c
+    result = {
+        "bench": "paged_decode",
+        "version": os.environ.get("RADIXKV_VERSION", ""),
+        "device": torch.cuda.get_device_name(),
+        "sms": sms,
+        "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "shape": {"heads_q": H_Q, "heads_kv": H_KV, "head_dim": D, "dtype": "bf16"},
+        "ceilings_tbps": ceil,
+        "rows": rows,
+    }
+    del pool
+    torch.cuda.empty_cache()
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "paged_decode.json").write_text(json.dumps(result, indent=1))
+        plot(result, out_dir / "paged_decode.png")
+    return result
+
+
+def fmt_row(r: dict[str, Any]) -> str:
+    fi = f"{r['flashinfer_us']:8.1f} us x{r['vs_flashinfer']:.2f}" if "vs_flashinfer" in r else "-"
+    return (f"ps={r['page_size']:>2} B={r['batch']:>3} L={r['kv_len']:>5} splits={r['num_splits']:>2} | "
+            f"{r['radixkv_us']:8.1f} us {r['tbps']:.2f} TB/s ({r['frac_read']:.2f} read, "
+            f"{r['frac_copy']:.2f} copy) | FI {fi}"
+            + (f" | variant1 {r['variant1_us']:.1f} us" if "variant1_us" in r else "")
+            + (f" | sweep {_r(r['split_sweep_us'])}" if "split_sweep_us" in r else "")
+            + (f" | sweep v1 {_r(r['split_sweep_variant1_us'])}" if "split_sweep_variant1_us" in r else ""))
+
+
+def _r(d: dict[Any, float]) -> str:
+    return "{" + ", ".join(f"{k}: {v:.1f}" for k, v in d.items()) + "}"
+
+
+def summary(result: dict[str, Any]) -> list[str]:
+    lines = []
+    for page in sorted({r["page_size"] for r in result["rows"]}):
+        rs = [r for r in result["rows"] if r["page_size"] == page and "vs_flashinfer" in r]
+        if not rs:
+            continue
+        gm = math.exp(sum(math.log(r["vs_flashinfer"]) for r in rs) / len(rs))
+        big = [r for r in rs if r["kv_bytes"] >= 1e9]
+        worst_big = min((r["vs_flashinfer"] for r in big), default=float("nan"))
+        worst_read = min((r["frac_read"] for r in big), default=float("nan"))
+        one = [r for r in rs if r["batch"] == 1 and r["kv_len"] == 32768]
+        lines.append(
+            f"page {page}: geomean x{gm:.2f} vs FlashInfer over {len(rs)} cells (target 1.2); "
+            f">=1 GB cells: min x{worst_big:.2f} (target 1.0), min {worst_read:.2f} of read stream "
+            f"(target 0.95); B=1 L=32768: "
+            + (f"x{one[0]['vs_flashinfer']:.2f} (target 1.5)" if one else "-"))
+    return lines
+
+
+def print_table(result: dict[str, Any]) -> None:
+    c = result["ceilings_tbps"]
+    print(f"\npaged_decode, {result['device']} ({result['sms']} SMs), 32/8 heads, D=128, bf16; "
+          f"read stream {c['read']:.2f} TB/s, copy {c['copy']:.2f} TB/s; ratio = FlashInfer / radixkv")
+    v1 = any("variant1_us" in r for r in result["rows"])
+    print("| ps | B | L | KV MB | splits | radixkv µs | TB/s | of read | of copy | FI µs | vs FI |"
+          + (" variant1 µs |" if v1 else ""))
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if v1 else ""))
+    for r in result["rows"]:
+        fi_us = f"{r['flashinfer_us']:.1f}" if "flashinfer_us" in r else "-"
+        vs = f"{r['vs_flashinfer']:.2f}" if "vs_flashinfer" in r else "-"
+        print(f"| {r['page_size']} | {r['batch']} | {r['kv_len']} | {r['kv_bytes'] / 1e6:.0f} | "
+              f"{r['num_splits']} | {r['radixkv_us']:.1f} | {r['tbps']:.2f} | {r['frac_read']:.2f} | "
+              f"{r['frac_copy']:.2f} | {fi_us} | {vs} |"
+              + (f" {r['variant1_us']:.1f} |" if "variant1_us" in r else (" - |" if v1 else "")))
+    for line in summary(result):
+        print(line)
+
+
+def plot(result: dict[str, Any], path: Path) -> None:
+    try:
+        import matplotlib  # noqa: PLC0415
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt  # noqa: PLC0415
+    except Exception:  # noqa: BLE001
+        print("[decode bench] matplotlib missing: no PNG (re-plot with --plot)", file=sys.stderr)
+        return
+    rows = result["rows"]
+    labels = [f"ps{r['page_size']}\nB{r['batch']}\nL{r['kv_len']}" for r in rows]
+    x = list(range(len(rows)))
+    read = result["ceilings_tbps"]["read"]
+    fig, ax = plt.subplots(figsize=(max(9, len(rows) * 0.6), 4.8))
+    ax.bar([i - 0.2 for i in x], [r["frac_read"] for r in rows], 0.4, label="radixkv")
+    if all("flashinfer_us" in r for r in rows):
+        ax.bar([i + 0.2 for i in x],
+               [r["kv_bytes"] / (r["flashinfer_us"] * 1e-6) / 1e12 / read for r in rows], 0.4,
+               label="FlashInfer decode")
+    ax.axhline(0.95, color="k", lw=0.8, ls="--")
+    ax.set_xticks(x)
+    ax.set_xticklabels(labels, fontsize=7)
+    ax.set_ylabel(f"fraction of read stream ({read:.2f} TB/s)")
+    ax.set_title(f"paged decode, 32/8 heads, D=128, bf16 ({result['device']})")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main() -> None:
+    global torch
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", type=Path, default=None, help="folder for JSON + PNG")
+    ap.add_argument("--plot", type=Path, default=None, help="re-plot / re-print a JSON and exit")
+    ap.add_argument("--page-sizes", default="1,16")
+    ap.add_argument("--no-sweep", action="store_true")
+    ap.add_argument("--no-extend", action="store_true")
+    args = ap.parse_args()
+    if args.plot is not None:
+        res = json.loads(args.plot.read_text())
+        plot(res, args.plot.with_suffix(".png"))
+        print_table(res)
+        return
+    import torch as _torch  # noqa: PLC0415
+
+    torch = _torch
+    res = run_decode_bench(args.out, page_sizes=tuple(int(s) for s in args.page_sizes.split(",")),
+                           sweep=not args.no_sweep)
+    ext = None
+    if not args.no_extend:
+        try:
+            sys.path.insert(0, str(Path(__file__).resolve().parent))
+            import kernels_extend  # noqa: PLC0415
+
+            ext = kernels_extend.run_extend_bench(args.out)
+        except ImportError:
+            pass
+        except Exception as exc:  # noqa: BLE001
+            print(f"[bench] extend section failed: {exc!r}", file=sys.stderr)
+    if ext is not None:
+        kernels_extend.print_table(ext)
+    print_table(res)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,311 @@
+"""GPU tests: every compiled kernel (store_kv, copy_blocks, paged_decode) against the pure-torch
+reference on a grid of shapes. Skipped without a GPU.
+
+Each case scatters pages at random over a pool whose unused slots (page tails, unused pages) hold
+NaN, so any read past a sequence shows; outputs are poisoned with NaN before the call so an
+unwritten element shows. Error is ||out - ref|| / ||ref|| against the float32 reference.
+The build can be narrowed with RADIXKV_HEAD_DIMS / RADIXKV_DTYPES / RADIXKV_PAGE_SIZES (cases
+needing a variant left out are skipped).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import radixkv  # noqa: E402
+from radixkv import ops  # noqa: E402
+from radixkv.ops import reference as R  # noqa: E402
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA/ROCm GPU"),
+]
+
+TOL = {torch.bfloat16: 1e-2, torch.float16: 2e-3}
+DTYPES = [torch.float16, torch.bfloat16]
+DTYPE_NAME = {torch.float16: "fp16", torch.bfloat16: "bf16"}
+
+
+def built(dim=None, page=None, dtype=None) -> bool:
+    """Whether this build has the variant (RADIXKV_* narrow the JIT build)."""
+    def ok(env, value):
+        want = os.environ.get(env)
+        return not want or str(value) in [w.strip() for w in want.split(",")]
+
+    return (dim is None or ok("RADIXKV_HEAD_DIMS", dim)) and (
+        page is None or ok("RADIXKV_PAGE_SIZES", page)) and (
+        dtype is None or ok("RADIXKV_DTYPES", DTYPE_NAME[dtype]))
+
+
+def need(dim=None, page=None, dtype=None):
+    if not built(dim, page, dtype):
+        pytest.skip(f"variant not in this build (dim={dim}, page={page}, dtype={dtype})")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _extension():
+    os.environ["RADIXKV_OPS_BACKEND"] = "extension"
+    from radixkv.ops import loader
+
+    loader.load()
+    yield
+    os.environ.pop("RADIXKV_OPS_BACKEND", None)
+
+
+def rel_err(out, ref):
+    out, ref = out.float(), ref.float()
+    return float((out - ref).norm() / ref.norm().clamp_min(1e-12))
+
+
+class Pool:
+    """A KV pool with `lens` requests on randomly scattered pages; every other slot is NaN."""
+
+    def __init__(self, lens, page, h_kv, dim, dtype, layout, seed, spare_pages=7):
+        gen = torch.Generator().manual_seed(seed)
+        self.page, self.layout, self.lens = page, layout, lens
+        need_pages = [-(-n // page) for n in lens]
+        self.num_pages = sum(need_pages) + spare_pages
+        perm = torch.randperm(self.num_pages, generator=gen).tolist()
+        self.pages, at = [], 0
+        for n in need_pages:
+            self.pages.append(perm[at : at + n])
+            at += n
+        shape = ((self.num_pages, page, h_kv, dim) if layout == "bshd"
+                 else (self.num_pages, h_kv, page, dim))
+        self.k = torch.full(shape, float("nan"), dtype=dtype, device="cuda")
+        self.v = torch.full(shape, float("nan"), dtype=dtype, device="cuda")
+        tok_k, tok_v = R._token_view(self.k, layout), R._token_view(self.v, layout)
+        for b, n in enumerate(lens):
+            pos = torch.arange(n)
+            pg = torch.tensor(self.pages[b], dtype=torch.int64)[pos // page] if n else pos
+            vals_k = torch.randn(n, h_kv, dim, generator=gen).to(dtype).cuda()
+            vals_v = torch.randn(n, h_kv, dim, generator=gen).to(dtype).cuda()
+            tok_k[pg.cuda(), (pos % page).cuda()] = vals_k
+            tok_v[pg.cuda(), (pos % page).cuda()] = vals_v
+
+    def csr(self):
+        indptr = [0]
+        for p in self.pages:
+            indptr.append(indptr[-1] + len(p))
+        flat = [x for p in self.pages for x in p]
+        return (torch.tensor(indptr, dtype=torch.int32, device="cuda"),
+                torch.tensor(flat, dtype=torch.int32, device="cuda"))
+
+    def block_table(self, pad=2):
+        cols = max(len(p) for p in self.pages) + pad
+        bt = torch.zeros(len(self.pages), cols, dtype=torch.int32)
+        for b, p in enumerate(self.pages):
+            bt[b, : len(p)] = torch.tensor(p, dtype=torch.int32)
+        return bt.cuda()
+
+    def kv_lens(self):
+        return torch.tensor(self.lens, dtype=torch.int32, device="cuda")
+
+
+def lengths_for(page):
+    # 1, 17, ~1000, and lengths that are / are not multiples of the page size.
+    return [1, 17, 1003, 3 * page + 1 if page > 1 else 5, 2 * page]
+
+
+# ----------------------------------------------------------------------------- paged_decode
+
+DECODE_GRID = [
+    # (dtype, dim, page, layout, h_q, h_kv)
+    *[(dt, d, p, lay, 8, 2) for dt in DTYPES for d in (64, 128, 256) for p in (1, 16, 64)
+      for lay in ("bshd", "bhsd")],
+    *[(dt, 128, 16, "bshd", g * 2, 2) for dt in DTYPES for g in (1, 2, 3, 4, 8, 16)],
+    *[(torch.bfloat16, d, 1, "bhsd", 32, 2) for d in (64, 256)],
+]
+
+
+@pytest.mark.parametrize("dtype, dim, page, layout, h_q, h_kv", DECODE_GRID,
+                         ids=lambda x: DTYPE_NAME.get(x, str(x)))
+@pytest.mark.parametrize("tables", [False, True], ids=["csr", "block_table"])
+def test_paged_decode_matches_reference(dtype, dim, page, layout, h_q, h_kv, tables):
+    need(dim, page, dtype)
+    lens = lengths_for(page)
+    pool = Pool(lens, page, h_kv, dim, dtype, layout, seed=dim * 7 + page + h_q)
+    q = torch.randn(len(lens), h_q, dim, dtype=dtype, device="cuda")
+    kv_lens = pool.kv_lens()
+    if tables:
+        bt = pool.block_table()
+        args = dict(kv_lens=kv_lens, block_tables=bt, layout=layout)
+    else:
+        indptr, indices = pool.csr()
+        args = dict(kv_indptr=indptr, kv_indices=indices, kv_lens=kv_lens, layout=layout)
+    ref = R.paged_decode(q.float(), pool.k.float(), pool.v.float(), **args).float()
+    for splits in (None, 1, 7):
+        out = torch.full_like(q, float("nan"))
+        ops.paged_decode(q, pool.k, pool.v, out=out, num_splits=splits, **args)
+        assert not out.isnan().any(), f"NaN in output (splits={splits})"
+        err = rel_err(out, ref)
+        assert err < TOL[dtype], f"rel err {err:.2e} (splits={splits})"
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_NAME.get)
+def test_paged_decode_empty_and_long_requests(dtype):
+    need(128, 16, dtype)
+    lens = [0, 4000, 1, 0, 2500]
+    pool = Pool(lens, 16, 4, 128, dtype, "bshd", seed=11)
+    q = torch.randn(len(lens), 16, 128, dtype=dtype, device="cuda")
+    indptr, indices = pool.csr()
+    ref = R.paged_decode(q.float(), pool.k.float(), pool.v.float(), indptr, indices, pool.kv_lens())
+    for splits in (None, 1, 3, 64):
+        out = ops.paged_decode(q, pool.k, pool.v, indptr, indices, pool.kv_lens(), num_splits=splits)
+        assert torch.equal(out[0], torch.zeros_like(out[0])) and torch.equal(out[3], out[0])
+        assert rel_err(out, ref) < TOL[dtype]
+
+
+def test_paged_decode_split_count_does_not_change_the_result():
+    need(128, 1, torch.bfloat16)
+    pool = Pool([3000, 1500], 1, 8, 128, torch.bfloat16, "bshd", seed=5)
+    q = torch.randn(2, 32, 128, dtype=torch.bfloat16, device="cuda")
+    indptr, indices = pool.csr()
+    outs = [ops.paged_decode(q, pool.k, pool.v, indptr, indices, pool.kv_lens(), num_splits=s).float()
+            for s in (1, 2, 5, 16, 64)]
+    for o in outs[1:]:
+        assert rel_err(o, outs[0]) < 4e-3  # only rounding of the partials differs
+
+
+def test_paged_decode_custom_scale_and_cuda_graph_replay():
+    need(128, 16, torch.bfloat16)
+    pool = Pool([700, 33, 1], 16, 8, 128, torch.bfloat16, "bshd", seed=6)
+    indptr, indices = pool.csr()
+    lens = pool.kv_lens()
+    q = torch.randn(3, 32, 128, dtype=torch.bfloat16, device="cuda")
+    out = torch.empty_like(q)
+    ops.paged_decode(q, pool.k, pool.v, indptr, indices, lens, 0.05, out=out)  # warm: build, workspace
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        ops.paged_decode(q, pool.k, pool.v, indptr, indices, lens, 0.05, out=out)
+    for _ in range(2):
+        q.copy_(torch.randn_like(q))
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        ref = R.paged_decode(q.float(), pool.k.float(), pool.v.float(), indptr, indices, lens, 0.05)
+        assert rel_err(out, ref) < TOL[torch.bfloat16]
+
+
+def test_paged_decode_rejects_unsupported_sizes():
+    q = torch.randn(1, 4, 96, dtype=torch.bfloat16, device="cuda")
+    kc = torch.randn(4, 16, 2, 96, dtype=torch.bfloat16, device="cuda")
+    one = torch.tensor([0, 1], dtype=torch.int32, device="cuda")
+    lens = torch.tensor([5], dtype=torch.int32, device="cuda")
+    with pytest.raises(radixkv.InvalidArgument, match=r"head_dim: 96 \(supported: 64, 128, 256\)"):
+        ops.paged_decode(q, kc, kc, one, one[:1], lens)
+    q = torch.randn(1, 4, 128, dtype=torch.bfloat16, device="cuda")
+    kc = torch.randn(4, 8, 2, 128, dtype=torch.bfloat16, device="cuda")
+    with pytest.raises(radixkv.InvalidArgument, match=r"page_size: 8 \(supported: 1, 16, 64\)"):
+        ops.paged_decode(q, kc, kc, one, one[:1], lens)
+    with pytest.raises(radixkv.InvalidArgument, match="float32"):
+        ops.paged_decode(q.float(), kc.float(), kc.float(), one, one[:1], lens)
+
+
+# ----------------------------------------------------------------------------- store_kv
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_NAME.get)
+@pytest.mark.parametrize("dim", [64, 128, 256])
+@pytest.mark.parametrize("page", [1, 16, 64])
+@pytest.mark.parametrize("layout", ["bshd", "bhsd"])
+def test_store_kv_matches_reference(dtype, dim, page, layout):
+    h_kv, num_pages, n = 4, 40, 37
+    shape = (num_pages, page, h_kv, dim) if layout == "bshd" else (num_pages, h_kv, page, dim)
+    kc = torch.randn(shape, dtype=dtype, device="cuda")
+    vc = torch.randn(shape, dtype=dtype, device="cuda")
+    slots = torch.randperm(num_pages * page)[:n].to(torch.int32)
+    slots[5] = -1  # padding token: skipped
+    slots = slots.cuda()
+    # k, v as strided views of a fused qkv-like tensor (row stride > H*D).
+    fused = torch.randn(n, 3, h_kv, dim, dtype=dtype, device="cuda")
+    k, v = fused[:, 1], fused[:, 2]
+    want_k, want_v = kc.clone(), vc.clone()
+    R.store_kv(want_k, want_v, k, v, slots, layout)
+    ops.store_kv(kc, vc, k, v, slots, layout=layout)
+    assert torch.equal(kc, want_k) and torch.equal(vc, want_v)
+
+
+# ----------------------------------------------------------------------------- copy_blocks
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_NAME.get)
+@pytest.mark.parametrize("page, h_kv, dim", [(1, 8, 128), (16, 8, 128), (64, 2, 256), (1, 1, 4)])
+def test_copy_blocks_matches_reference(dtype, page, h_kv, dim):
+    num_pages = 64
+    kc = torch.randn(num_pages, page, h_kv, dim, dtype=dtype, device="cuda")
+    vc = torch.randn_like(kc)
+    perm = torch.randperm(num_pages)
+    pairs = torch.stack([perm[:20], perm[20:40]], 1).to(torch.int32).cuda()
+    want_k, want_v = kc.clone(), vc.clone()
+    R.copy_blocks(want_k, want_v, pairs)
+    ops.copy_blocks(kc, vc, pairs)
+    assert torch.equal(kc, want_k) and torch.equal(vc, want_v)
+
+
+# ----------------------------------------------------------------------------- opcheck
+
+
+def test_opcheck_every_op():
+    need(128, 16, torch.bfloat16)
+    dt = torch.bfloat16
+    pool = Pool([40, 3], 16, 2, 128, dt, "bshd", seed=9)
+    indptr, indices = pool.csr()
+    lens = pool.kv_lens()
+    q = torch.randn(2, 8, 128, dtype=dt, device="cuda")
+    out = torch.empty_like(q)
+    ws = torch.empty(4 * 2 * 8 * 130, dtype=torch.float32, device="cuda")
+    for splits in (1, 4):
+        torch.library.opcheck(torch.ops.radixkv.paged_decode.default,
+                              (q, pool.k, pool.v, indptr, indices, lens, out, ws, 0.1, 0, splits))
+    torch.library.opcheck(torch.ops.radixkv.paged_decode.default,
+                          (q, pool.k, pool.v, None, pool.block_table(), lens, out, ws, 0.1, 0, 1))
+    kc = torch.zeros(8, 16, 2, 128, dtype=dt, device="cuda")
+    vc = torch.zeros_like(kc)
+    k = torch.randn(5, 2, 128, dtype=dt, device="cuda")
+    slots = torch.tensor([3, 17, 40, 127, 0], dtype=torch.int32, device="cuda")
+    torch.library.opcheck(torch.ops.radixkv.store_kv.default, (kc, vc, k, k, slots, 0))
+    pairs = torch.tensor([[0, 5], [2, 7]], dtype=torch.int32, device="cuda")
+    torch.library.opcheck(torch.ops.radixkv.copy_blocks.default, (kc, vc, pairs))
+
+
+def test_random_fuzz_decode_against_reference():
+    """A few random configurations (lengths, pages, groups) beyond the fixed grid."""
+    rng = random.Random(1234)
+    for _ in range(6):
+        dim = rng.choice([d for d in (64, 128, 256) if built(dim=d)] or [128])
+        page = rng.choice([p for p in (1, 16, 64) if built(page=p)] or [16])
+        dt = rng.choice([d for d in DTYPES if built(dtype=d)] or [torch.bfloat16])
+        need(dim, page, dt)
+        h_kv = rng.choice([1, 2, 4])
+        h_q = h_kv * rng.choice([1, 2, 4, 5, 8, 16])
+        lens = [rng.randint(0, 2100) for _ in range(rng.randint(1, 6))]
+        pool = Pool(lens, page, h_kv, dim, dt, rng.choice(["bshd", "bhsd"]), seed=rng.randint(0, 999))
+        q = torch.randn(len(lens), h_q, dim, dtype=dt, device="cuda")
+        indptr, indices = pool.csr()
+        ref = R.paged_decode(q.float(), pool.k.float(), pool.v.float(), indptr, indices,
+                             pool.kv_lens(), layout=pool.layout)
+        out = ops.paged_decode(q, pool.k, pool.v, indptr, indices, pool.kv_lens(), layout=pool.layout)
+        assert not out.isnan().any()
+        if ref.norm() > 0:
+            assert rel_err(out, ref) < TOL[dt], (dim, page, dt, h_q, h_kv, lens)
+
+
+@pytest.mark.skipif(os.environ.get("RADIXKV_DECODE_VARIANTS") != "1", reason="needs a tuning build")
+@pytest.mark.parametrize("dim, page", [(128, 1), (128, 16), (256, 16)])
+def test_tuning_variant_matches_reference(dim, page, monkeypatch):
+    need(dim, page, torch.bfloat16)
+    monkeypatch.setenv("RADIXKV_DECODE_VARIANT", "1")
+    pool = Pool(lengths_for(page), page, 2, dim, torch.bfloat16, "bshd", seed=21)
+    q = torch.randn(len(pool.lens), 8, dim, dtype=torch.bfloat16, device="cuda")
+    indptr, indices = pool.csr()
+    ref = R.paged_decode(q.float(), pool.k.float(), pool.v.float(), indptr, indices, pool.kv_lens())
+    for splits in (1, 5):
+        out = torch.full_like(q, float("nan"))
+        ops.paged_decode(q, pool.k, pool.v, indptr, indices, pool.kv_lens(), out=out, num_splits=splits)
+        assert rel_err(out, ref) < TOL[torch.bfloat16]
