@@ -1,1 +1,351 @@
-//! (being written)
+//! `TokenPool`: the slot / page allocator of one KV pool.
+//!
+//! Slots are handed out in whole pages: page `p` is slots `p*page_size .. (p+1)*page_size`.
+//! Every slot is in exactly one of three states:
+//!
+//! - `Free`: in the pool (its page is on the free list once *all* of the page's slots are free);
+//! - `Out`: handed to the caller by `alloc`, not yet freed nor inserted into a radix cache;
+//! - `Cached`: held by the radix cache attached to this pool (`RadixCache::insert` moved it there;
+//!   eviction moves it back to `Free`). The caller may not free a cached slot.
+//!
+//! That three-way split is what makes "free + cached + out == num_slots" checkable, and double
+//! frees O(1) per slot to detect. Every public call validates everything before changing anything.
+
+use crate::error::{CoreError, Result};
+
+/// Where one slot is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum SlotState {
+    Free = 0,
+    Out = 1,
+    Cached = 2,
+}
+
+#[derive(Debug)]
+pub struct TokenPool {
+    page_size: usize,
+    state: Vec<SlotState>,
+    /// Free slots per page; only kept when `page_size > 1` (with one slot a page, `state` says it).
+    page_free: Vec<u32>,
+    /// Pages whose slots are all free; popped from the end (LIFO keeps recently freed pages hot).
+    free_pages: Vec<u32>,
+    num_out: usize,
+    num_cached: usize,
+    /// Set while a `RadixCache` uses this pool: two caches on one pool would each think the
+    /// other's cached slots are theirs.
+    attached: bool,
+}
+
+impl TokenPool {
+    /// `num_slots` must be a positive multiple of `page_size` and fit in int32 ids.
+    pub fn new(num_slots: usize, page_size: usize) -> Result<Self> {
+        if page_size == 0 {
+            return Err(CoreError::invalid("page_size must be >= 1"));
+        }
+        if num_slots == 0 || num_slots % page_size != 0 {
+            return Err(CoreError::invalid(format!(
+                "num_slots must be a positive multiple of page_size ({page_size}), got {num_slots}"
+            )));
+        }
+        if num_slots > i32::MAX as usize {
+            return Err(CoreError::invalid(format!(
+                "num_slots {num_slots} does not fit in int32 slot ids"
+            )));
+        }
+        let num_pages = num_slots / page_size;
+        // Reversed so that the first allocations return ascending ids (deterministic, readable).
+        let free_pages: Vec<u32> = (0..num_pages as u32).rev().collect();
+        let page_free = if page_size > 1 {
+            vec![page_size as u32; num_pages]
+        } else {
+            Vec::new()
+        };
+        Ok(Self {
+            page_size,
+            state: vec![SlotState::Free; num_slots],
+            page_free,
+            free_pages,
+            num_out: 0,
+            num_cached: 0,
+            attached: false,
+        })
+    }
+
+    pub fn num_slots(&self) -> usize {
+        self.state.len()
+    }
+
+    pub fn page_size(&self) -> usize {
+        self.page_size
+    }
+
+    /// Slots `alloc` can hand out now: whole free pages times `page_size`. Slots freed one by one
+    /// from a page still partly in use count only once the page is whole again.
+    pub fn available(&self) -> usize {
+        self.free_pages.len() * self.page_size
+    }
+
+    /// Slots handed out by `alloc` and neither freed nor inserted into the cache.
+    pub fn num_out(&self) -> usize {
+        self.num_out
+    }
+
+    /// Slots held by the attached radix cache.
+    pub fn num_cached(&self) -> usize {
+        self.num_cached
+    }
+
+    pub fn state(&self, slot: usize) -> Option<SlotState> {
+        self.state.get(slot).copied()
+    }
+
+    /// Hands out `n` slots (`n / page_size` whole pages). `n` must be a multiple of `page_size`.
+    pub fn alloc(&mut self, n: usize) -> Result<Vec<i32>> {
+        if n % self.page_size != 0 {
+            return Err(CoreError::invalid(format!(
+                "alloc({n}): n must be a multiple of page_size ({})",
+                self.page_size
+            )));
+        }
+        let pages = n / self.page_size;
+        if pages > self.free_pages.len() {
+            return Err(CoreError::OutOfSlots {
+                requested: n,
+                available: self.available(),
+            });
+        }
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..pages {
+            let page = self.free_pages.pop().expect("checked above") as usize;
+            let first = page * self.page_size;
+            for s in first..first + self.page_size {
+                self.state[s] = SlotState::Out;
+                out.push(s as i32);
+            }
+            if self.page_size > 1 {
+                self.page_free[page] = 0;
+            }
+        }
+        self.num_out += n;
+        Ok(out)
+    }
+
+    /// Returns slots handed out by `alloc`. Rejects (changing nothing) a slot out of range, one
+    /// already free, one listed twice, or one the radix cache holds.
+    pub fn free(&mut self, slots: &[i32]) -> Result<()> {
+        self.transition(slots, SlotState::Out, SlotState::Free)?;
+        for &s in slots {
+            self.release_one(s as usize);
+        }
+        self.num_out -= slots.len();
+        Ok(())
+    }
+
+    /// Range check of caller-given slot ids, without looking at states.
+    pub fn check_range(&self, slots: &[i32], what: &str) -> Result<()> {
+        let n = self.num_slots();
+        if let Some(&bad) = slots.iter().find(|&&s| s < 0 || s as usize >= n) {
+            return Err(CoreError::invalid(format!(
+                "{what}: slot {bad} is out of range [0, {n})"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Moves `slots` from `from` to `to` if every one is in range, in state `from`, and listed
+    /// once; otherwise restores what it touched and explains the first offender.
+    fn transition(&mut self, slots: &[i32], from: SlotState, to: SlotState) -> Result<()> {
+        self.check_range(slots, "free")?;
+        for (i, &s) in slots.iter().enumerate() {
+            let st = self.state[s as usize];
+            if st != from {
+                let err = self.state_error(s, st, from);
+                for &t in &slots[..i] {
+                    self.state[t as usize] = from;
+                }
+                return Err(err);
+            }
+            // Marking as we go makes a repeated id show up as already moved.
+            self.state[s as usize] = to;
+        }
+        Ok(())
+    }
+
+    fn state_error(&self, s: i32, st: SlotState, wanted: SlotState) -> CoreError {
+        match (st, wanted) {
+            (SlotState::Free, SlotState::Out) => {
+                CoreError::DoubleFree(format!("slot {s} is already free (or listed twice)"))
+            }
+            (SlotState::Cached, SlotState::Out) => CoreError::DoubleFree(format!(
+                "slot {s} is held by the radix cache (or listed twice); the cache frees it on eviction"
+            )),
+            _ => CoreError::invalid(format!("slot {s} is {st:?}, expected {wanted:?}")),
+        }
+    }
+
+    fn release_one(&mut self, s: usize) {
+        if self.page_size == 1 {
+            self.free_pages.push(s as u32);
+        } else {
+            let page = s / self.page_size;
+            self.page_free[page] += 1;
+            if self.page_free[page] as usize == self.page_size {
+                self.free_pages.push(page as u32);
+            }
+        }
+    }
+
+    /// `Out` -> `Cached` for slots a radix cache takes over (insert). All or nothing.
+    pub(crate) fn take_for_cache(&mut self, slots: &[i32]) -> Result<()> {
+        self.check_range(slots, "insert")?;
+        for (i, &s) in slots.iter().enumerate() {
+            let st = self.state[s as usize];
+            if st != SlotState::Out {
+                for &t in &slots[..i] {
+                    self.state[t as usize] = SlotState::Out;
+                }
+                let why = match st {
+                    SlotState::Free => "is free (not allocated)",
+                    _ => "is already held by the cache (or listed twice)",
+                };
+                return Err(CoreError::invalid(format!("insert: slot {s} {why}")));
+            }
+            self.state[s as usize] = SlotState::Cached;
+        }
+        self.num_out -= slots.len();
+        self.num_cached += slots.len();
+        Ok(())
+    }
+
+    /// `Cached` -> `Free` for slots the cache evicted. Trusted caller (the cache).
+    pub(crate) fn release_from_cache(&mut self, slots: &[i32]) {
+        for &s in slots {
+            debug_assert_eq!(self.state[s as usize], SlotState::Cached);
+            self.state[s as usize] = SlotState::Free;
+            self.release_one(s as usize);
+        }
+        self.num_cached -= slots.len();
+    }
+
+    pub(crate) fn attach(&mut self) -> Result<()> {
+        if self.attached {
+            return Err(CoreError::invalid(
+                "this TokenPool already serves another RadixCache",
+            ));
+        }
+        self.attached = true;
+        Ok(())
+    }
+
+    pub(crate) fn detach(&mut self) {
+        self.attached = false;
+    }
+
+    /// Recomputes every counter from the per-slot states and checks the free list.
+    pub fn check(&self) -> Result<()> {
+        let bad = |m: String| Err(CoreError::InvariantViolation(format!("TokenPool: {m}")));
+        let (mut free, mut out, mut cached) = (0usize, 0usize, 0usize);
+        for st in &self.state {
+            match st {
+                SlotState::Free => free += 1,
+                SlotState::Out => out += 1,
+                SlotState::Cached => cached += 1,
+            }
+        }
+        if out != self.num_out || cached != self.num_cached {
+            return bad(format!(
+                "counters out={} cached={} but states say out={out} cached={cached}",
+                self.num_out, self.num_cached
+            ));
+        }
+        if free + out + cached != self.num_slots() {
+            return bad("slot states do not add up".into());
+        }
+        let ps = self.page_size;
+        let num_pages = self.num_slots() / ps;
+        let mut listed = vec![false; num_pages];
+        for &p in &self.free_pages {
+            let p = p as usize;
+            if p >= num_pages || listed[p] {
+                return bad(format!(
+                    "page {p} out of range or listed twice on the free list"
+                ));
+            }
+            listed[p] = true;
+        }
+        for (p, &is_listed) in listed.iter().enumerate() {
+            let slots = &self.state[p * ps..(p + 1) * ps];
+            let nfree = slots.iter().filter(|&&s| s == SlotState::Free).count();
+            if ps > 1 && self.page_free[p] as usize != nfree {
+                return bad(format!(
+                    "page {p}: counter {} vs {nfree} free",
+                    self.page_free[p]
+                ));
+            }
+            if is_listed != (nfree == ps) {
+                return bad(format!(
+                    "page {p}: {nfree}/{ps} slots free but on free list = {is_listed}"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alloc_free_roundtrip() {
+        let mut p = TokenPool::new(8, 1).unwrap();
+        let a = p.alloc(3).unwrap();
+        assert_eq!(a, vec![0, 1, 2]);
+        assert_eq!(p.available(), 5);
+        p.free(&a[1..]).unwrap();
+        assert_eq!(p.available(), 7);
+        p.check().unwrap();
+    }
+
+    #[test]
+    fn double_free_changes_nothing() {
+        let mut p = TokenPool::new(4, 1).unwrap();
+        let a = p.alloc(2).unwrap();
+        assert!(matches!(
+            p.free(&[a[0], a[0]]),
+            Err(CoreError::DoubleFree(_))
+        ));
+        assert_eq!(p.available(), 2);
+        assert_eq!(p.num_out(), 2);
+        assert!(matches!(p.free(&[a[0], 3]), Err(CoreError::DoubleFree(_))));
+        assert!(matches!(p.free(&[4]), Err(CoreError::InvalidArgument(_))));
+        assert!(matches!(p.free(&[-1]), Err(CoreError::InvalidArgument(_))));
+        p.check().unwrap();
+        p.free(&a).unwrap();
+        p.check().unwrap();
+    }
+
+    #[test]
+    fn pages() {
+        let mut p = TokenPool::new(12, 4).unwrap();
+        assert!(matches!(p.alloc(3), Err(CoreError::InvalidArgument(_))));
+        let a = p.alloc(8).unwrap();
+        assert_eq!(a, vec![0, 1, 2, 3, 4, 5, 6, 7]);
+        assert_eq!(p.available(), 4);
+        // A partly freed page is not available again until all its slots are back.
+        p.free(&a[..2]).unwrap();
+        assert_eq!(p.available(), 4);
+        p.free(&a[2..4]).unwrap();
+        assert_eq!(p.available(), 8);
+        assert!(matches!(p.alloc(12), Err(CoreError::OutOfSlots { .. })));
+        p.check().unwrap();
+    }
+
+    #[test]
+    fn bad_construction() {
+        assert!(TokenPool::new(0, 1).is_err());
+        assert!(TokenPool::new(10, 0).is_err());
+        assert!(TokenPool::new(10, 4).is_err());
+    }
+}

@@ -1,0 +1,47 @@
+//! Namespaces: one root per namespace, so different namespaces never share a prefix.
+//!
+//! The core sees a namespace as opaque bytes; bindings encode their structured keys injectively
+//! (the Python binding tags None / str / tuple and length-prefixes strings). A root exists only
+//! while its namespace caches something: it is made by the first insert and dropped when its
+//! last child is evicted, so per-request salts do not leak roots. No handle ever names a
+//! namespace root (the empty match returns `NodeHandle::ROOT`), so dropping one retires nothing
+//! a caller holds.
+
+use super::node::{Node, FLAG_ROOT, NIL};
+use super::tree::RadixTree;
+
+impl RadixTree {
+    pub(crate) fn root_of(&self, ns: &[u8]) -> Option<u32> {
+        self.roots.get(ns).copied()
+    }
+
+    pub(crate) fn root_or_create(&mut self, ns: &[u8]) -> u32 {
+        if let Some(r) = self.root_of(ns) {
+            return r;
+        }
+        let node = Node {
+            flags: FLAG_ROOT,
+            ..Self::new_node(Box::new([]), NIL, 0)
+        };
+        let r = self.alloc_node(node);
+        self.roots.insert(ns.into(), r);
+        self.root_ns.insert(r, ns.into());
+        r
+    }
+
+    /// Drops a namespace root that has no child left.
+    pub(crate) fn drop_root_if_empty(&mut self, r: u32) {
+        if self.node(r).num_children > 0 {
+            return;
+        }
+        if let Some(ns) = self.root_ns.remove(&r) {
+            self.roots.remove(&ns);
+        }
+        self.retire_node(r);
+    }
+
+    /// Number of namespaces that cache something.
+    pub fn num_namespaces(&self) -> usize {
+        self.roots.len()
+    }
+}

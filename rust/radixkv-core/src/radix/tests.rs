@@ -1,0 +1,276 @@
+//! Unit tests of the tree and the pooled cache: the SPEC golden case and each operation.
+
+use super::*;
+use crate::error::CoreError;
+use crate::pool::TokenPool;
+
+fn t(s: &str) -> Vec<i32> {
+    s.bytes().map(i32::from).collect()
+}
+
+fn pooled(n: usize, page: usize) -> (RadixCache, SharedPool) {
+    let pool = shared_pool(TokenPool::new(n, page).unwrap());
+    (RadixCache::new(Some(pool.clone()), 0).unwrap(), pool)
+}
+
+#[test]
+fn golden_split() {
+    let mut c = RadixTree::new(1).unwrap();
+    assert_eq!(c.insert(b"", &t("ABCDEF"), &[0, 1, 2, 3, 4, 5]).unwrap(), 0);
+    let m = c.match_prefix(b"", &t("ABCDEF")).unwrap();
+    let before = m.node;
+    assert_eq!(
+        c.insert(b"", &t("ABCXYZ"), &[0, 1, 2, 9, 10, 11]).unwrap(),
+        3
+    );
+    c.check().unwrap();
+    let dump = c.dump();
+    let rows: Vec<(Vec<i32>, Vec<i32>)> = dump.into_iter().map(|r| (r.1, r.2)).collect();
+    assert_eq!(
+        rows,
+        vec![
+            (t("ABC"), vec![0, 1, 2]),
+            (t("ABCDEF"), vec![3, 4, 5]),
+            (t("ABCXYZ"), vec![9, 10, 11]),
+        ]
+    );
+    // The old handle still names the end of ABCDEF (the lower half kept its id).
+    assert_eq!(c.path_slots(before).unwrap(), vec![0, 1, 2, 3, 4, 5]);
+    assert_eq!(c.node_info(before).unwrap().length, 3);
+    assert_eq!(c.num_nodes(), 4); // root, ABC, DEF, XYZ
+}
+
+#[test]
+fn match_splits_inside_a_node_and_peek_does_not() {
+    let mut c = RadixTree::new(1).unwrap();
+    c.insert(b"", &t("ABCDEF"), &[0, 1, 2, 3, 4, 5]).unwrap();
+    assert_eq!(c.peek_prefix(b"", &t("ABQ")).unwrap(), 2);
+    assert_eq!(c.num_nodes(), 2);
+    let clock = c.clock();
+    let m = c.match_prefix(b"", &t("ABQ")).unwrap();
+    assert_eq!((m.length, m.slots.clone()), (2, vec![0, 1]));
+    assert_eq!(c.num_nodes(), 3);
+    assert!(c.clock() > clock);
+    assert_eq!(c.node_info(m.node).unwrap().hit_count, 1); // inherited 0 (inserts do not count) + 1
+    c.check().unwrap();
+}
+
+#[test]
+fn locked_handle_survives_splits() {
+    let mut c = RadixTree::new(1).unwrap();
+    c.insert(b"", &t("ABCDEFGH"), &(0..8).collect::<Vec<_>>())
+        .unwrap();
+    let m = c.match_prefix(b"", &t("ABCDEFGH")).unwrap();
+    c.lock(m.node).unwrap();
+    assert_eq!(c.protected_size(), 8);
+    c.match_prefix(b"", &t("ABCD")).unwrap(); // splits at 4
+    c.insert(b"", &t("ABZZ"), &[0, 1, 20, 21]).unwrap(); // splits at 2
+    c.check().unwrap();
+    assert_eq!(c.path_slots(m.node).unwrap(), (0..8).collect::<Vec<_>>());
+    assert_eq!(c.protected_size(), 8);
+    assert_eq!(c.evictable_size(), 2);
+    c.unlock(m.node).unwrap();
+    assert_eq!(c.protected_size(), 0);
+    assert!(matches!(c.unlock(m.node), Err(CoreError::NotLocked(_))));
+    c.check().unwrap();
+}
+
+#[test]
+fn eviction_is_lru_with_parent_promotion() {
+    let mut c = RadixTree::new(1).unwrap();
+    c.insert(b"", &t("AB"), &[0, 1]).unwrap();
+    c.insert(b"", &t("ABC"), &[0, 1, 2]).unwrap();
+    c.insert(b"", &t("ABD"), &[0, 1, 3]).unwrap();
+    c.insert(b"", &t("X"), &[9]).unwrap();
+    c.match_prefix(b"", &t("ABC")).unwrap(); // AB, C newest; D older; X older than D? no
+    let mut out = Vec::new();
+    // Order of last access: D (3), X (4), C (5). Evicting 1 takes D.
+    c.evict_into(1, &mut out);
+    assert_eq!(out, vec![3]);
+    c.evict_into(1, &mut out);
+    assert_eq!(out, vec![3, 9]);
+    // Then C, then AB (promoted once C went).
+    c.evict_into(3, &mut out);
+    assert_eq!(out, vec![3, 9, 2, 0, 1]);
+    assert_eq!(c.total_size(), 0);
+    assert_eq!(c.num_namespaces(), 0);
+    c.check().unwrap();
+}
+
+#[test]
+fn retired_handles_are_stale() {
+    let mut c = RadixTree::new(1).unwrap();
+    c.insert(b"", &t("AB"), &[0, 1]).unwrap();
+    let m = c.match_prefix(b"", &t("AB")).unwrap();
+    let mut out = Vec::new();
+    c.evict_into(10, &mut out);
+    c.insert(b"", &t("CD"), &[2, 3]).unwrap(); // reuses the arena slot
+    assert!(matches!(c.lock(m.node), Err(CoreError::StaleHandle(_))));
+    assert!(matches!(
+        c.path_slots(m.node),
+        Err(CoreError::StaleHandle(_))
+    ));
+    // The root handle works everywhere as a no-op.
+    c.lock(NodeHandle::ROOT).unwrap();
+    c.unlock(NodeHandle::ROOT).unwrap();
+    assert!(c.path_slots(NodeHandle::ROOT).unwrap().is_empty());
+    c.check().unwrap();
+}
+
+#[test]
+fn namespaces_never_share() {
+    let mut c = RadixTree::new(1).unwrap();
+    c.insert(b"x", &t("ABC"), &[0, 1, 2]).unwrap();
+    assert_eq!(c.peek_prefix(b"", &t("ABC")).unwrap(), 0);
+    assert_eq!(c.peek_prefix(b"y", &t("ABC")).unwrap(), 0);
+    assert_eq!(c.peek_prefix(b"x", &t("ABC")).unwrap(), 3);
+    assert_eq!(c.insert(b"", &t("ABC"), &[3, 4, 5]).unwrap(), 0);
+    assert_eq!(c.num_namespaces(), 2);
+    c.check().unwrap();
+}
+
+#[test]
+fn pages_match_whole_pages_only() {
+    let (mut c, pool) = pooled(16, 4);
+    let s = c.alloc(8).unwrap();
+    assert_eq!(
+        c.insert(b"", &t("ABCDEFGHIJ"), &[s.clone(), vec![14, 15]].concat())
+            .unwrap(),
+        0
+    );
+    assert_eq!(c.total_size(), 8); // "IJ" (partial page) ignored
+    assert_eq!(c.peek_prefix(b"", &t("ABCDEFG")).unwrap(), 4);
+    assert_eq!(c.peek_prefix(b"", &t("ABCDEFGHIJ")).unwrap(), 8);
+    // Diverging inside a page: the match stops at the page boundary before it.
+    let m = c.match_prefix(b"", &t("ABCDEFXH")).unwrap();
+    assert_eq!(m.length, 4);
+    // Two children sharing a first token but not a first page.
+    let s2 = c.alloc(4).unwrap();
+    assert_eq!(
+        c.insert(b"", &t("ABCDEQQQ"), &[s[..4].to_vec(), s2].concat())
+            .unwrap(),
+        4
+    );
+    c.check().unwrap();
+    // Non-page-shaped slots are refused, state unchanged.
+    let s3 = lock_pool(&pool).alloc(4).unwrap();
+    let dump = c.dump();
+    let bad = vec![s3[1], s3[0], s3[2], s3[3]];
+    assert!(matches!(
+        c.insert(b"", &t("ZZZZ"), &bad),
+        Err(CoreError::InvalidArgument(_))
+    ));
+    assert_eq!(c.dump(), dump);
+    c.check().unwrap();
+}
+
+#[test]
+fn pooled_alloc_evicts_only_when_enough() {
+    let (mut c, pool) = pooled(8, 1);
+    let s = c.alloc(6).unwrap();
+    c.insert(b"", &t("ABCDEF"), &s).unwrap();
+    let m = c.match_prefix(b"", &t("ABC")).unwrap();
+    c.lock(m.node).unwrap();
+    // 2 free + 3 evictable < 6: refused, nothing evicted.
+    assert!(matches!(
+        c.alloc(6),
+        Err(CoreError::OutOfSlots {
+            requested: 6,
+            available: 5
+        })
+    ));
+    assert_eq!(c.total_size(), 6);
+    let got = c.alloc(5).unwrap();
+    assert_eq!(got.len(), 5);
+    assert_eq!(c.total_size(), 3);
+    c.check().unwrap();
+    // Freeing a cached slot is refused; freeing handed-out slots works.
+    assert!(matches!(
+        lock_pool(&pool).free(&[s[0]]),
+        Err(CoreError::DoubleFree(_))
+    ));
+    lock_pool(&pool).free(&got).unwrap();
+    c.check().unwrap();
+}
+
+#[test]
+fn insert_validates_before_mutating() {
+    let (mut c, _pool) = pooled(8, 1);
+    let s = c.alloc(4).unwrap();
+    let dump = c.dump();
+    assert!(c.insert(b"", &t("ABC"), &s).is_err()); // length mismatch
+    assert!(c.insert(b"", &[1, -2, 3, 4], &s).is_err()); // negative token
+    assert!(c.insert(b"", &t("ABCD"), &[s[0], s[1], s[2], 99]).is_err()); // out of range
+    assert!(c
+        .insert(b"", &t("ABCD"), &[s[0], s[1], s[2], s[2]])
+        .is_err()); // repeated
+    assert!(c.insert(b"", &t("ABCD"), &[s[0], s[1], s[2], 7]).is_err()); // not allocated
+    assert_eq!(c.dump(), dump);
+    c.check().unwrap();
+    assert_eq!(c.insert(b"", &t("ABCD"), &s).unwrap(), 0);
+    c.check().unwrap();
+}
+
+#[test]
+fn caller_owned_slots() {
+    let mut c = RadixCache::new(None, 1).unwrap();
+    c.insert(b"", &t("ABC"), &[1000, 2000, 3000]).unwrap();
+    assert!(matches!(c.alloc(1), Err(CoreError::InvalidArgument(_))));
+    let mut ids = c.evict_slots(1);
+    ids.sort_unstable();
+    assert_eq!(ids, vec![1000, 2000, 3000]);
+    c.check().unwrap();
+}
+
+#[test]
+fn dropping_the_cache_returns_its_slots() {
+    let pool = shared_pool(TokenPool::new(8, 1).unwrap());
+    {
+        let mut c = RadixCache::new(Some(pool.clone()), 0).unwrap();
+        assert!(RadixCache::new(Some(pool.clone()), 0).is_err()); // one cache per pool
+        let s = c.alloc(4).unwrap();
+        c.insert(b"", &t("ABCD"), &s).unwrap();
+    }
+    assert_eq!(lock_pool(&pool).available(), 8);
+    assert!(RadixCache::new(Some(pool), 0).is_ok());
+}
+
+#[test]
+fn harness_smoke() {
+    use replay::{Harness, RadixOp, Seq};
+    let mut h = Harness::new(32, 1);
+    let seq = |base, keep, tail: &[u8]| Seq {
+        base,
+        keep,
+        tail: tail.to_vec(),
+    };
+    let ops = vec![
+        RadixOp::Insert {
+            ns: 0,
+            seq: seq(0, 0, &[0, 1, 2, 0, 1]),
+        },
+        RadixOp::Match {
+            ns: 0,
+            seq: seq(1, 3, &[2, 2]),
+        },
+        RadixOp::Lock { handle: 0 },
+        RadixOp::Insert {
+            ns: 0,
+            seq: seq(1, 2, &[2, 2, 2]),
+        },
+        RadixOp::Evict { tokens: 100 },
+        RadixOp::Unlock { handle: 0 },
+        RadixOp::Unlock { handle: 0 },
+        RadixOp::FreeCached { pick: 1 },
+        RadixOp::Alloc { pages: 7 },
+        RadixOp::Free { which: 0 },
+        RadixOp::InsertForeign {
+            ns: 1,
+            seq: seq(0, 0, &[1, 1]),
+        },
+        RadixOp::PathSlots { handle: 0 },
+    ];
+    for op in &ops {
+        h.apply(op).unwrap_or_else(|e| panic!("{op:?}: {e}"));
+    }
+}

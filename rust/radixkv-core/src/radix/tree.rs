@@ -1,0 +1,476 @@
+//! `RadixTree`: the prefix tree itself, slot-agnostic (values are opaque non-negative ids).
+//! `RadixCache` (cache.rs) puts a `TokenPool` behind it.
+//!
+//! Invariants (all verified by `check`):
+//! - every non-root node has a non-empty key, a multiple of page_size long, and a value of the
+//!   same length; siblings never share a first page;
+//! - `lock_ref(n) = direct_locks(n) + sum of lock_ref over n's children`, where direct_locks
+//!   counts lock() calls through a handle naming n itself; unlock() needs one of those, so a
+//!   handle cannot release a lock taken through a deeper one;
+//! - `parent.last_access >= child.last_access` (an access touches the whole path);
+//! - evictable/protected sizes equal the token counts of nodes with lock_ref == 0 / > 0;
+//! - the LRU index is exactly the set of unlocked leaves.
+//!
+//! Path compression: an insert adds at most one node per call and splits only where a key
+//! diverges, so a fresh tree is fully compressed. A node may later keep a single child (its
+//! other children were evicted); it is *not* merged with that child, because merging would
+//! retire a handle a running request may hold. Such chains are legal and `check` allows them.
+
+use std::collections::BTreeSet;
+
+use rustc_hash::FxHashMap;
+
+use super::node::{pack, Node, NodeHandle, NIL};
+use crate::error::{CoreError, Result};
+
+#[derive(Debug)]
+pub struct RadixTree {
+    pub(crate) page_size: usize,
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) free_nodes: Vec<u32>,
+    pub(crate) live_nodes: usize,
+    /// (parent, first token of the child's key) -> child (head of a sibling chain).
+    pub(crate) edges: FxHashMap<(u32, i32), u32>,
+    pub(crate) roots: FxHashMap<Box<[u8]>, u32>,
+    pub(crate) root_ns: FxHashMap<u32, Box<[u8]>>,
+    /// Unlocked leaves by (last_access, id).
+    pub(crate) lru: BTreeSet<(u64, u32)>,
+    /// Logical clock: one tick per match / insert.
+    pub(crate) clock: u64,
+    pub(crate) evictable: usize,
+    pub(crate) protected: usize,
+}
+
+/// What `match_prefix` found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrefixMatch {
+    pub length: usize,
+    pub slots: Vec<i32>,
+    pub node: NodeHandle,
+}
+
+/// Per-node facts for tests and debugging.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeInfo {
+    /// Tokens on this node's own edge.
+    pub length: usize,
+    /// Tokens from the root to the end of this node.
+    pub depth: usize,
+    pub lock_ref: u32,
+    pub last_access: u64,
+    pub hit_count: u32,
+    pub num_children: u32,
+}
+
+/// Result of a read-only descent.
+pub(crate) struct Walk {
+    /// Deepest node whose whole key matched (the namespace root if none did).
+    pub(crate) node: u32,
+    /// Tokens matched, including a partial match into `partial`'s key.
+    pub(crate) matched: usize,
+    /// (child, tokens of its key matched) when the match ends strictly inside that child.
+    pub(crate) partial: Option<(u32, usize)>,
+}
+
+/// Length of the common prefix of two slices, compared in blocks so the compiler can vectorise.
+#[inline]
+pub(crate) fn common_prefix(a: &[i32], b: &[i32]) -> usize {
+    const BLOCK: usize = 16;
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while i + BLOCK <= n && a[i..i + BLOCK] == b[i..i + BLOCK] {
+        i += BLOCK;
+    }
+    while i < n && a[i] == b[i] {
+        i += 1;
+    }
+    i
+}
+
+pub(crate) fn check_tokens(tokens: &[i32]) -> Result<()> {
+    if let Some(&t) = tokens.iter().find(|&&t| t < 0) {
+        return Err(CoreError::invalid(format!("tokens: negative token id {t}")));
+    }
+    Ok(())
+}
+
+impl RadixTree {
+    pub fn new(page_size: usize) -> Result<Self> {
+        if page_size == 0 {
+            return Err(CoreError::invalid("page_size must be >= 1"));
+        }
+        Ok(Self {
+            page_size,
+            nodes: Vec::new(),
+            free_nodes: Vec::new(),
+            live_nodes: 0,
+            edges: FxHashMap::default(),
+            roots: FxHashMap::default(),
+            root_ns: FxHashMap::default(),
+            lru: BTreeSet::new(),
+            clock: 0,
+            evictable: 0,
+            protected: 0,
+        })
+    }
+
+    pub fn page_size(&self) -> usize {
+        self.page_size
+    }
+
+    pub fn evictable_size(&self) -> usize {
+        self.evictable
+    }
+
+    pub fn protected_size(&self) -> usize {
+        self.protected
+    }
+
+    pub fn total_size(&self) -> usize {
+        self.evictable + self.protected
+    }
+
+    /// Live nodes, namespace roots included.
+    pub fn num_nodes(&self) -> usize {
+        self.live_nodes
+    }
+
+    pub fn clock(&self) -> u64 {
+        self.clock
+    }
+
+    /// Tokens usable for matching / inserting: whole pages only.
+    pub(crate) fn usable(&self, n: usize) -> usize {
+        n - n % self.page_size
+    }
+
+    /// Resolves a handle to a live, non-root node; `Ok(None)` for `NodeHandle::ROOT`.
+    pub(crate) fn resolve(&self, h: NodeHandle) -> Result<Option<u32>> {
+        if h.is_root() {
+            return Ok(None);
+        }
+        match self.nodes.get(h.idx as usize) {
+            Some(n) if n.gen == h.gen && !n.is_free() && !n.is_root() => Ok(Some(h.idx)),
+            _ => Err(CoreError::StaleHandle(format!(
+                "node ({}, gen {}) was evicted",
+                h.idx, h.gen
+            ))),
+        }
+    }
+
+    pub(crate) fn handle(&self, i: u32) -> NodeHandle {
+        NodeHandle {
+            idx: i,
+            gen: self.node(i).gen,
+        }
+    }
+
+    /// Read-only descent from `root` over `tokens` (whole pages).
+    pub(crate) fn walk(&self, root: u32, tokens: &[i32]) -> Walk {
+        let p = self.page_size;
+        let mut node = root;
+        let mut pos = 0;
+        while pos < tokens.len() {
+            let Some(child) = self.find_child(node, &tokens[pos..pos + p]) else {
+                break;
+            };
+            let key = self.node(child).key();
+            let mut c = common_prefix(key, &tokens[pos..]);
+            c -= c % p;
+            if c < key.len() {
+                return Walk {
+                    node,
+                    matched: pos + c,
+                    partial: Some((child, c)),
+                };
+            }
+            pos += key.len();
+            node = child;
+        }
+        Walk {
+            node,
+            matched: pos,
+            partial: None,
+        }
+    }
+
+    /// Splits `x` after `at` tokens. The new node is the upper half; `x` keeps its id, its
+    /// children, its locks and its handles as the lower half (the same path end as before).
+    pub(crate) fn split(&mut self, x: u32, at: usize) -> u32 {
+        let xn = self.node(x);
+        debug_assert!(at > 0 && at < xn.len() && at % self.page_size == 0);
+        let (key, value) = (xn.key(), xn.value());
+        let upper = pack(&key[..at], &value[..at]);
+        let lower = pack(&key[at..], &value[at..]);
+        let parent = xn.parent;
+        let node = Node {
+            lock_ref: xn.lock_ref,
+            hit_count: xn.hit_count,
+            num_children: 1,
+            ..Self::new_node(upper, parent, xn.last_access)
+        };
+        let u = self.alloc_node(node);
+        self.replace_child(parent, x, u);
+        let xm = self.node_mut(x);
+        xm.data = lower;
+        xm.parent = u;
+        xm.next_sibling = NIL;
+        let first = xm.data[0];
+        self.edges.insert((u, first), x);
+        u
+    }
+
+    /// Hit length only: no split, no clock tick, no LRU or hit-count change.
+    pub fn peek_prefix(&self, ns: &[u8], tokens: &[i32]) -> Result<usize> {
+        check_tokens(tokens)?;
+        let Some(root) = self.root_of(ns) else {
+            return Ok(0);
+        };
+        Ok(self
+            .walk(root, &tokens[..self.usable(tokens.len())])
+            .matched)
+    }
+
+    /// Longest cached prefix, in whole pages. A match ending inside a node splits it there.
+    /// Every node on the matched path gets the current time and one more hit.
+    pub fn match_prefix(&mut self, ns: &[u8], tokens: &[i32]) -> Result<PrefixMatch> {
+        check_tokens(tokens)?;
+        let empty = PrefixMatch {
+            length: 0,
+            slots: Vec::new(),
+            node: NodeHandle::ROOT,
+        };
+        let Some(root) = self.root_of(ns) else {
+            return Ok(empty);
+        };
+        let w = self.walk(root, &tokens[..self.usable(tokens.len())]);
+        let end = match w.partial {
+            Some((child, at)) => self.split(child, at),
+            None => w.node,
+        };
+        if end == root {
+            return Ok(empty);
+        }
+        self.clock += 1;
+        let now = self.clock;
+        let mut path = Vec::with_capacity(16);
+        let mut i = end;
+        while i != root {
+            self.touch(i, now);
+            let n = self.node_mut(i);
+            n.hit_count = n.hit_count.saturating_add(1);
+            path.push(i);
+            i = n.parent;
+        }
+        let mut slots = Vec::with_capacity(w.matched);
+        for &i in path.iter().rev() {
+            slots.extend_from_slice(self.node(i).value());
+        }
+        debug_assert_eq!(slots.len(), w.matched);
+        Ok(PrefixMatch {
+            length: w.matched,
+            slots,
+            node: self.handle(end),
+        })
+    }
+
+    /// Read-only part of an insert: how many leading tokens are present, and where.
+    pub(crate) fn plan_insert(&self, ns: &[u8], tokens: &[i32]) -> Option<Walk> {
+        let root = self.root_of(ns)?;
+        Some(self.walk(root, &tokens[..self.usable(tokens.len())]))
+    }
+
+    /// Mutating part of an insert; cannot fail. `plan` must come from `plan_insert` on the
+    /// same, unchanged tree. Returns the number of leading tokens already present.
+    pub(crate) fn commit_insert(
+        &mut self,
+        ns: &[u8],
+        plan: Option<Walk>,
+        tokens: &[i32],
+        slots: &[i32],
+    ) -> usize {
+        let usable = self.usable(tokens.len());
+        let Some(w) = plan else {
+            if usable == 0 {
+                return 0;
+            }
+            // A namespace's first insert: its root is made here.
+            self.clock += 1;
+            let root = self.root_or_create(ns);
+            self.add_leaf(root, &tokens[..usable], &slots[..usable]);
+            return 0;
+        };
+        if w.matched == 0 && usable == 0 {
+            return 0;
+        }
+        self.clock += 1;
+        let now = self.clock;
+        let mut at = w.node;
+        if w.matched < usable {
+            if let Some((child, c)) = w.partial {
+                at = self.split(child, c);
+            }
+            self.add_leaf(at, &tokens[w.matched..usable], &slots[w.matched..usable]);
+        } else if let Some((child, _)) = w.partial {
+            // Everything is present and ends inside `child`: no need to split it.
+            at = child;
+        }
+        // The reused prefix counts as an access, as in match_prefix.
+        while !self.node(at).is_root() {
+            self.touch(at, now);
+            at = self.node(at).parent;
+        }
+        w.matched
+    }
+
+    /// Adds a fresh unlocked leaf under `at` stamped with the current clock.
+    fn add_leaf(&mut self, at: u32, key: &[i32], value: &[i32]) {
+        self.lru_remove_if_leaf(at);
+        let leaf = self.alloc_node(Self::new_node(pack(key, value), at, self.clock));
+        self.add_child(at, leaf);
+        self.evictable += key.len();
+        self.lru_add_if_leaf(leaf);
+    }
+
+    /// Inserts without any slot validation beyond non-negativity (caller-owned slots).
+    pub fn insert(&mut self, ns: &[u8], tokens: &[i32], slots: &[i32]) -> Result<usize> {
+        check_insert_args(tokens, slots)?;
+        let plan = self.plan_insert(ns, tokens);
+        Ok(self.commit_insert(ns, plan, tokens, slots))
+    }
+
+    /// lock_ref += 1 on the node and every ancestor below the namespace root.
+    pub fn lock(&mut self, h: NodeHandle) -> Result<()> {
+        let Some(mut i) = self.resolve(h)? else {
+            return Ok(());
+        };
+        self.node_mut(i).direct_locks += 1;
+        while !self.node(i).is_root() {
+            if self.node(i).lock_ref == 0 {
+                self.lru_remove_if_leaf(i);
+                let len = self.node(i).len();
+                self.evictable -= len;
+                self.protected += len;
+            }
+            let n = self.node_mut(i);
+            n.lock_ref += 1;
+            i = n.parent;
+        }
+        Ok(())
+    }
+
+    /// lock_ref -= 1 on the node and every ancestor; `NotLocked` unless a lock() was taken
+    /// through a handle naming this node and not yet released.
+    pub fn unlock(&mut self, h: NodeHandle) -> Result<()> {
+        let Some(mut i) = self.resolve(h)? else {
+            return Ok(());
+        };
+        if self.node(i).direct_locks == 0 {
+            return Err(CoreError::NotLocked(format!(
+                "node ({}, gen {}) has no lock taken through this handle",
+                h.idx, h.gen
+            )));
+        }
+        self.node_mut(i).direct_locks -= 1;
+        while !self.node(i).is_root() {
+            let n = self.node_mut(i);
+            n.lock_ref -= 1;
+            let parent = n.parent;
+            if n.lock_ref == 0 {
+                let len = n.len();
+                self.evictable += len;
+                self.protected -= len;
+                self.lru_add_if_leaf(i);
+            }
+            i = parent;
+        }
+        Ok(())
+    }
+
+    /// Evicts least recently used unlocked leaves until at least `num_tokens` tokens are freed
+    /// or nothing evictable is left; whole leaves go, so it may free more. Appends the freed
+    /// slots to `out`. A parent whose last child went becomes a candidate itself.
+    pub fn evict_into(&mut self, num_tokens: usize, out: &mut Vec<i32>) -> usize {
+        let mut freed = 0;
+        while freed < num_tokens {
+            let Some(i) = self.lru_pop() else { break };
+            let n = self.node(i);
+            let parent = n.parent;
+            let len = n.len();
+            out.extend_from_slice(n.value());
+            freed += len;
+            self.evictable -= len;
+            self.remove_child(parent, i);
+            self.retire_node(i);
+            if self.node(parent).is_root() {
+                self.drop_root_if_empty(parent);
+            } else {
+                self.lru_add_if_leaf(parent);
+            }
+        }
+        freed
+    }
+
+    /// Slots from the namespace root to the end named by `h` (empty for ROOT).
+    pub fn path_slots(&self, h: NodeHandle) -> Result<Vec<i32>> {
+        let Some(end) = self.resolve(h)? else {
+            return Ok(Vec::new());
+        };
+        let mut path = Vec::new();
+        let mut i = end;
+        let mut total = 0;
+        while !self.node(i).is_root() {
+            path.push(i);
+            total += self.node(i).len();
+            i = self.node(i).parent;
+        }
+        let mut slots = Vec::with_capacity(total);
+        for &i in path.iter().rev() {
+            slots.extend_from_slice(self.node(i).value());
+        }
+        Ok(slots)
+    }
+
+    pub fn node_info(&self, h: NodeHandle) -> Result<NodeInfo> {
+        let Some(i) = self.resolve(h)? else {
+            return Ok(NodeInfo {
+                length: 0,
+                depth: 0,
+                lock_ref: 0,
+                last_access: 0,
+                hit_count: 0,
+                num_children: 0,
+            });
+        };
+        let n = self.node(i);
+        let mut depth = 0;
+        let mut j = i;
+        while !self.node(j).is_root() {
+            depth += self.node(j).len();
+            j = self.node(j).parent;
+        }
+        Ok(NodeInfo {
+            length: n.len(),
+            depth,
+            lock_ref: n.lock_ref,
+            last_access: n.last_access,
+            hit_count: n.hit_count,
+            num_children: n.num_children,
+        })
+    }
+}
+
+pub(crate) fn check_insert_args(tokens: &[i32], slots: &[i32]) -> Result<()> {
+    if tokens.len() != slots.len() {
+        return Err(CoreError::invalid(format!(
+            "insert: {} tokens but {} slots",
+            tokens.len(),
+            slots.len()
+        )));
+    }
+    check_tokens(tokens)?;
+    if let Some(&s) = slots.iter().find(|&&s| s < 0) {
+        return Err(CoreError::invalid(format!("insert: negative slot id {s}")));
+    }
+    Ok(())
+}
