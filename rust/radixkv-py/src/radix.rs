@@ -1,6 +1,398 @@
-//! (being written)
-use pyo3::prelude::*;
+//! `radixkv.RadixCache`, `Match` and `Node` (radixkv-core `radix`).
+//!
+//! Namespaces (None, a str, or a tuple of str / None) are encoded into tagged, length-prefixed
+//! bytes, an injective encoding: `("bc", "a")` and `("b", "ca")` differ, None and "" differ.
+//! The core keeps one root per encoded namespace.
 
-pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use numpy::PyArray1;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyString, PyTuple};
+use radixkv_core::radix::{NodeHandle, RadixCache};
+
+use crate::convert::{i32_input, maybe_detach, to_numpy};
+use crate::errors::{CoreResultExt, InvalidArgument};
+use crate::pool::{count, PyTokenPool};
+
+static NEXT_CACHE_ID: AtomicU64 = AtomicU64::new(1);
+
+fn push_str(buf: &mut Vec<u8>, s: &str) {
+    buf.push(b's');
+    buf.extend_from_slice(&(s.len() as u64).to_le_bytes());
+    buf.extend_from_slice(s.as_bytes());
+}
+
+/// Encodes a namespace; `None` is the empty encoding (the default namespace).
+fn encode_namespace(ns: Option<&Bound<'_, PyAny>>, buf: &mut Vec<u8>) -> PyResult<()> {
+    let Some(ns) = ns.filter(|o| !o.is_none()) else {
+        return Ok(());
+    };
+    if let Ok(s) = ns.cast::<PyString>() {
+        push_str(buf, &s.to_cow()?);
+        return Ok(());
+    }
+    if let Ok(t) = ns.cast::<PyTuple>() {
+        buf.push(b't');
+        buf.extend_from_slice(&(t.len() as u64).to_le_bytes());
+        for item in t.iter() {
+            if item.is_none() {
+                buf.push(b'n');
+            } else if let Ok(s) = item.cast::<PyString>() {
+                push_str(buf, &s.to_cow()?);
+            } else {
+                return Err(bad_namespace(&item));
+            }
+        }
+        return Ok(());
+    }
+    Err(bad_namespace(ns))
+}
+
+fn bad_namespace(o: &Bound<'_, PyAny>) -> PyErr {
+    let tn = o
+        .get_type()
+        .name()
+        .map_or_else(|_| "?".to_string(), |s| s.to_string());
+    InvalidArgument::new_err(format!(
+        "namespace: expected None, a str, or a tuple of str / None, got {tn}"
+    ))
+}
+
+/// A path end in a `RadixCache`: what `match_prefix` returns and `lock` / `unlock` /
+/// `path_slots` take. It survives splits of its node; eviction retires it (`StaleHandle`).
+#[pyclass(name = "Node", module = "radixkv._core", frozen)]
+pub struct PyNode {
+    handle: NodeHandle,
+    cache_id: u64,
+    cache: Py<PyRadixCache>,
+}
+
+impl PyNode {
+    fn info(&self, py: Python<'_>) -> PyResult<radixkv_core::radix::NodeInfo> {
+        let c = self.cache.bind(py).try_borrow().map_err(|e| {
+            InvalidArgument::new_err(format!("the cache is busy in another call: {e}"))
+        })?;
+        c.inner.node_info(self.handle).py()
+    }
+}
+
+#[pymethods]
+impl PyNode {
+    /// Requests pinning this node (and, through it, its ancestors) via lock().
+    #[getter]
+    fn lock_ref(&self, py: Python<'_>) -> PyResult<u32> {
+        Ok(self.info(py)?.lock_ref)
+    }
+
+    /// Logical time of the last match / insert that touched this node.
+    #[getter]
+    fn last_access(&self, py: Python<'_>) -> PyResult<u64> {
+        Ok(self.info(py)?.last_access)
+    }
+
+    /// Matches that went through this node.
+    #[getter]
+    fn hit_count(&self, py: Python<'_>) -> PyResult<u32> {
+        Ok(self.info(py)?.hit_count)
+    }
+
+    /// Tokens on this node's own edge.
+    #[getter]
+    fn length(&self, py: Python<'_>) -> PyResult<usize> {
+        Ok(self.info(py)?.length)
+    }
+
+    /// Tokens from the root to this path end.
+    #[getter]
+    fn depth(&self, py: Python<'_>) -> PyResult<usize> {
+        Ok(self.info(py)?.depth)
+    }
+
+    #[getter]
+    fn num_children(&self, py: Python<'_>) -> PyResult<u32> {
+        Ok(self.info(py)?.num_children)
+    }
+
+    /// The empty path (of every namespace): lock / unlock are no-ops, path_slots is empty.
+    #[getter]
+    fn is_root(&self) -> bool {
+        self.handle.is_root()
+    }
+
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
+        other
+            .cast::<PyNode>()
+            .is_ok_and(|o| o.get().handle == self.handle && o.get().cache_id == self.cache_id)
+    }
+
+    fn __hash__(&self) -> u64 {
+        let (i, g) = self.handle.raw();
+        (u64::from(i) << 32 | u64::from(g)) ^ self.cache_id.rotate_left(17)
+    }
+
+    fn __repr__(&self) -> String {
+        if self.handle.is_root() {
+            return "Node(root)".into();
+        }
+        let (i, g) = self.handle.raw();
+        format!("Node(id={i}, gen={g})")
+    }
+}
+
+/// What `match_prefix` found: `length` tokens, their `slots` (int32), and the path end `node`.
+#[pyclass(name = "Match", module = "radixkv._core", frozen)]
+pub struct PyMatch {
+    #[pyo3(get)]
+    length: usize,
+    #[pyo3(get)]
+    slots: Py<PyArray1<i32>>,
+    #[pyo3(get)]
+    node: Py<PyNode>,
+}
+
+#[pymethods]
+impl PyMatch {
+    fn __repr__(&self) -> String {
+        format!("Match(length={})", self.length)
+    }
+}
+
+#[pyclass(name = "RadixCache", module = "radixkv._core")]
+pub struct PyRadixCache {
+    inner: RadixCache,
+    pool: Option<Py<PyTokenPool>>,
+    id: u64,
+}
+
+impl PyRadixCache {
+    fn handle(&self, node: &Bound<'_, PyAny>) -> PyResult<NodeHandle> {
+        let n = node.cast::<PyNode>().map_err(|_| {
+            InvalidArgument::new_err("node: expected a radixkv Node (from match_prefix)")
+        })?;
+        let n = n.get();
+        if n.cache_id != self.id {
+            return Err(InvalidArgument::new_err(
+                "node: it belongs to another RadixCache",
+            ));
+        }
+        Ok(n.handle)
+    }
+}
+
+fn make_node(slf: &Bound<'_, PyRadixCache>, handle: NodeHandle, cache_id: u64) -> PyNode {
+    PyNode {
+        handle,
+        cache_id,
+        cache: slf.clone().unbind(),
+    }
+}
+
+#[pymethods]
+impl PyRadixCache {
+    #[new]
+    #[pyo3(signature = (pool, page_size = None))]
+    fn new(pool: Option<Bound<'_, PyTokenPool>>, page_size: Option<i64>) -> PyResult<Self> {
+        let ps = match page_size {
+            Some(p) => {
+                let p = count(p, "page_size")?;
+                if p == 0 {
+                    return Err(InvalidArgument::new_err("page_size must be >= 1"));
+                }
+                p
+            }
+            None => 0,
+        };
+        let shared = pool.as_ref().map(|p| p.get().inner.clone());
+        let inner = RadixCache::new(shared, ps).py()?;
+        Ok(Self {
+            inner,
+            pool: pool.map(Bound::unbind),
+            id: NEXT_CACHE_ID.fetch_add(1, Ordering::Relaxed),
+        })
+    }
+
+    /// Longest cached prefix of `tokens` in whole pages; splits the node it ends inside.
+    #[pyo3(signature = (tokens, namespace = None))]
+    fn match_prefix(
+        slf: &Bound<'_, Self>,
+        tokens: &Bound<'_, PyAny>,
+        namespace: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyMatch> {
+        let py = slf.py();
+        let t = i32_input(tokens, "tokens")?;
+        let mut ns = Vec::new();
+        encode_namespace(namespace, &mut ns)?;
+        let (m, id) = {
+            let mut this = slf.borrow_mut();
+            let id = this.id;
+            let cache = &mut this.inner;
+            let t = t.as_slice();
+            (
+                maybe_detach(py, t.len(), || cache.match_prefix(&ns, t)).py()?,
+                id,
+            )
+        };
+        Ok(PyMatch {
+            length: m.length,
+            slots: to_numpy(py, m.slots).unbind(),
+            node: Py::new(py, make_node(slf, m.node, id))?,
+        })
+    }
+
+    /// Hit length only: no split, no LRU or hit-count change.
+    #[pyo3(signature = (tokens, namespace = None))]
+    fn peek_prefix(
+        &self,
+        py: Python<'_>,
+        tokens: &Bound<'_, PyAny>,
+        namespace: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<usize> {
+        let t = i32_input(tokens, "tokens")?;
+        let mut ns = Vec::new();
+        encode_namespace(namespace, &mut ns)?;
+        let t = t.as_slice();
+        let cache = &self.inner;
+        maybe_detach(py, t.len(), || cache.peek_prefix(&ns, t)).py()
+    }
+
+    /// Caches the whole pages of `tokens` with their `slots`; returns how many leading tokens
+    /// were already cached.
+    #[pyo3(signature = (tokens, slots, namespace = None))]
+    fn insert(
+        &mut self,
+        py: Python<'_>,
+        tokens: &Bound<'_, PyAny>,
+        slots: &Bound<'_, PyAny>,
+        namespace: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<usize> {
+        let t = i32_input(tokens, "tokens")?;
+        let s = i32_input(slots, "slots")?;
+        let mut ns = Vec::new();
+        encode_namespace(namespace, &mut ns)?;
+        let (t, s) = (t.as_slice(), s.as_slice());
+        let cache = &mut self.inner;
+        maybe_detach(py, t.len(), || cache.insert(&ns, t, s)).py()
+    }
+
+    /// lock_ref += 1 on the node and its ancestors.
+    fn lock(&mut self, node: &Bound<'_, PyAny>) -> PyResult<()> {
+        let h = self.handle(node)?;
+        self.inner.lock(h).py()
+    }
+
+    /// Undoes one lock() taken through this node (`NotLocked` if there is none).
+    fn unlock(&mut self, node: &Bound<'_, PyAny>) -> PyResult<()> {
+        let h = self.handle(node)?;
+        self.inner.unlock(h).py()
+    }
+
+    /// `n` slots from the pool, evicting LRU leaves first if it is short.
+    fn alloc<'py>(&mut self, py: Python<'py>, n: i64) -> PyResult<Bound<'py, PyArray1<i32>>> {
+        let n = count(n, "n")?;
+        let cache = &mut self.inner;
+        let v = maybe_detach(py, n, || cache.alloc(n)).py()?;
+        Ok(to_numpy(py, v))
+    }
+
+    /// Evicts at least `num_tokens` tokens (whole LRU leaves) if it can; returns the number
+    /// freed.
+    fn evict(&mut self, py: Python<'_>, num_tokens: i64) -> PyResult<usize> {
+        let n = count(num_tokens, "num_tokens")?;
+        let cache = &mut self.inner;
+        Ok(maybe_detach(py, n, || cache.evict(n)))
+    }
+
+    /// As evict, returning the freed slot ids (with a pool, already back in it).
+    fn evict_slots<'py>(
+        &mut self,
+        py: Python<'py>,
+        num_tokens: i64,
+    ) -> PyResult<Bound<'py, PyArray1<i32>>> {
+        let n = count(num_tokens, "num_tokens")?;
+        let cache = &mut self.inner;
+        Ok(to_numpy(py, maybe_detach(py, n, || cache.evict_slots(n))))
+    }
+
+    /// Slots from the root to the path end `node`.
+    fn path_slots<'py>(
+        &self,
+        py: Python<'py>,
+        node: &Bound<'_, PyAny>,
+    ) -> PyResult<Bound<'py, PyArray1<i32>>> {
+        let h = self.handle(node)?;
+        Ok(to_numpy(py, self.inner.path_slots(h).py()?))
+    }
+
+    /// The empty path's handle (what a match of nothing returns).
+    #[getter]
+    fn root(slf: &Bound<'_, Self>) -> PyResult<Py<PyNode>> {
+        let id = slf.borrow().id;
+        Py::new(slf.py(), make_node(slf, NodeHandle::ROOT, id))
+    }
+
+    #[getter]
+    fn evictable_size(&self) -> usize {
+        self.inner.evictable_size()
+    }
+
+    #[getter]
+    fn protected_size(&self) -> usize {
+        self.inner.protected_size()
+    }
+
+    #[getter]
+    fn total_size(&self) -> usize {
+        self.inner.total_size()
+    }
+
+    #[getter]
+    fn page_size(&self) -> usize {
+        self.inner.page_size()
+    }
+
+    /// Live tree nodes, one root per namespace in use included.
+    #[getter]
+    fn num_nodes(&self) -> usize {
+        self.inner.tree().num_nodes()
+    }
+
+    #[getter]
+    fn pool(&self, py: Python<'_>) -> Option<Py<PyTokenPool>> {
+        self.pool.as_ref().map(|p| p.clone_ref(py))
+    }
+
+    /// Verifies every invariant of the tree and of pool conservation.
+    fn check(&self, py: Python<'_>) -> PyResult<()> {
+        let cache = &self.inner;
+        maybe_detach(py, cache.total_size(), || cache.check()).py()
+    }
+
+    /// Every node as (namespace bytes, full path tokens, own slots, lock_ref, last_access,
+    /// hit_count), sorted: equal trees dump equal. For tests and debugging.
+    fn dump<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyTuple>>> {
+        self.inner
+            .dump()
+            .into_iter()
+            .map(|(ns, path, value, lr, la, hc)| {
+                (PyBytes::new(py, &ns), path, value, lr, la, hc).into_pyobject(py)
+            })
+            .collect()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "RadixCache(page_size={}, total_size={}, protected_size={})",
+            self.inner.page_size(),
+            self.inner.total_size(),
+            self.inner.protected_size()
+        )
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyRadixCache>()?;
+    m.add_class::<PyMatch>()?;
+    m.add_class::<PyNode>()?;
     Ok(())
 }
