@@ -1,0 +1,26 @@
+//! Structured fuzzing of the radix cache: a pool size, a page size and a list of `RadixOp`s
+//! (ops refer to earlier sequences and handles by index), replayed by the same harness as the
+//! proptest machine. The harness compares every result with its reference model and runs
+//! `check()` after every op; any mismatch panics, which libFuzzer reports as a crash.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use radixkv_core::radix::replay::{Harness, RadixOp};
+
+#[derive(Debug, arbitrary::Arbitrary)]
+struct Input {
+    page_shift: u8,
+    pool_pages: u8,
+    ops: Vec<RadixOp>,
+}
+
+fuzz_target!(|input: Input| {
+    let page = 1usize << (input.page_shift % 3); // 1, 2, 4
+    let pages = 4 + usize::from(input.pool_pages % 29);
+    let mut h = Harness::new(pages * page, page);
+    for (i, op) in input.ops.iter().take(256).enumerate() {
+        if let Err(e) = h.apply(op) {
+            panic!("op {i} {op:?}: {e}");
+        }
+    }
+});

@@ -1,0 +1,52 @@
+"""Shared helpers of the radix / pool tests: input-type variants and a whole-state snapshot."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+import radixkv as rk
+
+try:
+    import torch
+except ImportError:  # torch is optional for the core
+    torch = None
+
+
+def as_list(x: list[int]) -> Any:
+    return list(x)
+
+
+def as_np32(x: list[int]) -> Any:
+    return np.asarray(x, dtype=np.int32)
+
+
+def as_np64(x: list[int]) -> Any:
+    return np.asarray(x, dtype=np.int64)
+
+
+def as_torch(x: list[int]) -> Any:
+    assert torch is not None
+    return torch.tensor(x, dtype=torch.int64)
+
+
+INPUT_KINDS: list[Callable[[list[int]], Any]] = [as_list, as_np32, as_np64]
+if torch is not None:
+    INPUT_KINDS.append(as_torch)
+
+
+def snapshot(cache: rk.RadixCache) -> tuple[Any, ...]:
+    """Everything observable about a cache and its pool; equal snapshots mean nothing changed."""
+    pool = cache.pool
+    pool_state = (
+        None if pool is None else (pool.available, pool.num_out, pool.num_cached)
+    )
+    return (
+        cache.dump(),
+        cache.total_size,
+        cache.evictable_size,
+        cache.protected_size,
+        cache.num_nodes,
+        pool_state,
+    )

@@ -1,0 +1,266 @@
+"""RadixCache: every method, the SPEC golden case, pages, namespaces, handles across splits."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+import radixkv as rk
+from _radix_helpers import INPUT_KINDS, snapshot
+
+
+def tok(s: str) -> list[int]:
+    return [ord(c) for c in s]
+
+
+def rows(cache: rk.RadixCache) -> list[tuple[list[int], list[int]]]:
+    return [(path, value) for _, path, value, *_ in cache.dump()]
+
+
+def test_golden_split() -> None:
+    cache = rk.RadixCache(None)
+    assert cache.insert(tok("ABCDEF"), [0, 1, 2, 3, 4, 5]) == 0
+    c = cache.match_prefix(tok("ABCDEF")).node
+    assert cache.insert(tok("ABCXYZ"), [0, 1, 2, 9, 10, 11]) == 3
+    assert rows(cache) == [
+        (tok("ABC"), [0, 1, 2]),
+        (tok("ABCDEF"), [3, 4, 5]),
+        (tok("ABCXYZ"), [9, 10, 11]),
+    ]
+    # C kept its identity as the lower half "DEF".
+    assert c.length == 3 and c.depth == 6
+    assert cache.path_slots(c).tolist() == [0, 1, 2, 3, 4, 5]
+    assert cache.num_nodes == 4
+    cache.check()
+
+
+@pytest.mark.parametrize("kind", INPUT_KINDS)
+def test_match_insert_peek_input_kinds(kind: Callable[[list[int]], Any]) -> None:
+    pool = rk.TokenPool(32)
+    cache = rk.RadixCache(pool)
+    s = cache.alloc(5)
+    assert cache.insert(kind([7, 8, 9, 10, 11]), kind(s.tolist())) == 0
+    assert cache.peek_prefix(kind([7, 8, 9, 99])) == 3
+    m = cache.match_prefix(kind([7, 8, 9, 99]))
+    assert m.length == 3
+    assert m.slots.dtype == np.int32 and m.slots.tolist() == s[:3].tolist()
+    assert cache.total_size == 5 and cache.evictable_size == 5 and cache.protected_size == 0
+    cache.check()
+
+
+def test_peek_is_read_only() -> None:
+    cache = rk.RadixCache(None)
+    cache.insert([1, 2, 3, 4], [10, 11, 12, 13])
+    before = snapshot(cache)
+    assert cache.peek_prefix([1, 2, 9]) == 2
+    assert snapshot(cache) == before  # no split, no LRU / hit-count touch
+    cache.match_prefix([1, 2, 9])
+    assert snapshot(cache) != before
+
+
+def test_match_touches_path_and_counts_hits() -> None:
+    cache = rk.RadixCache(None)
+    cache.insert([1, 2, 3, 4], [10, 11, 12, 13])
+    m1 = cache.match_prefix([1, 2, 3, 4])
+    t1 = m1.node.last_access
+    m2 = cache.match_prefix([1, 2, 3, 4])
+    assert m2.node == m1.node and hash(m2.node) == hash(m1.node)
+    assert m1.node.hit_count == 2 and m1.node.last_access > t1
+
+
+def test_empty_match_gives_root_handle() -> None:
+    cache = rk.RadixCache(None)
+    m = cache.match_prefix([1, 2, 3])
+    assert m.length == 0 and m.slots.tolist() == [] and m.node.is_root
+    cache.lock(m.node)
+    cache.unlock(m.node)
+    assert cache.path_slots(m.node).tolist() == []
+    assert m.node == cache.root
+    assert cache.protected_size == 0
+
+
+def test_lock_unlock_sizes() -> None:
+    cache = rk.RadixCache(None)
+    cache.insert([1, 2, 3, 4], [0, 1, 2, 3])
+    cache.insert([1, 2, 5], [0, 1, 9])
+    m = cache.match_prefix([1, 2, 3, 4])
+    cache.lock(m.node)
+    cache.lock(m.node)
+    assert m.node.lock_ref == 2
+    assert (cache.protected_size, cache.evictable_size) == (4, 1)
+    cache.unlock(m.node)
+    cache.unlock(m.node)
+    assert (cache.protected_size, cache.evictable_size) == (0, 5)
+    with pytest.raises(rk.NotLocked):
+        cache.unlock(m.node)
+    cache.check()
+
+
+def test_locked_handle_survives_other_requests_splits() -> None:
+    cache = rk.RadixCache(None)
+    cache.insert(list(range(100, 116)), list(range(16)))
+    mine = cache.match_prefix(list(range(100, 116)))
+    cache.lock(mine.node)
+    # Other requests split the locked path three times, by matches and by inserts.
+    cache.match_prefix(list(range(100, 108)))
+    cache.insert(list(range(100, 104)) + [7, 7], [0, 1, 2, 3, 40, 41])
+    cache.match_prefix(list(range(100, 112)) + [5])
+    assert cache.num_nodes > 3
+    assert mine.node.lock_ref == 1 and mine.node.depth == 16
+    assert cache.path_slots(mine.node).tolist() == list(range(16))
+    assert cache.protected_size == 16
+    # Eviction cannot touch the locked path, only the other branch.
+    assert cache.evict(100) == 2
+    cache.unlock(mine.node)
+    assert cache.protected_size == 0 and cache.evictable_size == 16
+    assert cache.evict(100) == 16
+    with pytest.raises(rk.StaleHandle):
+        cache.lock(mine.node)
+    cache.check()
+
+
+def test_evict_lru_order_and_parent_promotion() -> None:
+    cache = rk.RadixCache(None)
+    cache.insert([1, 2], [10, 11])
+    cache.insert([1, 2, 3], [10, 11, 12])
+    cache.insert([1, 2, 4], [10, 11, 13])
+    cache.insert([9], [19])
+    cache.match_prefix([1, 2, 3])
+    # LRU: leaf [..4] (t=3), then [9] (t=4), then [..3] (t=5), then [1,2] once it is a leaf.
+    assert cache.evict_slots(1).tolist() == [13]
+    assert cache.evict_slots(1).tolist() == [19]
+    assert cache.evict_slots(2).tolist() == [12, 10, 11]
+    assert cache.total_size == 0 and cache.num_nodes == 0
+    assert cache.evict(5) == 0
+    cache.check()
+
+
+def test_alloc_evicts_when_short_and_refuses_without_change() -> None:
+    pool = rk.TokenPool(8)
+    cache = rk.RadixCache(pool)
+    s = cache.alloc(6)
+    cache.insert([1, 2, 3, 4, 5, 6], s)
+    m = cache.match_prefix([1, 2, 3])
+    cache.lock(m.node)
+    before = snapshot(cache)
+    with pytest.raises(rk.OutOfSlots):
+        cache.alloc(6)  # 2 free + 3 evictable
+    assert snapshot(cache) == before
+    got = cache.alloc(5)
+    assert len(got) == 5 and cache.total_size == 3 and pool.available == 0
+    cache.check()
+
+
+def test_caller_owned_slots() -> None:
+    cache = rk.RadixCache(None, page_size=1)
+    assert cache.pool is None
+    cache.insert([1, 2, 3], [1_000_000, 5, 2_000_000_000])
+    with pytest.raises(rk.InvalidArgument, match="no TokenPool"):
+        cache.alloc(1)
+    assert sorted(cache.evict_slots(3).tolist()) == [5, 1_000_000, 2_000_000_000]
+    cache.check()
+
+
+def test_evict_slots_with_pool_returns_ids_already_freed() -> None:
+    pool = rk.TokenPool(4)
+    cache = rk.RadixCache(pool)
+    s = cache.alloc(4)
+    cache.insert([1, 2, 3, 4], s)
+    assert pool.available == 0
+    assert sorted(cache.evict_slots(1).tolist()) == sorted(s.tolist())
+    assert pool.available == 4
+
+
+def test_namespaces_never_share() -> None:
+    cache = rk.RadixCache(None)
+    spaces: list[Any] = [None, "", "a", ("bc", "a"), ("b", "ca"), ("x", None), (None, "x"), ()]
+    for i, ns in enumerate(spaces):
+        assert cache.insert([1, 2, 3], [10 * i, 10 * i + 1, 10 * i + 2], namespace=ns) == 0
+    for i, ns in enumerate(spaces):
+        m = cache.match_prefix([1, 2, 3], namespace=ns)
+        assert m.slots.tolist() == [10 * i, 10 * i + 1, 10 * i + 2]
+    assert cache.peek_prefix([1, 2, 3], namespace="zzz") == 0
+    assert cache.total_size == 3 * len(spaces)
+    cache.check()
+    # Namespace roots go away with their last token.
+    cache.evict(1000)
+    assert cache.num_nodes == 0
+    with pytest.raises(rk.InvalidArgument, match="namespace"):
+        cache.match_prefix([1], namespace=3)
+    with pytest.raises(rk.InvalidArgument, match="namespace"):
+        cache.insert([1], [1], namespace=("a", 1))
+
+
+def test_page_size_whole_pages_and_partial_tail() -> None:
+    pool = rk.TokenPool(32, page_size=4)
+    cache = rk.RadixCache(pool)
+    assert cache.page_size == 4
+    s = cache.alloc(12)
+    toks = list(range(100, 110))  # 2 whole pages + a 2-token tail
+    assert cache.insert(toks, s[:10]) == 0
+    assert cache.total_size == 8  # the tail page is not cached
+    assert pool.num_out == 4  # s[8:12]: the tail slots stay the caller's
+    pool.free(s[8:])
+    assert cache.peek_prefix(toks) == 8
+    assert cache.peek_prefix(toks[:7]) == 4
+    m = cache.match_prefix(toks[:6] + [0, 0])  # diverges inside page 2
+    assert m.length == 4 and m.slots.tolist() == s[:4].tolist()
+    # A sibling with the same first token but a different first page.
+    s2 = cache.alloc(4)
+    assert cache.insert([100, 1, 2, 3], s2) == 0
+    assert cache.peek_prefix([100, 1, 2, 3, 4]) == 4
+    cache.check()
+    # Slots that are not one whole pool page are refused.
+    s3 = pool.alloc(4)
+    with pytest.raises(rk.InvalidArgument, match="whole pool page"):
+        cache.insert([5, 5, 5, 5], s3[::-1].copy())
+    cache.check()
+
+
+def test_page_size_caller_owned() -> None:
+    cache = rk.RadixCache(None, page_size=2)
+    assert cache.insert([1, 2, 3], [7, 8, 9]) == 0
+    assert cache.total_size == 2
+    assert cache.insert([1, 2, 3, 4, 5], [0, 0, 11, 12, 13]) == 2
+    assert cache.match_prefix([1, 2, 3, 4, 5]).slots.tolist() == [7, 8, 11, 12]
+    cache.check()
+
+
+def test_page_size_must_agree_with_pool() -> None:
+    with pytest.raises(rk.InvalidArgument):
+        rk.RadixCache(rk.TokenPool(8, 2), page_size=4)
+    assert rk.RadixCache(rk.TokenPool(8, 2), page_size=2).page_size == 2
+
+
+def test_node_of_another_cache_is_refused() -> None:
+    a, b = rk.RadixCache(None), rk.RadixCache(None)
+    a.insert([1], [1])
+    n = a.match_prefix([1]).node
+    with pytest.raises(rk.InvalidArgument, match="another RadixCache"):
+        b.lock(n)
+    with pytest.raises(rk.InvalidArgument):
+        a.lock("not a node")  # type: ignore[arg-type]
+
+
+def test_long_prompt_releases_gil_and_matches() -> None:
+    n = 32768
+    pool = rk.TokenPool(2 * n)
+    cache = rk.RadixCache(pool)
+    toks = np.arange(n, dtype=np.int32)
+    s = cache.alloc(n)
+    cache.insert(toks, s)
+    m = cache.match_prefix(toks)
+    assert m.length == n and np.array_equal(m.slots, s)
+    cache.check()
+
+
+def test_repr() -> None:
+    pool = rk.TokenPool(4)
+    cache = rk.RadixCache(pool)
+    assert "TokenPool" in repr(pool) and "RadixCache" in repr(cache)
+    assert "root" in repr(cache.root)
+    cache.insert([1], cache.alloc(1))
+    m = cache.match_prefix([1])
+    assert "Match(length=1)" == repr(m) and "Node(" in repr(m.node)
