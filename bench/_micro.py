@@ -129,8 +129,11 @@ def evict_10pct(rk: Any, repeats: int = 5, seed: int = 3) -> Dict[str, Any]:
     seqs = []
     for r in range(roots):
         head = rng.integers(0, VOCAB, root_len, dtype=np.int32)
-        for _ in range(branches):
-            seqs.append(np.concatenate([head, rng.integers(0, VOCAB, leaf_len, dtype=np.int32)]))
+        head[0] = r  # distinct first tokens: no two prompts share a prefix by chance
+        for b in range(branches):
+            leaf = rng.integers(0, VOCAB, leaf_len, dtype=np.int32)
+            leaf[0] = b
+            seqs.append(np.concatenate([head, leaf]))
     order = list(range(len(seqs)))
     random.Random(seed).shuffle(order)
     target = total // 10

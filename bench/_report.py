@@ -130,15 +130,21 @@ def micro_table(micro: Dict[str, Any]) -> str:
 
 
 def memory_table(memory: List[Dict[str, Any]]) -> str:
-    lines = ["| trace | tree tokens | bytes/token (heap) | bytes/token (RSS) | self-reported | "
-             "pool bytes/slot (heap) |", "|---|---:|---:|---:|---:|---:|"]
+    lines = ["| trace | tree tokens | nodes | bytes/token (heap) | bytes/node beyond 8 B/token "
+             "(heap) | bytes/token (RSS) | self-reported | pool bytes/slot (heap) |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for m in memory:
         if "error" in m:
-            lines.append(f"| {m['trace']} | error: {m['error']} | | | | |")
+            lines.append(f"| {m['trace']} | error: {m['error']} | | | | | | |")
             continue
         own = m.get("self_reported")
+        nodes = m.get("nodes")
+        # key + slot are one int32 each: what is left over is per-node structure
+        per_node = ((m["heap_tree_bytes"] - 8 * m["tree_tokens"]) / nodes
+                    if nodes and "heap_tree_bytes" in m else float("nan"))
         lines.append(
-            f"| {m['trace']} | {m['tree_tokens']} | {m.get('heap_bytes_per_token', float('nan')):.2f}"
+            f"| {m['trace']} | {m['tree_tokens']} | {nodes if nodes else '—'} | "
+            f"{m.get('heap_bytes_per_token', float('nan')):.2f} | {per_node:.0f}"
             f" | {m['rss_bytes_per_token']:.2f} | "
             + (f"{own['bytes_per_token']:.2f} ({own['attribute']})" if own else "—")
             + f" | {m.get('heap_pool_bytes_per_slot', float('nan')):.2f} |")
