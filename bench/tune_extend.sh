@@ -37,9 +37,12 @@ if [[ -n "${NCU_VARIANT:-}" ]]; then
     timeout 150 "$ncu_bin" --clock-control none -k regex:extend_attention_kernel --launch-skip 3 \
       --launch-count 1 --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
       --section Occupancy --section LaunchStats --section ComputeWorkloadAnalysis \
+      --section InstructionStats --section SourceCounters \
       python3 bench/kernels_extend.py --variant "$name=$base,$flags" --cells 16:4096:512 --reps 1 \
       --no-anchors >"$out/ncu_$name.txt" 2>&1
-    grep -E "Stall|Warp Cycles|Issued|Eligible|Active Warps|Registers|Throughput|Occupancy|No Eligible|Pipe" \
-      "$out/ncu_$name.txt" | head -60
+    grep -E "Warp Cycles|Issued Ipc|Eligible Warps|Registers Per|Compute .SM. Throughput|highest-utilized|Est. Speedup|stalled|stall" \
+      "$out/ncu_$name.txt" | head -40
+    so="$(ls /tmp/rkx/$name/*.so | head -1)"
+    cuobjdump -sass "$so" >"$out/sass_$name.txt" 2>&1 || true
   done
 fi

@@ -40,7 +40,7 @@
 #define RADIXKV_EXT_BN128 32
 #endif
 #ifndef RADIXKV_EXT_SPLIT_WAIT
-#define RADIXKV_EXT_SPLIT_WAIT 1
+#define RADIXKV_EXT_SPLIT_WAIT 0
 #endif
 #ifndef RADIXKV_EXT_MIN_BLOCKS
 #define RADIXKV_EXT_MIN_BLOCKS 1
@@ -200,22 +200,47 @@ struct PageWalker {
   RK_DEVICE int64_t published(int lk) const { return key < lk && ok ? addr : int64_t(-1); }
 };
 
-// Copy one [kBN][D] tile of the cache (rows addressed by `rows`, -1 = zero-fill) into `dst`.
+// Copies of [kBN][D] key/value tiles: thread t moves chunk t % (D/8) of rows t / (D/8) + i * step.
+// Row addresses come from the walker's table (`rows`, -1 = zero-fill).
 template <int D, int kBN, int kThreads>
-__device__ __forceinline__ void load_kv_tile(uint16_t* dst, const uint16_t* src_head,
-                                             const int64_t* rows) {
-  constexpr int kChunks = D / 8;
-  static_assert((kBN * kChunks) % kThreads == 0, "whole copy passes");
-#pragma unroll
-  for (int it = 0; it < kBN * kChunks / kThreads; ++it) {
-    const int idx = threadIdx.x + it * kThreads;
-    const int r = idx / kChunks;
-    const int c = idx % kChunks;
-    const int64_t a = rows[r];
-    const bool valid = a >= 0;
-    mma::async_copy16(dst + mma::smem_index<D>(r, c * 8), src_head + (valid ? a : 0) + c * 8, valid);
+struct TileCopy {
+  static constexpr int kChunks = D / 8;
+  static constexpr int kPasses = kBN * kChunks / kThreads;
+  static constexpr int kRowStep = kThreads / kChunks;
+  static_assert((kBN * kChunks) % kThreads == 0 && kThreads % kChunks == 0, "whole copy passes");
+  int r0, c8, dst0;
+
+  RK_DEVICE TileCopy() {
+    r0 = threadIdx.x / kChunks;
+    c8 = (threadIdx.x % kChunks) * 8;
+    dst0 = mma::smem_index<D>(r0, c8);
   }
-}
+  RK_DEVICE int dst(int it) const {
+    // Rows 8 apart share their swizzle: a constant step then.
+    return kRowStep % 8 == 0 ? dst0 + it * kRowStep * D : mma::smem_index<D>(r0 + it * kRowStep, c8);
+  }
+  // One tile of one cache.
+  RK_DEVICE void one(uint16_t* d, const uint16_t* src_head, const int64_t* rows) const {
+#pragma unroll
+    for (int it = 0; it < kPasses; ++it) {
+      const int64_t a = rows[r0 + it * kRowStep];
+      const bool valid = a >= 0;
+      mma::async_copy16(d + dst(it), src_head + (valid ? a : 0) + c8, valid);
+    }
+  }
+  // The same rows of both caches (one table read per row).
+  RK_DEVICE void both(uint16_t* dk, uint16_t* dv, const uint16_t* k_head, const uint16_t* v_head,
+                      const int64_t* rows) const {
+#pragma unroll
+    for (int it = 0; it < kPasses; ++it) {
+      const int64_t a = rows[r0 + it * kRowStep];
+      const bool valid = a >= 0;
+      const int64_t off = (valid ? a : 0) + c8;
+      mma::async_copy16(dk + dst(it), k_head + off, valid);
+      mma::async_copy16(dv + dst(it), v_head + off, valid);
+    }
+  }
+};
 
 // ----------------------------------------------------------------------------- the kernel
 
@@ -234,7 +259,7 @@ extend_attention_kernel(const ExtendParams p) {
   constexpr int kSlots = mma::kRowSlots;
   constexpr bool kSplitWait = RADIXKV_EXT_SPLIT_WAIT != 0;
 
-  extern __shared__ uint4 smem_raw[];
+  extern __shared__ __align__(128) uint4 smem_raw[];  // 128-byte aligned tiles (mma.h)
   uint16_t* sQ = reinterpret_cast<uint16_t*>(smem_raw);
   uint16_t* sK = sQ + C::kQElems;       // [2][kBN][D]
   uint16_t* sV = sK + 2 * C::kKVElems;  // [2][kBN][D]
@@ -312,10 +337,20 @@ extend_attention_kernel(const ExtendParams p) {
     mma::async_copy16(sQ + mma::smem_index<D>(r, c * 8), src, valid);
   }
   __syncthreads();  // sRows[0] visible
-  load_kv_tile<D, kBN, kThreads>(sK, kbase, sRows);
-  if (kSplitWait) mma::async_commit();  // group: Q + K0
-  load_kv_tile<D, kBN, kThreads>(sV, vbase, sRows);
+  const TileCopy<D, kBN, kThreads> copy;
+  if (kSplitWait) {
+    copy.one(sK, kbase, sRows);
+    mma::async_commit();  // group: Q + K0
+    copy.one(sV, vbase, sRows);
+  } else {
+    copy.both(sK, sV, kbase, vbase, sRows);
+  }
   mma::async_commit();  // group: V0 (or Q + K0 + V0)
+
+  // Per-lane shared-memory addresses of the matrix operands (see mma.h).
+  const mma::SmemLane lane_q = mma::lane_q<D>(sQ);
+  const mma::SmemLane lane_k = mma::lane_k<D>(sK);
+  const mma::SmemLane lane_v = mma::lane_v<D>(sV);
 
   // Per-slot mask limit: key j is visible to the slot's row iff j <= lim. Rows past the request
   // take the last query's limit so their (discarded) softmax stays finite.
@@ -347,22 +382,20 @@ extend_attention_kernel(const ExtendParams p) {
   auto process = [&](int n, auto masked_tag) {
     constexpr bool kMasked = decltype(masked_tag)::value;
     const int buf = n & 1;
-    const uint16_t* tK = sK + buf * C::kKVElems;
-    const uint16_t* tV = sV + buf * C::kKVElems;
+    const mma::SmemLane tK = mma::lane_offset(lane_k, buf * C::kKVElems);
+    const mma::SmemLane tV = mma::lane_offset(lane_v, buf * C::kKVElems);
 
     if (kSplitWait) {
       mma::async_wait<1>();  // this thread's K_n copies (and Q) done; V_n may be in flight
       __syncthreads();       // everyone's K_n copies visible; tile n-1 fully consumed
-      if (n + 1 < n_kv_tiles)
-        load_kv_tile<D, kBN, kThreads>(sK + (buf ^ 1) * C::kKVElems, kbase, sRows + (buf ^ 1) * kBN);
+      if (n + 1 < n_kv_tiles) copy.one(sK + (buf ^ 1) * C::kKVElems, kbase, sRows + (buf ^ 1) * kBN);
       mma::async_commit();
     } else {
       mma::async_wait<0>();  // K_n and V_n (issued a whole tile ago) done
       __syncthreads();       // visible to all; tile n-1 fully consumed
-      if (n + 1 < n_kv_tiles) {
-        load_kv_tile<D, kBN, kThreads>(sK + (buf ^ 1) * C::kKVElems, kbase, sRows + (buf ^ 1) * kBN);
-        load_kv_tile<D, kBN, kThreads>(sV + (buf ^ 1) * C::kKVElems, vbase, sRows + (buf ^ 1) * kBN);
-      }
+      if (n + 1 < n_kv_tiles)
+        copy.both(sK + (buf ^ 1) * C::kKVElems, sV + (buf ^ 1) * C::kKVElems, kbase, vbase,
+                  sRows + (buf ^ 1) * kBN);
       mma::async_commit();
       // Tile n's row table is free (its copies were issued before the barrier): tile n + 2.
       if (is_walker && n + 2 < n_kv_tiles) {
@@ -381,7 +414,7 @@ extend_attention_kernel(const ExtendParams p) {
     for (int kk = 0; kk < kDB; ++kk) {
       Frag qf[kMT];
 #pragma unroll
-      for (int mt = 0; mt < kMT; ++mt) mma::load_q<D>(qf[mt], sQ, warp_row0 + mt * 16, kk * 16);
+      for (int mt = 0; mt < kMT; ++mt) mma::load_q<D>(qf[mt], lane_q, warp_row0 + mt * 16, kk * 16);
 #pragma unroll
       for (int kb = 0; kb < kKB; ++kb) {
         Frag kf;
@@ -434,8 +467,7 @@ extend_attention_kernel(const ExtendParams p) {
     if (kSplitWait) {
       mma::async_wait<1>();  // V_n done (K_{n+1} may be in flight)
       __syncthreads();
-      if (n + 1 < n_kv_tiles)
-        load_kv_tile<D, kBN, kThreads>(sV + (buf ^ 1) * C::kKVElems, vbase, sRows + (buf ^ 1) * kBN);
+      if (n + 1 < n_kv_tiles) copy.one(sV + (buf ^ 1) * C::kKVElems, vbase, sRows + (buf ^ 1) * kBN);
       mma::async_commit();
       // Tile n's row table is free now (K_n, V_n issued long ago): publish tile n + 2 there.
       if (is_walker && n + 2 < n_kv_tiles) {

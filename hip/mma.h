@@ -120,38 +120,71 @@ RK_DEVICE float row_sum(float v) {
   return v + shfl_xor(v, 2);
 }
 
-RK_DEVICE void ldmatrix_x4(Frag& f, const uint16_t* p) {
-  uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+// Operand loads from shared memory. Each lane's address inside a 16x16 block depends only on
+// the lane and the operand's role, so it is computed once per kernel (lane_q / lane_k / lane_v,
+// for block (0, 0) of a tile whose base is 128-byte aligned). For block (row0, col0), with row0 a
+// multiple of 8 and col0 of 16, the swizzle then reduces to one XOR of bits 4-6 plus a constant:
+// addr = (lane ^ 16 * (chunk % 8)) + row0 * row_bytes + 16 * (chunk & ~7), chunk = col0 / 8.
+// After unrolling, every (row0, col0) is a compile-time constant: one LOP3 per ldmatrix.
+using SmemLane = uint32_t;  // shared-space byte address
+
+template <int kCols>
+RK_DEVICE SmemLane lane_addr(const uint16_t* tile, int r, int cb) {
+  const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(tile));
+  return base + r * (kCols * 2) + (((cb ^ r) & 7) << 4);
+}
+template <int kCols>
+RK_DEVICE uint32_t block_addr(SmemLane lane, int row0, int col0) {
+  const int c = col0 >> 3;
+  return (lane ^ ((c & 7) << 4)) + row0 * (kCols * 2) + ((c & ~7) << 4);
+}
+// A lane address moved by `elems` elements (e.g. to the other half of a double buffer); elems * 2
+// must be a multiple of 128.
+RK_DEVICE SmemLane lane_offset(SmemLane lane, int elems) { return lane + elems * 2; }
+
+// Q as the A operand (rows = queries, k = dims): ldmatrix.x4 matrices (rows 0-7 | 8-15) x (k 0-7 | 8-15).
+template <int kCols>
+RK_DEVICE SmemLane lane_q(const uint16_t* tile) {
+  const int lane = threadIdx.x & 31;
+  return lane_addr<kCols>(tile, lane & 15, lane >> 4);
+}
+// K as B operands of the two n8 halves (keys 0-7, 8-15), k = dims.
+template <int kCols>
+RK_DEVICE SmemLane lane_k(const uint16_t* tile) {
+  const int lane = threadIdx.x & 31;
+  return lane_addr<kCols>(tile, (lane & 7) + (lane >> 4) * 8, (lane >> 3) & 1);
+}
+// V as B operands (k = keys) of the two n8 halves (dims 0-7, 8-15): ldmatrix.trans.
+template <int kCols>
+RK_DEVICE SmemLane lane_v(const uint16_t* tile) {
+  const int lane = threadIdx.x & 31;
+  return lane_addr<kCols>(tile, (lane & 7) + ((lane >> 3) & 1) * 8, lane >> 4);
+}
+
+RK_DEVICE void ldmatrix_x4_at(Frag& f, uint32_t a) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(f.x[0]), "=r"(f.x[1]), "=r"(f.x[2]), "=r"(f.x[3])
                : "r"(a));
 }
-RK_DEVICE void ldmatrix_x4_trans(Frag& f, const uint16_t* p) {
-  uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+RK_DEVICE void ldmatrix_x4_trans_at(Frag& f, uint32_t a) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(f.x[0]), "=r"(f.x[1]), "=r"(f.x[2]), "=r"(f.x[3])
                : "r"(a));
 }
-
-// Q block: rows row0.. (queries) x cols col0.. (dims) of a [rows][kCols] tile -> A operand.
+// Q block: queries row0.. x dims col0..
 template <int kCols>
-RK_DEVICE void load_q(Frag& f, const uint16_t* tile, int row0, int col0) {
-  const int lane = threadIdx.x & 31;
-  ldmatrix_x4(f, tile + smem_index<kCols>(row0 + (lane & 15), col0 + (lane >> 4) * 8));
+RK_DEVICE void load_q(Frag& f, SmemLane lane, int row0, int col0) {
+  ldmatrix_x4_at(f, block_addr<kCols>(lane, row0, col0));
 }
-// K block: keys key0.. x dims col0.. -> B operands of the two n8 halves (keys 0-7, 8-15).
+// K block: keys key0.. x dims col0..
 template <int kCols>
-RK_DEVICE void load_k(Frag& f, const uint16_t* tile, int key0, int col0) {
-  const int lane = threadIdx.x & 31;
-  ldmatrix_x4(f, tile + smem_index<kCols>(key0 + (lane & 7) + (lane >> 4) * 8,
-                                          col0 + ((lane >> 3) & 1) * 8));
+RK_DEVICE void load_k(Frag& f, SmemLane lane, int key0, int col0) {
+  ldmatrix_x4_at(f, block_addr<kCols>(lane, key0, col0));
 }
-// V block: keys key0.. x dims dim0.. -> B operands (k = key) of the two n8 halves (dims 0-7, 8-15).
+// V block: keys key0.. x dims dim0..
 template <int kCols>
-RK_DEVICE void load_v(Frag& f, const uint16_t* tile, int key0, int dim0) {
-  const int lane = threadIdx.x & 31;
-  ldmatrix_x4_trans(f, tile + smem_index<kCols>(key0 + (lane & 7) + ((lane >> 3) & 1) * 8,
-                                                dim0 + (lane >> 4) * 8));
+RK_DEVICE void load_v(Frag& f, SmemLane lane, int key0, int dim0) {
+  ldmatrix_x4_trans_at(f, block_addr<kCols>(lane, key0, dim0));
 }
 
 template <class T>
@@ -218,6 +251,13 @@ RK_DEVICE float row_sum(float v) {
   return v + shfl_xor(v, 32);
 }
 
+// Operand loads. LDS addressing is cheap here (no ldmatrix), so a "lane" is just the tile.
+using SmemLane = const uint16_t*;
+template <int kCols> RK_DEVICE SmemLane lane_q(const uint16_t* tile) { return tile; }
+template <int kCols> RK_DEVICE SmemLane lane_k(const uint16_t* tile) { return tile; }
+template <int kCols> RK_DEVICE SmemLane lane_v(const uint16_t* tile) { return tile; }
+RK_DEVICE SmemLane lane_offset(SmemLane lane, int elems) { return lane + elems; }
+
 // Row operand (Q as B, K as A): lane holds row r0 + lane%16, dims c0 + 4*(lane/16) .. +3.
 template <int kCols>
 RK_DEVICE void load_rows4(Frag& f, const uint16_t* tile, int row0, int col0) {
@@ -228,16 +268,16 @@ RK_DEVICE void load_rows4(Frag& f, const uint16_t* tile, int row0, int col0) {
   f.x[1] = v.y;
 }
 template <int kCols>
-RK_DEVICE void load_q(Frag& f, const uint16_t* tile, int row0, int col0) {
+RK_DEVICE void load_q(Frag& f, SmemLane tile, int row0, int col0) {
   load_rows4<kCols>(f, tile, row0, col0);
 }
 template <int kCols>
-RK_DEVICE void load_k(Frag& f, const uint16_t* tile, int key0, int col0) {
+RK_DEVICE void load_k(Frag& f, SmemLane tile, int key0, int col0) {
   load_rows4<kCols>(f, tile, key0, col0);
 }
 // V^T as A: lane holds dim d0 + lane%16 of keys k0 + 4*(lane/16) .. +3 (a column gather).
 template <int kCols>
-RK_DEVICE void load_v(Frag& f, const uint16_t* tile, int key0, int dim0) {
+RK_DEVICE void load_v(Frag& f, SmemLane tile, int key0, int dim0) {
   const int lane = threadIdx.x & 63;
   const int d = dim0 + (lane & 15);
   const int k = key0 + 4 * (lane >> 4);
