@@ -29,13 +29,14 @@ def compare(radixkv: List[Dict[str, Any]], anchors: List[Dict[str, Any]],
     out = []
     for r in radixkv:
         row: Dict[str, Any] = {"trace": r["trace"], "radixkv": {
-            k: r[k] for k in ("mean_us", "p99_us", "hit_rate", "evicted_tokens",
+            k: r[k] for k in ("mean_us", "p50_us", "p99_us", "hit_rate", "evicted_tokens",
                               "admission_retries")}}
         for s in systems:
             a = idx.get((r["trace"], s))
             if a is None:
                 continue
-            row[s] = {k: a[k] for k in ("mean_us", "p99_us", "hit_rate", "evicted_tokens")}
+            row[s] = {k: a[k] for k in ("mean_us", "p50_us", "p99_us", "hit_rate",
+                                        "evicted_tokens")}
             row[s]["speedup_mean"] = a["mean_us"] / r["mean_us"]
             row[s]["speedup_p99"] = a["p99_us"] / r["p99_us"]
         ref = idx.get((r["trace"], REFERENCE))
@@ -107,6 +108,20 @@ def table(comp: List[Dict[str, Any]], systems: List[str]) -> str:
         ev = f"{r['evicted_tokens']} / " + (f"{ref['evicted_tokens']}" if ref else "—")
         cells = [row["trace"], _cell(r, ratio=False)] + [_cell(row.get(s)) for s in systems]
         lines.append("| " + " | ".join(cells + [hit, ev]) + " |")
+    return "\n".join(lines)
+
+
+def median_table(comp: List[Dict[str, Any]], systems: List[str]) -> str:
+    """Median µs per request: less sensitive than the mean to a preempted request."""
+    head = ["trace", "radixkv"] + [LABELS.get(s, s) for s in systems]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|"]
+    for row in comp:
+        r = row["radixkv"]
+        cells = [row["trace"], f"{r['p50_us']:.1f}"]
+        for s in systems:
+            a = row.get(s)
+            cells.append(f"{a['p50_us']:.1f} ({a['p50_us'] / r['p50_us']:.1f}x)" if a else "—")
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

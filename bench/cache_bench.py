@@ -12,7 +12,7 @@ metadata for 256 x 4K requests, evicting 10% of a million-token tree) and
 measures bookkeeping bytes per cached token.
 
 Usage (from the repository root, radixkv built into .venv with maturin):
-    python bench/cache_bench.py                       # everything, 3 repeats
+    python bench/cache_bench.py                       # everything, 5 repeats
     python bench/cache_bench.py --traces chat --repeats 1 --no-anchors --no-micro
     python bench/cache_bench.py --anchor-json old.json    # reuse a saved anchor run
 
@@ -74,7 +74,7 @@ def _import_radixkv() -> Any:
 def parse_args(argv: List[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--traces", default="all", help="comma list or 'all'")
-    ap.add_argument("--repeats", type=int, default=3, help="median over this many replays")
+    ap.add_argument("--repeats", type=int, default=5, help="median over this many replays")
     ap.add_argument("--max-running", type=int, default=16)
     ap.add_argument("--shared", default=None,
                     help=f"shared/ folder (default ${_traces.SHARED_ENV} or ../shared)")
@@ -172,7 +172,9 @@ def main(argv: List[str]) -> int:
           f"flight, {info['cpus']} CPUs, load average {info['loadavg_start']} at start, "
           f"{info['loadavg_end']} at end.", "",
           "Mean (p99) µs of cache work per request; bold: anchor mean / radixkv mean.", "",
-          _report.table(comp, present), ""]
+          _report.table(comp, present), "",
+          "Median µs per request (ratio: anchor / radixkv):", "",
+          _report.median_table(comp, present), ""]
     if breakdown:
         md += ["## Where radixkv's time goes (instrumented pass)", "",
                _profile.table(breakdown), ""]
