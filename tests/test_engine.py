@@ -54,8 +54,9 @@ def _engine(model: TinyLlama, **kw: object) -> Engine:
 def _check_drained(engine: Engine) -> None:
     """After a run nothing is locked or reserved and every slot/block is free or cached."""
     cache, pool = engine.prefix.cache, engine.prefix.pool
-    if hasattr(cache, "check"):
-        cache.check()
+    cache.check()
+    pool.check()
+    engine.forks.blocks.check()
     assert cache.protected_size == 0
     assert engine.prefix.reserved == 0 and engine.forks.reserved == 0
     assert pool.available + cache.total_size == engine.prefix.num_slots
