@@ -28,7 +28,9 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     d = sub.add_parser("demo", help="serve a built-in workload with radixkv and verify every token",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    d.add_argument("--workload", choices=workloads.NAMES, default="all")
+    d.add_argument("--workload", choices=workloads.NAMES, default="all",
+                   help="multi-turn chat, few-shot with a long shared prefix, parallel sampling, "
+                   "or all three interleaved")
     d.add_argument("--device", default="cpu", help="cpu, or cuda (the kernels)")
     d.add_argument("--dtype", choices=["auto", "float32", "bfloat16", "float16"], default="auto",
                    help="auto: float32 on cpu, bfloat16 on cuda (the kernels take fp16/bf16)")
@@ -36,12 +38,13 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--pool-tokens", type=int, default=1024,
                    help="radix pool size in slots (small enough that the default run evicts)")
     d.add_argument("--num-blocks", type=int, default=96, help="paged pool blocks (parallel sampling)")
-    d.add_argument("--block-size", type=int, default=16)
-    d.add_argument("--max-batch-tokens", type=int, default=256)
+    d.add_argument("--block-size", type=int, default=16, help="paged pool page size")
+    d.add_argument("--max-batch-tokens", type=int, default=256,
+                   help="tokens computed per step (decodes + prefill chunks)")
     d.add_argument("--chunk-size", type=int, default=128, help="chunked-prefill chunk")
     d.add_argument("--seed", type=int, default=0, help="workload and model weights")
-    d.add_argument("--layers", type=int, default=4)
-    d.add_argument("--hidden", type=int, default=128)
+    d.add_argument("--layers", type=int, default=4, help="model layers")
+    d.add_argument("--hidden", type=int, default=128, help="model hidden size")
     d.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True,
                    help="recompute every sequence densely and compare tokens")
     d.add_argument("--threads", type=int, default=1,

@@ -174,7 +174,12 @@ def render(report: dict[str, Any], console: Console) -> None:
     if ver is None:
         table.add_row("verify", "skipped (--no-verify)")
     else:
-        verdict = "[green]PASS[/green]" if ver["ok"] else "[red]FAIL[/red]"
+        if ver["ok"]:
+            verdict = "[green]PASS[/green]"
+        elif report["dtype"] == "float32":
+            verdict = "[red]FAIL[/red]"
+        else:  # kernels and the dense path round differently in 16-bit; a token may flip
+            verdict = f"[yellow]{report['dtype']}: not exact[/yellow]"
         diff = ver["max_abs_logit_diff"]
         table.add_row("verify", f"{verdict}: {ver['tokens'] - ver['mismatched_tokens']}/"
                       f"{ver['tokens']} tokens of {ver['sequences']} sequences match dense "
