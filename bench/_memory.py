@@ -1,9 +1,10 @@
 """Bytes of bookkeeping per cached token: what the radix tree holds beyond the KV itself.
 
 Run in a fresh subprocess per trace so earlier allocations do not blur the numbers:
-the pool and the cache are created first, every request's token array is built,
-then the whole trace's sequences (prompt + output[:-1], what a finished request
-leaves) are matched, allocated and inserted with an unbounded pool. Reported:
+the trace is replayed exactly as in the timed benchmark (same driver, same pool size,
+so the tree has the same nodes as SGLang's after its replay, prompt-boundary splits
+included); the heap is read once the pool, the request rows and every request's
+token arrays exist, and again after the last request finished. Reported:
 
 - ``heap``: growth of the C heap in use (glibc ``mallinfo2``: ``uordblks + hblkhd``);
   the Rust core allocates through the system allocator, so this is the tree's
@@ -13,8 +14,9 @@ leaves) are matched, allocated and inserted with an unbounded pool. Reported:
 - the cache's own byte count when the build exposes one (``memory_bytes`` or
   similar).
 
-Per-token figures divide by ``cache.total_size`` after the build. The pool's own
-free list is reported apart (``pool_*``): it is per slot, not per cached token.
+Per-token figures divide by ``cache.total_size`` at the end. The pool's own state is
+reported apart (``pool_*``, from a probe pool of the same size): it is per slot, not
+per cached token.
 
 Usage: python bench/_memory.py TRACE [--shared DIR]   (prints one JSON line)
 """
@@ -31,7 +33,6 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-import numpy as np
 
 HERE = Path(__file__).resolve().parent
 SELF_COUNT_NAMES = ("memory_bytes", "heap_bytes", "nbytes", "bytes_used", "memory_usage")
@@ -68,42 +69,54 @@ def _self_count(cache: Any) -> Optional[Dict[str, int]]:
     return None
 
 
-def measure(rk: Any, trace: Any) -> Dict[str, Any]:
-    seqs = [np.asarray(r.prompt + r.output[:-1], dtype=np.int32) for r in trace.requests]
-    capacity = int(trace.meta["kept_tokens"]) + 4096
+def measure(rk: Any, trace: Any, shared: Path, max_running: int = 16) -> Dict[str, Any]:
+    import _replay
+    import _traces
+
+    capacity = _traces.capacity_tokens(shared, trace, max_running)
     gc.collect()
     h0, r0 = _heap_in_use(), _rss()
-    pool = rk.TokenPool(capacity)
+    probe = rk.TokenPool(capacity)
     gc.collect()
     h1, r1 = _heap_in_use(), _rss()
-    cache = rk.RadixCache(pool)
-    for s in seqs:
-        m = cache.match_prefix(s)
-        if m.length < len(s):
-            cache.insert(s, np.concatenate([m.slots, cache.alloc(len(s) - m.length)]))
-        del m
-    gc.collect()
-    h2, r2 = _heap_in_use(), _rss()
-    tokens = int(cache.total_size)
+    del probe
+    marks: Dict[str, Any] = {}
+
+    def before(drv: Any) -> None:
+        gc.collect()
+        marks["h"], marks["r"] = _heap_in_use(), _rss()
+
+    def after(drv: Any) -> None:
+        gc.collect()
+        marks["h2"], marks["r2"] = _heap_in_use(), _rss()
+        marks["tokens"] = int(drv.cache.total_size)
+        marks["self"] = _self_count(drv.cache)
+        for name in ("num_nodes", "node_count"):
+            if hasattr(drv.cache, name):
+                v = getattr(drv.cache, name)
+                marks["nodes"] = int(v() if callable(v) else v)
+
+    res = _replay.replay(rk, trace, capacity, max_running, before_loop=before, after_loop=after)
+    tokens = marks["tokens"]
     out: Dict[str, Any] = {
         "trace": trace.name,
         "tree_tokens": tokens,
         "kept_tokens_expected": int(trace.meta["kept_tokens"]),
+        "evicted_tokens": res.evicted_tokens,
         "pool_slots": capacity,
-        "rss_tree_bytes": r2 - r1,
-        "rss_bytes_per_token": (r2 - r1) / tokens,
+        "rss_tree_bytes": marks["r2"] - marks["r"],
+        "rss_bytes_per_token": (marks["r2"] - marks["r"]) / tokens,
         "rss_pool_bytes_per_slot": (r1 - r0) / capacity,
     }
-    if h0 is not None and h1 is not None and h2 is not None:
-        out.update(heap_tree_bytes=h2 - h1, heap_bytes_per_token=(h2 - h1) / tokens,
+    if h0 is not None and h1 is not None and marks["h"] is not None:
+        out.update(heap_tree_bytes=marks["h2"] - marks["h"],
+                   heap_bytes_per_token=(marks["h2"] - marks["h"]) / tokens,
                    heap_pool_bytes_per_slot=(h1 - h0) / capacity)
-    own = _self_count(cache)
-    if own is not None:
+    if marks.get("self") is not None:
+        own = marks["self"]
         out["self_reported"] = dict(own, bytes_per_token=own["bytes"] / tokens)
-    for name in ("num_nodes", "node_count"):
-        if hasattr(cache, name):
-            v = getattr(cache, name)
-            out["nodes"] = int(v() if callable(v) else v)
+    if "nodes" in marks:
+        out["nodes"] = marks["nodes"]
     return out
 
 
@@ -130,7 +143,7 @@ def main() -> None:
     import radixkv as rk
 
     shared = _traces.shared_dir(a.shared)
-    print(json.dumps(measure(rk, _traces.load_trace(shared, a.trace))))
+    print(json.dumps(measure(rk, _traces.load_trace(shared, a.trace), shared)))
 
 
 if __name__ == "__main__":

@@ -168,11 +168,15 @@ class RadixkvDriver:
 
 def replay(rk: Any, trace: Any, capacity: int, max_running: int = 16,
            split_prompt: bool = True, check: bool = False,
-           instrument: Optional[Callable[[RadixkvDriver], None]] = None) -> ReplayResult:
+           instrument: Optional[Callable[[RadixkvDriver], None]] = None,
+           before_loop: Optional[Callable[[RadixkvDriver], None]] = None,
+           after_loop: Optional[Callable[[RadixkvDriver], None]] = None) -> ReplayResult:
     """Replay ``trace`` once; per-request µs of cache work, hit and eviction counts.
 
     ``instrument`` may wrap the driver's cache and pool (``_profile.py`` does, in a
     separate pass: its wrappers add their own overhead to the timed total).
+    ``before_loop`` / ``after_loop`` see the driver once its requests are prepared and
+    once the last one finished (``_memory.py`` reads the heap there).
     """
     longest = max(len(r.prompt) + r.output_len for r in trace.requests)
     drv = RadixkvDriver(rk, capacity, max_running, longest + 8, split_prompt)
@@ -191,6 +195,8 @@ def replay(rk: Any, trace: Any, capacity: int, max_running: int = 16,
         per_req[j] += clock() - t0
 
     gc.collect()
+    if before_loop is not None:
+        before_loop(drv)
     t_start = clock()
     for i, st in enumerate(states):
         if len(running) >= max_running:
@@ -212,6 +218,8 @@ def replay(rk: Any, trace: Any, capacity: int, max_running: int = 16,
     while running:
         finish_oldest()
     wall = (clock() - t_start) / 1e9
+    if after_loop is not None:
+        after_loop(drv)
     if check:
         drv.cache.check()
     return ReplayResult(

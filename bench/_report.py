@@ -166,6 +166,24 @@ def memory_table(memory: List[Dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def anchor_memory_table(rows: List[Dict[str, Any]]) -> str:
+    """The anchor's --memory results: Python heap (tracemalloc) plus value tensors for
+    SGLang's Python tree; RSS growth (coarse) where the tree lives in native code."""
+    lines = ["| system | trace | tree tokens | nodes | bytes/token | how |", "|---|---|---:|---:|---:|---|"]
+    for m in rows:
+        tok = m.get("tree_tokens") or 0
+        if not tok:
+            continue
+        if m.get("tracemalloc_bytes", 0) > tok:  # over 1 B/token: the tree is Python objects
+            b = m["tracemalloc_bytes"] + m.get("value_tensor_storage_bytes", 0)
+            how = "tracemalloc + value tensor storage"
+        else:
+            b, how = m["rss_growth_bytes"], "RSS growth (native tree; coarse)"
+        lines.append(f"| {LABELS.get(m['system'], m['system'])} | {m['trace']} | {tok} | "
+                     f"{m.get('tree_nodes', '—')} | {b / tok:.1f} | {how} |")
+    return "\n".join(lines)
+
+
 def write_json(path: Path, payload: Dict[str, Any]) -> None:
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(payload, indent=1, sort_keys=False, default=str))

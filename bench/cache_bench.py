@@ -87,6 +87,8 @@ def parse_args(argv: List[str]) -> argparse.Namespace:
     ap.add_argument("--no-anchors", action="store_true")
     ap.add_argument("--no-micro", action="store_true")
     ap.add_argument("--no-memory", action="store_true")
+    ap.add_argument("--anchor-memory", action="store_true",
+                    help="also run the anchor's --memory report for SGLang (about 3 min)")
     ap.add_argument("--no-breakdown", action="store_true",
                     help="skip the instrumented pass that times each cache call")
     ap.add_argument("--no-split-prompt", action="store_true",
@@ -162,6 +164,14 @@ def main(argv: List[str]) -> int:
         memory = _memory.measure_in_subprocess(shared, [n for n in ("chat", "tree")
                                                         if n in names] or names[:1])
 
+    anchor_mem: List[Dict[str, Any]] = []
+    if a.anchor_memory and not a.no_anchors:
+        mem_systems = [x for x in systems if x.startswith("sglang")]
+        mem_traces = [n for n in ("chat", "tree") if n in names] or names[:1]
+        anchor_mem = _anchors.run_anchors(shared, _anchors.anchors_python(a.anchors_python),
+                                          mem_systems, mem_traces, 1, a.max_running,
+                                          mode="memory", log=_log)["results"]
+
     present = [s for s in systems if any(r["system"] == s for r in anchors["results"])]
     comp = _report.compare(mine, anchors["results"], present)
     tgt = _report.targets(comp, mine, memory)
@@ -183,13 +193,17 @@ def main(argv: List[str]) -> int:
     if memory:
         md += ["## Bookkeeping bytes per cached token (beyond the KV)", "",
                _report.memory_table(memory), ""]
+    if anchor_mem:
+        md += ["SGLang, same run (`cache_anchor_bench.py --memory`):", "",
+               _report.anchor_memory_table(anchor_mem), ""]
     md += ["## Targets", "", "| target | measured | met |", "|---|---:|---|"]
     md += [f"| {t['target']} | {t['value']} | {'yes' if t['ok'] else '**no**'} |" for t in tgt]
     text = "\n".join(md) + "\n"
     (out / f"{a.name}.md").write_text(text)
     _report.write_json(out / f"{a.name}.json", {
         "info": info, "anchors": anchors, "radixkv": mine, "comparison": comp,
-        "breakdown": breakdown, "micro": micro, "memory": memory, "targets": tgt})
+        "breakdown": breakdown, "micro": micro, "memory": memory, "anchor_memory": anchor_mem,
+        "targets": tgt})
     if comp:
         _report.chart(out / f"{a.name}.png", comp, present,
                       f"Prefix-cache work per request, {info['date_utc']} "
