@@ -35,6 +35,10 @@ _M = TypeVar("_M", bound="BatchMetadata[Any]")
 
 
 def _view(buffer: Any, offset: int, shape: tuple[int, ...]) -> Any:
+    if len(shape) == 1:
+        if isinstance(buffer, np.ndarray):
+            return buffer[offset : offset + shape[0]]
+        return buffer.narrow(0, offset, shape[0])
     numel = 1
     for s in shape:
         numel *= s
@@ -60,7 +64,8 @@ class BatchMetadata(Generic[ArrayT]):
         scalars: Mapping[str, int],
     ) -> None:
         self.buffer: ArrayT = buffer
-        self._layout = tuple((name, int(off), tuple(shape)) for name, off, shape in layout)
+        # The core hands over (str, int, tuple) triples already; views are made once, here.
+        self._layout = tuple(layout)
         self.scalars: dict[str, int] = dict(scalars)
         self._fields: dict[str, ArrayT] = {
             name: _view(buffer, off, shape) for name, off, shape in self._layout

@@ -13,7 +13,7 @@ use crate::errors::{CoreResultExt, InvalidArgument};
 
 static FACADE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
 
-/// Hands `m` to NumPy (one zero-copy array) and builds `radixkv.metadata.<class_name>` over it.
+/// Hands `m` to `NumPy` (one zero-copy array) and builds `radixkv.metadata.<class_name>` over it.
 pub fn wrap_metadata<'py>(
     py: Python<'py>,
     class_name: &str,
@@ -29,13 +29,19 @@ pub fn wrap_metadata<'py>(
         scalars.set_item(k, v)?;
     }
     let buffer: Bound<'py, PyArray1<i32>> = to_numpy(py, m.data);
-    module.bind(py).getattr(class_name)?.call1((buffer, fields, scalars))
+    module
+        .bind(py)
+        .getattr(class_name)?
+        .call1((buffer, fields, scalars))
 }
 
 /// Reads a list / tuple of per-request int sequences.
 fn per_request<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Vec<I32Input<'py>>> {
     if !(obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>()) {
-        let tn = obj.get_type().name().map_or_else(|_| "?".to_string(), |s| s.to_string());
+        let tn = obj
+            .get_type()
+            .name()
+            .map_or_else(|_| "?".to_string(), |s| s.to_string());
         return Err(InvalidArgument::new_err(format!(
             "{what}: expected a list with one int sequence per request, got {tn}"
         )));
@@ -51,7 +57,7 @@ fn per_request<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Vec<I32Inpu
     Ok(out)
 }
 
-/// Fast paths the general `i32_input` lacks: a contiguous int64 array (NumPy's default int)
+/// Fast paths the general `i32_input` lacks: a contiguous int64 array (`NumPy`'s default int)
 /// whose values all fit int32 is narrowed in one vectorisable pass, and a strided int32 array
 /// is gathered. Anything else (including out-of-range values, for the error message) goes
 /// through `i32_input`.
@@ -63,7 +69,9 @@ fn narrow_fast(item: &Bound<'_, PyAny>) -> Option<Vec<i32>> {
     let a = item.cast::<PyArray1<i64>>().ok()?;
     let ro = a.try_readonly().ok()?;
     let s = ro.as_slice().ok()?;
-    let (lo, hi) = s.iter().fold((0i64, 0i64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+    let (lo, hi) = s
+        .iter()
+        .fold((0i64, 0i64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
     (lo >= i64::from(i32::MIN) && hi <= i64::from(i32::MAX))
         .then(|| s.iter().map(|&x| x as i32).collect())
 }
@@ -134,8 +142,10 @@ fn build_block_table_metadata<'py>(
     let p = slices(&pages);
     let l = lens.as_ref().map(I32Input::as_slice);
     let work = p.iter().map(|s| s.len()).sum();
-    let m = maybe_detach(py, work, || metadata::block_table_metadata(&p, l, page_size, width))
-        .py()?;
+    let m = maybe_detach(py, work, || {
+        metadata::block_table_metadata(&p, l, page_size, width)
+    })
+    .py()?;
     wrap_metadata(py, "BlockTableMetadata", m)
 }
 

@@ -90,7 +90,7 @@ pub fn decode_metadata<P: AsRef<[i32]>>(
     let total = checked_total((0..n).map(np), "total pages")?;
     let mut bb = BufBuilder::new(&[n + 1, n + 1, total, n, n]);
     bb.field("qo_indptr", &[n + 1], |o| {
-        o.extend((0..=n).map(|b| b as i32))
+        o.extend((0..=n).map(|b| b as i32));
     })
     .field("kv_indptr", &[n + 1], |o| push_indptr(o, (0..n).map(np)))
     .field("kv_indices", &[total], |o| {
@@ -99,7 +99,7 @@ pub fn decode_metadata<P: AsRef<[i32]>>(
         }
     })
     .field("kv_lens", &[n], |o| {
-        o.extend(lens.iter().map(|&l| l as i32))
+        o.extend(lens.iter().map(|&l| l as i32));
     })
     .field("kv_last_page_len", &[n], |o| {
         o.extend(lens.iter().map(|&l| last_page_len(l, page_size)));
@@ -154,10 +154,10 @@ pub fn block_table_metadata<P: AsRef<[i32]>>(
         .ok_or_else(|| CoreError::invalid("block table size exceeds int32 range"))?;
     let mut bb = BufBuilder::new(&[cells, n, n]);
     bb.field("block_tables", &[n, width], |o| {
-        fill_block_table(pages, width, o)
+        fill_block_table(pages, width, o);
     })
     .field("seq_lens", &[n], |o| {
-        o.extend(lens.iter().map(|&l| l as i32))
+        o.extend(lens.iter().map(|&l| l as i32));
     })
     .field("kv_last_page_len", &[n], |o| {
         o.extend(lens.iter().map(|&l| last_page_len(l, page_size)));

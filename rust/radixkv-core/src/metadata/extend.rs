@@ -48,19 +48,19 @@ pub fn extend_metadata<P: AsRef<[i32]>, N: AsRef<[i32]>>(
 
     let mut bb = BufBuilder::new(&[n + 1, n + 1, n, n, n, n, total_k, total_q, total_q]);
     bb.field("qo_indptr", &[n + 1], |o| {
-        push_indptr(o, (0..n).map(new_len))
+        push_indptr(o, (0..n).map(new_len));
     })
     .field("kv_indptr", &[n + 1], |o| {
         push_indptr(o, (0..n).map(|b| pre_len(b) + new_len(b)));
     })
     .field("seq_lens", &[n], |o| {
-        o.extend((0..n).map(|b| (pre_len(b) + new_len(b)) as i32))
+        o.extend((0..n).map(|b| (pre_len(b) + new_len(b)) as i32));
     })
     .field("extend_seq_lens", &[n], |o| {
-        o.extend((0..n).map(|b| new_len(b) as i32))
+        o.extend((0..n).map(|b| new_len(b) as i32));
     })
     .field("extend_prefix_lens", &[n], |o| {
-        o.extend((0..n).map(|b| pre_len(b) as i32))
+        o.extend((0..n).map(|b| pre_len(b) as i32));
     })
     .field("extend_start_loc", &[n], |o| {
         let mut acc = 0usize;

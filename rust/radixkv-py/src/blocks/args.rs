@@ -1,5 +1,5 @@
 //! Scalar arguments (ids, counts, positions) read with typed errors: a float, bool, str or
-//! negative number raises `InvalidArgument` naming the argument instead of PyO3's `TypeError`.
+//! negative number raises `InvalidArgument` naming the argument instead of `PyO3`'s `TypeError`.
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyInt, PyList, PyTuple};
@@ -7,7 +7,9 @@ use pyo3::types::{PyBool, PyInt, PyList, PyTuple};
 use crate::errors::InvalidArgument;
 
 fn type_name(obj: &Bound<'_, PyAny>) -> String {
-    obj.get_type().name().map_or_else(|_| "?".to_string(), |s| s.to_string())
+    obj.get_type()
+        .name()
+        .map_or_else(|_| "?".to_string(), |s| s.to_string())
 }
 
 fn is_bool(obj: &Bound<'_, PyAny>) -> bool {
@@ -15,7 +17,7 @@ fn is_bool(obj: &Bound<'_, PyAny>) -> bool {
     obj.is_instance_of::<PyBool>() || type_name(obj) == "bool" || type_name(obj) == "bool_"
 }
 
-/// A non-negative integer (Python int or anything with `__index__`, e.g. NumPy ints).
+/// A non-negative integer (Python int or anything with `__index__`, e.g. `NumPy` ints).
 pub fn non_negative(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
     // Fast path: a plain int (bool is a subclass of int, so it is excluded first).
     if obj.is_instance_of::<PyInt>() && !obj.is_instance_of::<PyBool>() {
@@ -24,15 +26,19 @@ pub fn non_negative(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
         }
     }
     if is_bool(obj) {
-        return Err(InvalidArgument::new_err(format!("{what}: expected an int, got a bool")));
+        return Err(InvalidArgument::new_err(format!(
+            "{what}: expected an int, got a bool"
+        )));
     }
     match obj.extract::<u64>() {
         Ok(v) => Ok(v),
         Err(_) => match obj.extract::<i128>() {
-            Ok(v) if v < 0 => {
-                Err(InvalidArgument::new_err(format!("{what}: must be >= 0, got {v}")))
-            }
-            Ok(v) => Err(InvalidArgument::new_err(format!("{what}: {v} is out of range"))),
+            Ok(v) if v < 0 => Err(InvalidArgument::new_err(format!(
+                "{what}: must be >= 0, got {v}"
+            ))),
+            Ok(v) => Err(InvalidArgument::new_err(format!(
+                "{what}: {v} is out of range"
+            ))),
             Err(_) => Err(InvalidArgument::new_err(format!(
                 "{what}: expected an int, got {}",
                 type_name(obj)
@@ -55,7 +61,7 @@ pub fn opt_count(obj: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Option<
     }
 }
 
-/// A sequence of sequence ids: list / tuple of ints, or a 1-D integer NumPy array / CPU tensor.
+/// A sequence of sequence ids: list / tuple of ints, or a 1-D integer `NumPy` array / CPU tensor.
 pub fn seq_ids(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<u64>> {
     let items = if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
         obj.clone()

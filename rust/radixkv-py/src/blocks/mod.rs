@@ -27,7 +27,9 @@ impl PyBlockAllocator {
     fn new(num_blocks: &Bound<'_, PyAny>, block_size: &Bound<'_, PyAny>) -> PyResult<Self> {
         let nb = args::count(num_blocks, "num_blocks")?;
         let bs = args::count(block_size, "block_size")?;
-        Ok(PyBlockAllocator { inner: BlockAllocator::new(nb, bs).py()? })
+        Ok(PyBlockAllocator {
+            inner: BlockAllocator::new(nb, bs).py()?,
+        })
     }
 
     #[getter]
@@ -55,7 +57,9 @@ impl PyBlockAllocator {
     }
 
     fn __contains__(&self, seq_id: &Bound<'_, PyAny>) -> bool {
-        seq_id.extract::<u64>().is_ok_and(|s| self.inner.contains(s))
+        seq_id
+            .extract::<u64>()
+            .is_ok_and(|s| self.inner.contains(s))
     }
 
     fn __repr__(&self) -> String {
@@ -73,11 +77,15 @@ impl PyBlockAllocator {
     }
 
     fn blocks_needed(&self, num_tokens: &Bound<'_, PyAny>) -> PyResult<usize> {
-        Ok(self.inner.blocks_needed(args::count(num_tokens, "num_tokens")?))
+        Ok(self
+            .inner
+            .blocks_needed(args::count(num_tokens, "num_tokens")?))
     }
 
     fn can_allocate(&self, num_tokens: &Bound<'_, PyAny>) -> PyResult<bool> {
-        Ok(self.inner.can_allocate(args::count(num_tokens, "num_tokens")?))
+        Ok(self
+            .inner
+            .can_allocate(args::count(num_tokens, "num_tokens")?))
     }
 
     #[pyo3(signature = (seq_id, num_tokens = None))]
@@ -90,7 +98,11 @@ impl PyBlockAllocator {
         self.inner.can_append(seq(seq_id, "seq_id")?, n).py()
     }
 
-    fn allocate(&mut self, seq_id: &Bound<'_, PyAny>, num_tokens: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn allocate(
+        &mut self,
+        seq_id: &Bound<'_, PyAny>,
+        num_tokens: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
         let n = args::count(num_tokens, "num_tokens")?;
         self.inner.allocate(seq(seq_id, "seq_id")?, n).py()
     }
@@ -127,7 +139,13 @@ impl PyBlockAllocator {
         py: Python<'py>,
         seq_id: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyArray1<i32>>> {
-        Ok(to_numpy(py, self.inner.block_table(seq(seq_id, "seq_id")?).py()?.to_vec()))
+        Ok(to_numpy(
+            py,
+            self.inner
+                .block_table(seq(seq_id, "seq_id")?)
+                .py()?
+                .to_vec(),
+        ))
     }
 
     #[pyo3(signature = (seq_ids, width = None))]
