@@ -1,9 +1,12 @@
 """Type stub of the compiled extension ``radixkv._core`` (checked by ``mypy.stubtest``)."""
 
-from typing import Union, final
+from collections.abc import Sequence
+from typing import Optional, Union, final
 
 import numpy as np
 import numpy.typing as npt
+
+from radixkv.metadata import BlockTableMetadata, DecodeMetadata, ExtendMetadata
 
 # Token / slot sequences: a list or tuple of ints, a 1-D NumPy integer array, or a 1-D CPU torch
 # tensor of an integer dtype (typed loosely so torch stays optional).
@@ -137,3 +140,111 @@ class RadixCache:
     def dump(self) -> list[tuple[bytes, list[int], list[int], int, int, int]]:
         """Every node as (namespace, path tokens, own slots, lock_ref, last_access,
         hit_count), sorted."""
+
+# ---- Paged block allocator and batch metadata (SPEC §1, §3) ----------------------------------
+
+# Sequence ids: non-negative ints below 2**64 (a list / tuple, or a 1-D integer array / tensor).
+_SeqIds = Union[list[int], tuple[int, ...], npt.NDArray[np.integer], object]
+# One int sequence per request (each: list, NumPy integer array or CPU torch tensor). The outer
+# container must be a list or tuple at runtime; Sequence here keeps list[ndarray] acceptable.
+_PerRequest = Sequence[_IntSeq]
+
+@final
+class BlockAllocator:
+    """vLLM-style paged allocator: ``num_blocks`` physical blocks of ``block_size`` slots.
+
+    Block ``p`` holds slots ``p*block_size .. p*block_size + block_size - 1``. Each sequence has a
+    block table (logical block i -> physical block) and a length; it holds exactly
+    ``ceil(len / block_size)`` blocks. Blocks carry reference counts: ``fork`` shares them, a
+    write into a shared, partly filled last block copies it first (copy-on-write), and a block is
+    free exactly when its count is 0. ``num_blocks * block_size`` must be at most ``2**31``.
+    Every method validates everything before changing anything: an error changes nothing.
+    """
+
+    def __new__(cls, num_blocks: int, block_size: int) -> BlockAllocator: ...
+    @property
+    def num_blocks(self) -> int: ...
+    @property
+    def block_size(self) -> int: ...
+    @property
+    def num_free_blocks(self) -> int: ...
+    @property
+    def num_seqs(self) -> int: ...
+    def __len__(self) -> int: ...
+    def __contains__(self, seq_id: object, /) -> bool: ...
+    def seq_ids(self) -> list[int]:
+        """Live sequence ids, ascending."""
+    def blocks_needed(self, num_tokens: int) -> int:
+        """``ceil(num_tokens / block_size)``: blocks a new sequence of that length takes."""
+    def can_allocate(self, num_tokens: int) -> bool:
+        """Whether ``allocate(new_id, num_tokens)`` would find enough free blocks."""
+    def can_append(self, seq_id: int, num_tokens: Optional[int] = None) -> bool:
+        """Whether ``append_slots(seq_id, num_tokens)`` (default 1) would succeed, counting the
+        copy-on-write block if one is needed. ``UnknownSequence`` for an unknown id."""
+    def allocate(self, seq_id: int, num_tokens: int) -> None:
+        """Map ``ceil(num_tokens / block_size)`` fresh blocks to a new sequence.
+        ``UnknownSequence`` if ``seq_id`` exists; ``OutOfBlocks`` if too few are free."""
+    def append_slots(self, seq_id: int, num_tokens: Optional[int] = None) -> list[tuple[int, int]]:
+        """Add ``num_tokens`` (default 1) tokens; a block is taken only when the last is full.
+
+        Returns the copy-on-write pairs ``[(src_block, dst_block)]`` the GPU must copy before
+        attention (at most one: when the tokens land in a partly filled last block another
+        sequence shares). ``OutOfBlocks`` (nothing changed) if the copy plus the new blocks do
+        not fit."""
+    def fork(self, parent_id: int, child_id: int) -> None:
+        """Share the parent's blocks with a new sequence (zero copy, ref counts + 1).
+        ``UnknownSequence`` if the parent is unknown or the child exists."""
+    def free(self, seq_id: int) -> None:
+        """Drop a sequence; each block loses a reference and is free again at 0."""
+    def seq_len(self, seq_id: int) -> int: ...
+    def ref_count(self, block: int) -> int:
+        """References to physical ``block`` (``InvalidArgument`` if out of range)."""
+    def block_table(self, seq_id: int) -> _Int32Array:
+        """int32 ``[ceil(len / block_size)]``: the sequence's physical blocks."""
+    def block_tables(self, seq_ids: _SeqIds, width: Optional[int] = None) -> _Int32Array:
+        """int32 ``[len(seq_ids), width]`` block tables padded with 0; ``width`` defaults to the
+        longest table (pass a fixed one for CUDA graphs; narrower raises ``InvalidArgument``)."""
+    def slot_mapping(
+        self, seq_id: int, start: Optional[int] = None, end: Optional[int] = None
+    ) -> _Int32Array:
+        """int32 ``[end - start]``: physical slot of each token position ``start..end``
+        (defaults ``0`` and ``seq_len``); ``InvalidArgument`` unless ``0 <= start <= end <= len``."""
+    def decode_metadata(self, seq_ids: _SeqIds) -> DecodeMetadata[_Int32Array]:
+        """CSR decode metadata over these sequences' blocks (``page_size = block_size``):
+        ``qo_indptr``, ``kv_indptr``, ``kv_indices`` (blocks), ``kv_lens``, ``kv_last_page_len``.
+        Every sequence needs at least one token."""
+    def block_table_metadata(
+        self, seq_ids: _SeqIds, width: Optional[int] = None
+    ) -> BlockTableMetadata[_Int32Array]:
+        """Block-table decode metadata: ``block_tables [n, width]``, ``seq_lens``,
+        ``kv_last_page_len``."""
+    def check(self) -> None:
+        """Verify every invariant (ref counts equal table references; the free list holds
+        exactly the blocks with count 0, once each; table sizes match lengths).
+        ``InvariantViolation`` names the first one broken."""
+
+def build_extend_metadata(
+    prefix_slots: _PerRequest, new_slots: _PerRequest
+) -> ExtendMetadata[_Int32Array]:
+    """Extend (prefix-prefill) metadata, one entry per request: ``prefix_slots[b]`` are cached,
+    ``new_slots[b]`` receive the new tokens. Fields (int32, views of one buffer): ``qo_indptr``
+    [n+1], ``kv_indptr`` [n+1], ``seq_lens``, ``extend_seq_lens``, ``extend_prefix_lens``,
+    ``extend_start_loc`` [n], ``kv_indices`` [sum seq_lens], ``out_cache_loc`` and ``positions``
+    [sum extend_seq_lens]. ``InvalidArgument`` for unequal lengths, negative slots or totals
+    beyond int32."""
+
+def build_decode_metadata(
+    pages: _PerRequest, kv_lens: Optional[_IntSeq] = None, page_size: Optional[int] = None
+) -> DecodeMetadata[_Int32Array]:
+    """CSR decode metadata. ``pages[b]``: request b's pages in order (its slots when
+    ``page_size`` is 1, the default); ``kv_lens[b]``: its valid tokens (required when
+    ``page_size > 1``; must match ``ceil(kv_len / page_size)`` pages and be >= 1)."""
+
+def build_block_table_metadata(
+    pages: _PerRequest,
+    kv_lens: Optional[_IntSeq] = None,
+    page_size: Optional[int] = None,
+    width: Optional[int] = None,
+) -> BlockTableMetadata[_Int32Array]:
+    """Block-table decode metadata (``block_tables [n, width]`` zero-padded, ``seq_lens``,
+    ``kv_last_page_len``), from the same inputs as :func:`build_decode_metadata`."""
