@@ -15,9 +15,13 @@ drives SGLang with, so the per-request µs compare like for like:
 
 A checkpoint inserts the row's tokens, frees the row's own slots for the span that
 another request inserted meanwhile, re-matches to get the node of the inserted path
-(and the tree's slots for that span), and moves the lock onto that node. Like the
-SGLang scheduler, a finish checkpoint also inserts the bare prompt, which splits the
-leaf at the prompt boundary (``split_prompt``; it changes what one eviction frees).
+(and the tree's slots for that span), and moves the lock onto that node.
+
+SGLang's scheduler also inserts the bare prompt at finish, splitting the leaf at the
+prompt boundary for its priority bookkeeping; the anchor driver copies that, but it is
+no part of the documented protocol and radixkv has no priorities, so it is off by
+default (``split_prompt=True`` adds it; hit rates and evictions are the same either
+way on all four traces).
 
 Timed, as in the anchor: admission (with retries) plus finish, per request. Building
 the token arrays is not timed (the anchor builds its ``array('q')`` keys untimed too).
@@ -42,6 +46,7 @@ class _Req:
     plen: int
     olen: int
     row: int = -1
+    rowv: Any = None          # view of that row of the slot table
     node: Any = None          # the locked path end
     protected: int = 0        # leading row slots that the tree owns
     prefix_len: int = 0
@@ -89,7 +94,7 @@ class RadixkvDriver:
     """One pool, one cache, and a request-to-slots table like SGLang's ReqToTokenPool."""
 
     def __init__(self, rk: Any, capacity: int, max_running: int, max_context: int,
-                 split_prompt: bool = True):
+                 split_prompt: bool = False):
         self.rk = rk
         self.pool = rk.TokenPool(capacity)
         self.cache = rk.RadixCache(self.pool)
@@ -125,7 +130,7 @@ class RadixkvDriver:
         if pl:
             row[:pl] = m.slots
         row[pl: pl + need] = new
-        st.row, st.node, st.protected, st.prefix_len = row_id, node, pl, pl
+        st.row, st.rowv, st.node, st.protected, st.prefix_len = row_id, row, node, pl, pl
         self.matched += pl
         self._checkpoint(st, plen)
         return True
@@ -134,15 +139,15 @@ class RadixkvDriver:
         owned = st.plen + st.olen - 1
         self._checkpoint(st, owned)
         if st.protected < owned:  # never at page size 1: the whole row went in
-            self.pool.free(self.rows[st.row][st.protected: owned])
+            self.pool.free(st.rowv[st.protected: owned])
         self.cache.unlock(st.node)
-        st.node = None
+        st.node = st.rowv = None
         self.free_rows.append(st.row)
 
     def _checkpoint(self, st: _Req, up_to: int) -> None:
         cache = self.cache
         key = st.full[:up_to]
-        row = self.rows[st.row]
+        row = st.rowv
         kv = row[:up_to]
         present = cache.insert(key, kv)
         if self.split_prompt and 0 < st.plen < up_to:
@@ -167,7 +172,7 @@ class RadixkvDriver:
 
 
 def replay(rk: Any, trace: Any, capacity: int, max_running: int = 16,
-           split_prompt: bool = True, check: bool = False,
+           split_prompt: bool = False, check: bool = False,
            instrument: Optional[Callable[[RadixkvDriver], None]] = None,
            before_loop: Optional[Callable[[RadixkvDriver], None]] = None,
            after_loop: Optional[Callable[[RadixkvDriver], None]] = None) -> ReplayResult:
@@ -248,7 +253,7 @@ def median_of(results: List[ReplayResult]) -> Dict[str, Any]:
 
 
 def run_radixkv(rk: Any, traces: List[Any], capacities: List[int], repeats: int,
-                max_running: int, split_prompt: bool = True,
+                max_running: int, split_prompt: bool = False,
                 log: Optional[Any] = None) -> List[Dict[str, Any]]:
     out = []
     for trace, cap in zip(traces, capacities):

@@ -111,6 +111,22 @@ def table(comp: List[Dict[str, Any]], systems: List[str]) -> str:
     return "\n".join(lines)
 
 
+def variant_line(variant: List[Dict[str, Any]], anchors: List[Dict[str, Any]],
+                 split: bool) -> str:
+    """One line for the replay with the other prompt-split setting."""
+    if not variant:
+        return ""
+    idx = _index(anchors)
+    what = ("with SGLang's extra prompt-boundary insert at finish" if split
+            else "without SGLang's prompt-boundary insert at finish")
+    parts = []
+    for r in variant:
+        ref = idx.get((r["trace"], REFERENCE))
+        ratio = f", {ref['mean_us'] / r['mean_us']:.1f}x" if ref else ""
+        parts.append(f"{r['trace']} {r['mean_us']:.1f} ({r['p99_us']:.1f}{ratio})")
+    return f"radixkv {what}, mean (p99, ratio to {LABELS[REFERENCE]}): " + "; ".join(parts) + "."
+
+
 def median_table(comp: List[Dict[str, Any]], systems: List[str]) -> str:
     """Median µs per request: less sensitive than the mean to a preempted request."""
     head = ["trace", "radixkv"] + [LABELS.get(s, s) for s in systems]

@@ -91,8 +91,10 @@ def parse_args(argv: List[str]) -> argparse.Namespace:
                     help="also run the anchor's --memory report for SGLang (about 3 min)")
     ap.add_argument("--no-breakdown", action="store_true",
                     help="skip the instrumented pass that times each cache call")
-    ap.add_argument("--no-split-prompt", action="store_true",
-                    help="skip the prompt-boundary insert at finish (SGLang's scheduler does it)")
+    ap.add_argument("--split-prompt", action="store_true",
+                    help="add SGLang's prompt-boundary insert at finish to radixkv's protocol")
+    ap.add_argument("--no-variant", action="store_true",
+                    help="skip the replay of the other --split-prompt setting")
     ap.add_argument("--check", action="store_true",
                     help="cache.check() after every admission (debug; not for timing)")
     ap.add_argument("--strict", action="store_true",
@@ -120,7 +122,7 @@ def main(argv: List[str]) -> int:
         "loadavg_start": _loadavg(),
         "repeats": a.repeats,
         "max_running": a.max_running,
-        "split_prompt": not a.no_split_prompt,
+        "split_prompt": a.split_prompt,
     }
 
     anchors: Dict[str, Any] = {"results": []}
@@ -139,17 +141,22 @@ def main(argv: List[str]) -> int:
     caps = [_traces.capacity_tokens(shared, t, a.max_running) for t in traces]
     if a.check:
         for t, c in zip(traces, caps):
-            _replay.replay(rk, t, c, a.max_running, not a.no_split_prompt, check=True)
+            _replay.replay(rk, t, c, a.max_running, a.split_prompt, check=True)
         _log("radixkv: check() passed after every admission on every trace")
     mine = _replay.run_radixkv(rk, traces, caps, a.repeats, a.max_running,
-                               not a.no_split_prompt, log=_log)
+                               a.split_prompt, log=_log)
+    variant: List[Dict[str, Any]] = []
+    if not a.no_variant:
+        _log(f"radixkv: variant with split_prompt={not a.split_prompt}")
+        variant = _replay.run_radixkv(rk, traces, caps, a.repeats, a.max_running,
+                                      not a.split_prompt, log=_log)
     info["loadavg_after_radixkv"] = _loadavg()
 
     breakdown: List[Dict[str, Any]] = []
     if not a.no_breakdown:
         for t, c, m in zip(traces, caps, mine):
             breakdown.append(_profile.breakdown(rk, t, c, a.max_running,
-                                                not a.no_split_prompt, m["mean_us"]))
+                                                a.split_prompt, m["mean_us"]))
 
     micro: Dict[str, Any] = {}
     if not a.no_micro:
@@ -183,6 +190,7 @@ def main(argv: List[str]) -> int:
           f"{info['loadavg_end']} at end.", "",
           "Mean (p99) µs of cache work per request; bold: anchor mean / radixkv mean.", "",
           _report.table(comp, present), "",
+          _report.variant_line(variant, anchors["results"], not a.split_prompt), "",
           "Median µs per request (ratio: anchor / radixkv):", "",
           _report.median_table(comp, present), ""]
     if breakdown:
@@ -201,7 +209,8 @@ def main(argv: List[str]) -> int:
     text = "\n".join(md) + "\n"
     (out / f"{a.name}.md").write_text(text)
     _report.write_json(out / f"{a.name}.json", {
-        "info": info, "anchors": anchors, "radixkv": mine, "comparison": comp,
+        "info": info, "anchors": anchors, "radixkv": mine, "radixkv_variant": variant,
+        "comparison": comp,
         "breakdown": breakdown, "micro": micro, "memory": memory, "anchor_memory": anchor_mem,
         "targets": tgt})
     if comp:
