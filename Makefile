@@ -29,7 +29,7 @@ pytest: build
 	$(PY) -m pytest -q
 
 stubtest: build
-	$(PY) -m mypy.stubtest radixkv._core --allowlist .ci/stubtest-allowlist.txt
+	$(PY) -m mypy.stubtest radixkv._core --allowlist python/radixkv/stubtest_allowlist.txt
 
 cargo-test:
 	cargo test --workspace -q
