@@ -28,27 +28,43 @@ namespace decode {
 constexpr int kThreads = 128;
 
 // Elements per lane: 16 halve the lanes per row (fewer shuffle steps per score) but take twice
-// the registers for q and the accumulators (fewer resident blocks, fewer loads in flight); 8 is the
-// opposite trade. kWide picks 16 where q and the accumulators of GC heads still fit.
+// the registers for q and the accumulators (fewer resident blocks); 8 is the opposite trade and
+// measured faster on the H200 (bench/NOTES.md, run 1), so it is the default; 16 ("wide") is the
+// tuning variant 1 where it fits (GC <= 4, D >= 128).
 template <int D, int GC>
-constexpr bool kWide = GC <= 4 && D >= 128;
+constexpr bool kWideOk = GC <= 4 && D >= 128;
+
+// Pipeline depth: steps whose copies are in flight while one step is computed. Without an
+// asynchronous copy (AMD/Hygon) the copy is synchronous and one stage is all that makes sense.
+constexpr int kStages = kAsyncCopy ? 3 : 1;
 
 template <int D, int GC, bool WIDE>
 struct Tile {
   static constexpr int kElems = WIDE ? 16 : 8;
-  static constexpr int kVecs = kElems / 8;                  // 16-byte loads per row per lane
-  static constexpr int kLanesPerRow = D / kElems;           // 4..32, divides the warp size
+  static constexpr int kVecs = kElems / 8;                  // 16-byte copies per row per lane
+  static constexpr int kLanesPerRow = D / kElems;           // 8..32, divides the warp size
   static constexpr int kRowGroups = kThreads / kLanesPerRow;
   static constexpr int kUnroll = 32 / kElems;               // rows per row group per step
   static constexpr int kStepTokens = kRowGroups * kUnroll;
   static_assert(kLanesPerRow <= kWarpSize && kWarpSize % kLanesPerRow == 0, "row group in one warp");
+  // Staging: per stage, per thread, U rows x (K, V) x V vectors; thread-major so that the 16-byte
+  // accesses of neighbouring threads hit neighbouring banks.
+  static constexpr int kStageVecs = kUnroll * 2 * kVecs * kThreads;
+  static constexpr int kCombineFloats = kRowGroups * GC * D + 3 * kRowGroups * GC + 2 * GC;
+  static constexpr int kSmemVecs = kStages * kStageVecs > (kCombineFloats + 3) / 4
+                                       ? kStages * kStageVecs
+                                       : (kCombineFloats + 3) / 4;
+  // Register cap from occupancy: 4 blocks (128 registers) while q + accumulators are small.
+  static constexpr int kMinBlocks = GC * kElems <= 32 ? 4 : 2;
 };
 
 template <typename T, int D, int PS, int GC, bool WIDE>
-__global__ void __launch_bounds__(kThreads) paged_decode_kernel(const PagedDecodeParams p) {
+__global__ void __launch_bounds__(kThreads, (Tile<D, GC, WIDE>::kMinBlocks))
+    paged_decode_kernel(const PagedDecodeParams p) {
   using Tl = Tile<D, GC, WIDE>;
   constexpr int E = Tl::kElems, V = Tl::kVecs, LPR = Tl::kLanesPerRow, RG = Tl::kRowGroups;
-  constexpr int U = Tl::kUnroll, STEP = Tl::kStepTokens;
+  constexpr int U = Tl::kUnroll, STEP = Tl::kStepTokens, S = kStages;
+  __shared__ vec16 smem[Tl::kSmemVecs];
 
   const int split = blockIdx.x, b = blockIdx.y;
   const int group = p.num_q_heads / p.num_kv_heads;
@@ -73,6 +89,54 @@ __global__ void __launch_bounds__(kThreads) paged_decode_kernel(const PagedDecod
   const int per_split = ((len + p.num_splits - 1) / p.num_splits + STEP - 1) / STEP * STEP;
   const int begin = split * per_split;
   const int end = min(len, begin + per_split);
+  const int nsteps = end > begin ? (end - begin + STEP - 1) / STEP : 0;
+
+  // Page of each row this thread copies in step i (-1: no row: past the end or a bad index).
+  auto lookup = [&](int i, int (&pg)[U]) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int t = begin + i * STEP + u * RG + rg;  // row groups take neighbouring tokens
+      int page = -1;
+      if (i < nsteps && t < end) {
+        page = pages[t / PS];
+        if (page < 0 || page >= p.num_pages) page = -1;
+      }
+      pg[u] = page;
+    }
+  };
+  const int64_t head_off = static_cast<int64_t>(kvh) * p.kv_stride_head + lane * E;
+  const T* kbase = static_cast<const T*>(p.k_cache) + head_off;
+  const T* vbase = static_cast<const T*>(p.v_cache) + head_off;
+  auto stage_vec = [&](int st, int u, int kv, int v) -> vec16* {
+    return &smem[(((st * U + u) * 2 + kv) * V + v) * kThreads + tid];
+  };
+  // Start the copies of step i into stage i % S; always commits one group (possibly empty).
+  auto issue = [&](int i, const int (&pg)[U]) {
+    if (i < nsteps) {
+      const int st = i % S;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int t = begin + i * STEP + u * RG + rg;
+        const bool ok = pg[u] >= 0;
+        const int64_t off =
+            ok ? static_cast<int64_t>(pg[u]) * p.kv_stride_page + (t % PS) * p.kv_stride_slot : 0;
+#pragma unroll
+        for (int v = 0; v < V; ++v) {
+          cp_async16(stage_vec(st, u, 0, v), kbase + off + 8 * v, ok);
+          cp_async16(stage_vec(st, u, 1, v), vbase + off + 8 * v, ok);
+        }
+      }
+    }
+    cp_async_commit();
+  };
+
+  // Index look-ups run S + 1 steps ahead of the math and copies S - 1 steps ahead, so neither the
+  // page-table loads nor the K/V loads wait in line behind the arithmetic.
+  int pgq[S + 1][U];
+#pragma unroll
+  for (int j = 0; j <= S; ++j) lookup(j, pgq[j]);
+#pragma unroll
+  for (int j = 0; j < S - 1; ++j) issue(j, pgq[j]);
 
   // q of the GC served heads, this lane's E elements, in log2 units.
   const float qscale = p.sm_scale * kLog2e;
@@ -95,36 +159,10 @@ __global__ void __launch_bounds__(kThreads) paged_decode_kernel(const PagedDecod
     for (int i = 0; i < E; ++i) acc[g][i] = 0.f;
   }
 
-  const int64_t head_off = static_cast<int64_t>(kvh) * p.kv_stride_head + lane * E;
-  const T* kbase = static_cast<const T*>(p.k_cache) + head_off;
-  const T* vbase = static_cast<const T*>(p.v_cache) + head_off;
-
-  for (int t0 = begin; t0 < end; t0 += STEP) {
-    // Issue every load of the step before any math: 2 * U * V independent 16-byte loads per lane.
-    vec16 kr[U][V], vr[U][V];
-    bool valid[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int t = t0 + u * RG + rg;  // row groups read neighbouring tokens: coalesced indices
-      valid[u] = t < end;
-      int page = 0;
-      if (valid[u]) page = pages[t / PS];
-      valid[u] = valid[u] && page >= 0 && page < p.num_pages;
-      if (valid[u]) {
-        const int64_t off = static_cast<int64_t>(page) * p.kv_stride_page + (t % PS) * p.kv_stride_slot;
-#pragma unroll
-        for (int v = 0; v < V; ++v) {
-          kr[u][v] = load16_stream(kbase + off + 8 * v);
-          vr[u][v] = load16_stream(vbase + off + 8 * v);
-        }
-      } else {
-#pragma unroll
-        for (int v = 0; v < V; ++v) {
-          kr[u][v] = vec16{{0u, 0u, 0u, 0u}};
-          vr[u][v] = vec16{{0u, 0u, 0u, 0u}};
-        }
-      }
-    }
+  for (int i = 0; i < nsteps; ++i) {
+    issue(i + S - 1, pgq[S - 1]);
+    cp_async_wait<S - 1>();  // this thread's copies of step i have landed
+    const int st = i % S;
 
     // Scores: partial dot products, then a butterfly sum over the row group's lanes.
     float s[GC][U];
@@ -132,12 +170,12 @@ __global__ void __launch_bounds__(kThreads) paged_decode_kernel(const PagedDecod
     for (int u = 0; u < U; ++u) {
       float kf[E];
 #pragma unroll
-      for (int v = 0; v < V; ++v) unpack8<T>(kr[u][v], &kf[8 * v]);
+      for (int v = 0; v < V; ++v) unpack8<T>(*stage_vec(st, u, 0, v), &kf[8 * v]);
 #pragma unroll
       for (int g = 0; g < GC; ++g) {
         float a = 0.f;
 #pragma unroll
-        for (int i = 0; i < E; ++i) a = fmaf(qv[g][i], kf[i], a);
+        for (int e = 0; e < E; ++e) a = fmaf(qv[g][e], kf[e], a);
         s[g][u] = a;
       }
     }
@@ -155,7 +193,7 @@ __global__ void __launch_bounds__(kThreads) paged_decode_kernel(const PagedDecod
       float mx = m[g];
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        if (!valid[u]) s[g][u] = kNegInf;
+        if (pgq[0][u] < 0) s[g][u] = kNegInf;
         mx = fmaxf(mx, s[g][u]);
       }
       const float ms = safe_max(mx);
@@ -169,25 +207,37 @@ __global__ void __launch_bounds__(kThreads) paged_decode_kernel(const PagedDecod
       l[g] = l[g] * alpha + sum;
       m[g] = mx;
 #pragma unroll
-      for (int i = 0; i < E; ++i) acc[g][i] *= alpha;
+      for (int e = 0; e < E; ++e) acc[g][e] *= alpha;
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       float vf[E];
 #pragma unroll
-      for (int v = 0; v < V; ++v) unpack8<T>(vr[u][v], &vf[8 * v]);
+      for (int v = 0; v < V; ++v) unpack8<T>(*stage_vec(st, u, 1, v), &vf[8 * v]);
 #pragma unroll
       for (int g = 0; g < GC; ++g)
 #pragma unroll
-        for (int i = 0; i < E; ++i) acc[g][i] = fmaf(s[g][u], vf[i], acc[g][i]);
+        for (int e = 0; e < E; ++e) acc[g][e] = fmaf(s[g][u], vf[e], acc[g][e]);
     }
-  }
 
-  // Merge the row groups' states.
-  __shared__ float sm_m[RG][GC], sm_l[RG][GC];
-  __shared__ float sm_w[RG][GC];
-  __shared__ float sm_L[GC], sm_M[GC];
-  __shared__ __align__(16) float sm_o[RG][GC][D];
+    // Advance the look-up queue; the new look-up is consumed S iterations from now.
+#pragma unroll
+    for (int j = 0; j < S; ++j)
+#pragma unroll
+      for (int u = 0; u < U; ++u) pgq[j][u] = pgq[j + 1][u];
+    lookup(i + S + 1, pgq[S]);
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // the staging buffer is reused below
+
+// Merge the row groups' states.
+  // Shared memory, now: o [RG][GC][D], then m, l, w [RG][GC], then L, M [GC].
+  float(*sm_o)[GC][D] = reinterpret_cast<float(*)[GC][D]>(smem);
+  float(*sm_m)[GC] = reinterpret_cast<float(*)[GC]>(&sm_o[RG][0][0]);
+  float(*sm_l)[GC] = sm_m + RG;
+  float(*sm_w)[GC] = sm_l + RG;
+  float* sm_L = &sm_w[RG][0];
+  float* sm_M = sm_L + GC;
   if (lane == 0) {
 #pragma unroll
     for (int g = 0; g < GC; ++g) {
@@ -267,18 +317,18 @@ void run(const PagedDecodeParams& p, Stream stream) {
   const int chunks = (p.num_q_heads / p.num_kv_heads) / GC;
   const dim3 grid(p.num_splits, p.batch, p.num_kv_heads * chunks);
 #if RADIXKV_DECODE_VARIANTS
-  // Tuning build only: variant 1 forces 8 elements per lane where the default would take 16.
-  if constexpr (kWide<D, GC>) {
+  // Tuning build only: variant 1 takes 16 elements per lane where that fits.
+  if constexpr (kWideOk<D, GC>) {
     if (p.variant == 1) {
-      paged_decode_kernel<T, D, PS, GC, false><<<grid, kThreads, 0, s>>>(p);
-    } else {
       paged_decode_kernel<T, D, PS, GC, true><<<grid, kThreads, 0, s>>>(p);
+    } else {
+      paged_decode_kernel<T, D, PS, GC, false><<<grid, kThreads, 0, s>>>(p);
     }
   } else {
     paged_decode_kernel<T, D, PS, GC, false><<<grid, kThreads, 0, s>>>(p);
   }
 #else
-  paged_decode_kernel<T, D, PS, GC, kWide<D, GC>><<<grid, kThreads, 0, s>>>(p);
+  paged_decode_kernel<T, D, PS, GC, false><<<grid, kThreads, 0, s>>>(p);
 #endif
   error_t e = last_error();
   if (e == kSuccess && p.num_splits > 1) {

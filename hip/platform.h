@@ -122,6 +122,46 @@ RK_DEVICE void store16(void* p, const vec16& v) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Asynchronous 16-byte global -> shared copies, so loads can be in flight without holding
+// registers. NVIDIA (sm_80+): cp.async (L2 only), completion per thread by commit groups, so a
+// thread that reads back only what it copied needs no barrier. AMD/Hygon: no such instruction in
+// HIP 5.2, so the copy is synchronous and commit/wait are no-ops (kAsyncCopy tells kernels to use
+// a single stage there). `valid == false` writes 16 zero bytes and reads nothing.
+#if RK_NVIDIA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+constexpr bool kAsyncCopy = true;
+RK_DEVICE void cp_async16(void* smem, const void* gmem, bool valid) {
+  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const int n = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
+}
+RK_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+RK_DEVICE void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+#else
+#if RK_NVIDIA
+constexpr bool kAsyncCopy = false;  // host pass and pre-sm_80 device code
+#else
+constexpr bool kAsyncCopy = false;
+#endif
+RK_DEVICE void cp_async16(void* smem, const void* gmem, bool valid) {
+  *reinterpret_cast<uint4*>(smem) =
+      valid ? *reinterpret_cast<const uint4*>(gmem) : make_uint4(0u, 0u, 0u, 0u);
+}
+RK_DEVICE void cp_async_commit() {}
+template <int N>
+RK_DEVICE void cp_async_wait() {}
+#endif
+
+// Loads of data other blocks of the same launch wrote (after their fence): bypass the
+// non-coherent L1.
+RK_DEVICE float load_coherent(const float* p) { return *static_cast<const volatile float*>(p); }
+
+// Make this thread's global writes visible device-wide before a later atomic signals them.
+RK_DEVICE void fence_device() { __threadfence(); }
+
+// ---------------------------------------------------------------------------------------------
 // 16-bit float storage types. bf16 is kept as raw 16-bit storage with bit-level conversions:
 // HIP 5.2 has no __hip_bfloat16 device type, and a bf16 -> float conversion is only a shift.
 struct bf16_t {

@@ -213,8 +213,10 @@ def test_num_splits_depends_on_batch_context_and_sms():
     assert ops.decode_num_splits(1, 8, 1, 32768, 132) == 64
     # A batch that already fills the GPU: single pass.
     assert ops.decode_num_splits(256, 8, 1, 512, 132) == 1
-    # Short context: never cut below 256 tokens per split.
-    assert ops.decode_num_splits(1, 8, 1, 512, 132) == 2
+    # Short context: never cut below 128 tokens per split.
+    assert ops.decode_num_splits(1, 8, 1, 512, 132) == 4
+    # Partitions that fit one wave: 16 x 8 blocks on 528 slots -> 4 splits (512 blocks), not 5.
+    assert ops.decode_num_splits(16, 8, 1, 4096, 132) == 4
     # A smaller GPU needs fewer splits for the same work.
     assert ops.decode_num_splits(4, 8, 1, 32768, 20) < ops.decode_num_splits(4, 8, 1, 32768, 132)
 

@@ -212,8 +212,8 @@ def _sm_count(device: torch.device) -> int:
     return _num_sms[idx]
 
 
-# Mirrors the kernel's tiling: a split below this many tokens is not worth its combine traffic.
-_MIN_TOKENS_PER_SPLIT = 256
+# A partition shorter than this is not worth its share of the combine traffic.
+_MIN_TOKENS_PER_SPLIT = 128
 _MAX_SPLITS = 64
 
 
@@ -221,19 +221,21 @@ def decode_num_splits(batch: int, kv_heads: int, head_chunks: int, est_len: int,
                       blocks_per_sm: int = 4) -> int:
     """How many KV partitions paged_decode uses (1 = single pass, no combine).
 
-    The grid has ``batch * kv_heads * head_chunks`` blocks before splitting. When that already
-    fills the GPU (``num_sms * blocks_per_sm`` resident blocks, give or take a quarter) one pass is
-    best; otherwise the context is cut into enough partitions to fill it, but never into pieces
-    shorter than ``_MIN_TOKENS_PER_SPLIT`` tokens (``est_len`` is the mean context length, known on
-    the host from the index tensors' shapes, so choosing costs no synchronisation).
+    The grid has ``batch * kv_heads * head_chunks`` blocks before splitting and the GPU holds
+    ``num_sms * blocks_per_sm`` at once (4 per SM: the decode kernel's 48 KB of shared memory and
+    128 registers per thread). When the unsplit grid already fills three quarters of that, one
+    pass is best. Otherwise the context is cut into as many partitions as still fit in one wave
+    (a partial second wave would run at a fraction of the bandwidth), but never into pieces shorter
+    than ``_MIN_TOKENS_PER_SPLIT`` tokens. ``est_len`` is the mean context length, known on the
+    host from the index tensors' shapes, so choosing costs no synchronisation.
     """
     base = max(1, batch * kv_heads * head_chunks)
-    target = num_sms * blocks_per_sm
-    if 4 * base >= 3 * target:
+    capacity = num_sms * blocks_per_sm
+    if 4 * base >= 3 * capacity:
         return 1
-    want = -(-target // base)
+    fit = capacity // base
     cap = max(1, est_len // _MIN_TOKENS_PER_SPLIT)
-    return int(max(1, min(want, cap, _MAX_SPLITS)))
+    return int(max(1, min(fit, cap, _MAX_SPLITS)))
 
 
 def _head_chunk(group: int) -> int:
