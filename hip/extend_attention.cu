@@ -46,7 +46,7 @@
 #define RADIXKV_EXT_MIN_BLOCKS 1
 #endif
 #ifndef RADIXKV_EXT_KK_UNROLL
-#define RADIXKV_EXT_KK_UNROLL 2  // head-dim steps of S = Q K^T kept in flight (register budget)
+#define RADIXKV_EXT_KK_UNROLL 4  // head-dim steps of S = Q K^T kept in flight (register budget)
 #endif
 
 namespace rk {
@@ -56,6 +56,15 @@ constexpr int kKKUnroll = RADIXKV_EXT_KK_UNROLL;
 
 using mma::Acc;
 using mma::Frag;
+
+// Warp vote: does any lane hold `pred`?
+RK_DEVICE bool warp_any(bool pred) {
+#if RK_AMD
+  return __any(pred);
+#else
+  return __any_sync(0xffffffffu, pred);
+#endif
+}
 
 // Shuffle-up for the tile lookup's prefix sum (platform.h has xor and indexed shuffles only).
 RK_DEVICE int shfl_up_int(int v, int delta) {
@@ -196,12 +205,12 @@ struct PageWalker {
     step_next(step_pages, step_off, step_keys, p.page_size);
     nraw = fetch(row, npage_idx, nkey, lk);
   }
-  // Row address for the copy threads; -1 = zero-fill (past L_k, or a bad page index).
-  RK_DEVICE int64_t published(int lk) const { return key < lk && ok ? addr : int64_t(-1); }
+  // Row byte offset for the copy threads; -1 = zero-fill (past L_k, or a bad page index).
+  RK_DEVICE int64_t published(int lk) const { return key < lk && ok ? addr * 2 : int64_t(-1); }
 };
 
 // Copies of [kBN][D] key/value tiles: thread t moves chunk t % (D/8) of rows t / (D/8) + i * step.
-// Row addresses come from the walker's table (`rows`, -1 = zero-fill).
+// Row byte offsets come from the walker's table (`rows`, negative = zero-fill).
 template <int D, int kBN, int kThreads>
 struct TileCopy {
   static constexpr int kChunks = D / 8;
@@ -209,35 +218,30 @@ struct TileCopy {
   static constexpr int kRowStep = kThreads / kChunks;
   static_assert((kBN * kChunks) % kThreads == 0 && kThreads % kChunks == 0, "whole copy passes");
   int r0, c8, dst0;
+  const char* k_src;  // this KV head's chunk c of row offset 0 (bytes)
+  const char* v_src;
 
-  RK_DEVICE TileCopy() {
+  RK_DEVICE TileCopy(const uint16_t* k_head, const uint16_t* v_head) {
     r0 = threadIdx.x / kChunks;
     c8 = (threadIdx.x % kChunks) * 8;
     dst0 = mma::smem_index<D>(r0, c8);
+    k_src = reinterpret_cast<const char*>(k_head + c8);
+    v_src = reinterpret_cast<const char*>(v_head + c8);
   }
   RK_DEVICE int dst(int it) const {
     // Rows 8 apart share their swizzle: a constant step then.
-    return kRowStep % 8 == 0 ? dst0 + it * kRowStep * D : mma::smem_index<D>(r0 + it * kRowStep, c8);
+    return kRowStep % 8 == 0 ? dst0 + it * kRowStep * D
+                             : mma::smem_index<D>(r0 + it * kRowStep, c8);
   }
-  // One tile of one cache.
-  RK_DEVICE void one(uint16_t* d, const uint16_t* src_head, const int64_t* rows) const {
+  template <bool kK, bool kV>
+  RK_DEVICE void copy(uint16_t* dk, uint16_t* dv, const int64_t* rows) const {
 #pragma unroll
     for (int it = 0; it < kPasses; ++it) {
       const int64_t a = rows[r0 + it * kRowStep];
       const bool valid = a >= 0;
-      mma::async_copy16(d + dst(it), src_head + (valid ? a : 0) + c8, valid);
-    }
-  }
-  // The same rows of both caches (one table read per row).
-  RK_DEVICE void both(uint16_t* dk, uint16_t* dv, const uint16_t* k_head, const uint16_t* v_head,
-                      const int64_t* rows) const {
-#pragma unroll
-    for (int it = 0; it < kPasses; ++it) {
-      const int64_t a = rows[r0 + it * kRowStep];
-      const bool valid = a >= 0;
-      const int64_t off = (valid ? a : 0) + c8;
-      mma::async_copy16(dk + dst(it), k_head + off, valid);
-      mma::async_copy16(dv + dst(it), v_head + off, valid);
+      const int64_t off = valid ? a : 0;
+      if (kK) mma::async_copy16(dk + dst(it), k_src + off, valid);
+      if (kV) mma::async_copy16(dv + dst(it), v_src + off, valid);
     }
   }
 };
@@ -337,13 +341,13 @@ extend_attention_kernel(const ExtendParams p) {
     mma::async_copy16(sQ + mma::smem_index<D>(r, c * 8), src, valid);
   }
   __syncthreads();  // sRows[0] visible
-  const TileCopy<D, kBN, kThreads> copy;
+  const TileCopy<D, kBN, kThreads> copy(kbase, vbase);
   if (kSplitWait) {
-    copy.one(sK, kbase, sRows);
+    copy.template copy<true, false>(sK, sV, sRows);
     mma::async_commit();  // group: Q + K0
-    copy.one(sV, vbase, sRows);
+    copy.template copy<false, true>(sK, sV, sRows);
   } else {
-    copy.both(sK, sV, kbase, vbase, sRows);
+    copy.template copy<true, true>(sK, sV, sRows);
   }
   mma::async_commit();  // group: V0 (or Q + K0 + V0)
 
@@ -388,14 +392,15 @@ extend_attention_kernel(const ExtendParams p) {
     if (kSplitWait) {
       mma::async_wait<1>();  // this thread's K_n copies (and Q) done; V_n may be in flight
       __syncthreads();       // everyone's K_n copies visible; tile n-1 fully consumed
-      if (n + 1 < n_kv_tiles) copy.one(sK + (buf ^ 1) * C::kKVElems, kbase, sRows + (buf ^ 1) * kBN);
+      if (n + 1 < n_kv_tiles)
+        copy.template copy<true, false>(sK + (buf ^ 1) * C::kKVElems, nullptr, sRows + (buf ^ 1) * kBN);
       mma::async_commit();
     } else {
       mma::async_wait<0>();  // K_n and V_n (issued a whole tile ago) done
       __syncthreads();       // visible to all; tile n-1 fully consumed
       if (n + 1 < n_kv_tiles)
-        copy.both(sK + (buf ^ 1) * C::kKVElems, sV + (buf ^ 1) * C::kKVElems, kbase, vbase,
-                  sRows + (buf ^ 1) * kBN);
+        copy.template copy<true, true>(sK + (buf ^ 1) * C::kKVElems, sV + (buf ^ 1) * C::kKVElems,
+                                       sRows + (buf ^ 1) * kBN);
       mma::async_commit();
       // Tile n's row table is free (its copies were issued before the barrier): tile n + 2.
       if (is_walker && n + 2 < n_kv_tiles) {
@@ -427,6 +432,7 @@ extend_attention_kernel(const ExtendParams p) {
     // Mask (stage 2 only), running max, rescale.
     float corr[kMT][kSlots];
     float m_use[kMT][kSlots];
+    bool grew = false;
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt) {
       float mx[kSlots];
@@ -446,14 +452,12 @@ extend_attention_kernel(const ExtendParams p) {
       for (int sl = 0; sl < kSlots; ++sl) {
         const float m_new = fmaxf(m[mt][sl], mma::row_max(mx[sl]));
         m_use[mt][sl] = m_new == kNegInf ? 0.f : m_new * c;
-        corr[mt][sl] = fast_exp2(m[mt][sl] * c - m_use[mt][sl]);  // m = -inf -> 0
+        // Only a grown max rescales (m = -inf -> factor 0); an unchanged one leaves l and O as is.
+        corr[mt][sl] = m_new > m[mt][sl] ? fast_exp2(m[mt][sl] * c - m_use[mt][sl]) : 1.f;
+        grew |= m_new > m[mt][sl];
         m[mt][sl] = m_new;
         l[mt][sl] *= corr[mt][sl];
       }
-#pragma unroll
-      for (int db = 0; db < kDB; ++db)
-#pragma unroll
-        for (int i = 0; i < mma::kAccElems; ++i) o[mt][db].x[i] *= corr[mt][mma::acc_slot(i)];
 #pragma unroll
       for (int kb = 0; kb < kKB; ++kb)
 #pragma unroll
@@ -463,11 +467,22 @@ extend_attention_kernel(const ExtendParams p) {
           l[mt][mma::acc_slot(i)] += pv;
         }
     }
+    // Rescale O only when some row of the warp saw a new max (rare once a row has seen its
+    // largest scores, e.g. deep into a long prefix): skipping multiplies by exactly 1.
+    if (warp_any(grew)) {
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int db = 0; db < kDB; ++db)
+#pragma unroll
+          for (int i = 0; i < mma::kAccElems; ++i) o[mt][db].x[i] *= corr[mt][mma::acc_slot(i)];
+    }
 
     if (kSplitWait) {
       mma::async_wait<1>();  // V_n done (K_{n+1} may be in flight)
       __syncthreads();
-      if (n + 1 < n_kv_tiles) copy.one(sV + (buf ^ 1) * C::kKVElems, vbase, sRows + (buf ^ 1) * kBN);
+      if (n + 1 < n_kv_tiles)
+        copy.template copy<false, true>(nullptr, sV + (buf ^ 1) * C::kKVElems, sRows + (buf ^ 1) * kBN);
       mma::async_commit();
       // Tile n's row table is free now (K_n, V_n issued long ago): publish tile n + 2 there.
       if (is_walker && n + 2 < n_kv_tiles) {

@@ -42,8 +42,24 @@ namespace rk {
 namespace mma {
 
 // Element types are platform.h's storage types: rk::f16_t (IEEE half), rk::bf16_t (bfloat16).
+// pack2: two floats -> two 16-bit elements in one word (lo in the low half). NVIDIA has a
+// one-instruction converter for both types (F2FP); elsewhere platform.h's Convert does it.
 template <class T>
 RK_DEVICE uint32_t pack2(float lo, float hi) { return Convert<T>::pack2(lo, hi); }
+#if RK_NVIDIA
+template <>
+RK_DEVICE uint32_t pack2<bf16_t>(float lo, float hi) {
+  uint32_t w;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
+  return w;
+}
+template <>
+RK_DEVICE uint32_t pack2<f16_t>(float lo, float hi) {
+  uint32_t w;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
+  return w;
+}
+#endif
 
 // ---------------------------------------------------------------------------------------------
 // Shared-memory tile addressing and global->shared copies.
