@@ -134,6 +134,9 @@ class RadixCache:
     @property
     def num_nodes(self) -> int: ...
     @property
+    def memory_bytes(self) -> int:
+        """Approximate heap bytes of the tree's bookkeeping; / total_size = bytes per token."""
+    @property
     def pool(self) -> TokenPool | None: ...
     def check(self) -> None:
         """Verify every invariant; ``InvariantViolation`` names the first broken one."""

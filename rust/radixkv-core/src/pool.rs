@@ -8,7 +8,7 @@
 //! - `Cached`: held by the radix cache attached to this pool (`RadixCache::insert` moved it there;
 //!   eviction moves it back to `Free`). The caller may not free a cached slot.
 //!
-//! That three-way split is what makes "free + cached + out == num_slots" checkable, and double
+//! That three-way split is what makes "free + cached + out == `num_slots`" checkable, and double
 //! frees O(1) per slot to detect. Every public call validates everything before changing anything.
 
 use crate::error::{CoreError, Result};
@@ -43,7 +43,7 @@ impl TokenPool {
         if page_size == 0 {
             return Err(CoreError::invalid("page_size must be >= 1"));
         }
-        if num_slots == 0 || num_slots % page_size != 0 {
+        if num_slots == 0 || !num_slots.is_multiple_of(page_size) {
             return Err(CoreError::invalid(format!(
                 "num_slots must be a positive multiple of page_size ({page_size}), got {num_slots}"
             )));
@@ -102,7 +102,7 @@ impl TokenPool {
 
     /// Hands out `n` slots (`n / page_size` whole pages). `n` must be a multiple of `page_size`.
     pub fn alloc(&mut self, n: usize) -> Result<Vec<i32>> {
-        if n % self.page_size != 0 {
+        if !n.is_multiple_of(self.page_size) {
             return Err(CoreError::invalid(format!(
                 "alloc({n}): n must be a multiple of page_size ({})",
                 self.page_size
@@ -160,7 +160,7 @@ impl TokenPool {
         for (i, &s) in slots.iter().enumerate() {
             let st = self.state[s as usize];
             if st != from {
-                let err = self.state_error(s, st, from);
+                let err = Self::state_error(s, st, from);
                 for &t in &slots[..i] {
                     self.state[t as usize] = from;
                 }
@@ -172,7 +172,7 @@ impl TokenPool {
         Ok(())
     }
 
-    fn state_error(&self, s: i32, st: SlotState, wanted: SlotState) -> CoreError {
+    fn state_error(s: i32, st: SlotState, wanted: SlotState) -> CoreError {
         match (st, wanted) {
             (SlotState::Free, SlotState::Out) => {
                 CoreError::DoubleFree(format!("slot {s} is already free (or listed twice)"))

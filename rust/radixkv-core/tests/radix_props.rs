@@ -1,6 +1,6 @@
 //! Property test: random sequences of `RadixOp`s replayed by the shared harness, which checks
 //! the cache against its reference model and runs `check()` after every op. The same op enum
-//! drives the cargo-fuzz target. Budget: PROPTEST_CASES (default 256 sequences per page size).
+//! drives the cargo-fuzz target. Budget: `PROPTEST_CASES` (default 256 sequences per page size).
 
 use proptest::prelude::*;
 use radixkv_core::radix::replay::{Harness, RadixOp, Seq};

@@ -12,7 +12,7 @@ use crate::convert::{i32_input, maybe_detach, to_numpy};
 use crate::errors::{CoreResultExt, InvalidArgument};
 
 /// A count argument (`n`, `num_slots`, ...): negative values are `InvalidArgument`, not
-/// OverflowError.
+/// `OverflowError`.
 pub fn count(n: i64, what: &str) -> PyResult<usize> {
     usize::try_from(n)
         .map_err(|_| InvalidArgument::new_err(format!("{what} must be >= 0, got {n}")))

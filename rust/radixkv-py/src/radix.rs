@@ -79,7 +79,7 @@ impl PyNode {
 
 #[pymethods]
 impl PyNode {
-    /// Requests pinning this node (and, through it, its ancestors) via lock().
+    /// Requests pinning this node (and, through it, its ancestors) via `lock()`.
     #[getter]
     fn lock_ref(&self, py: Python<'_>) -> PyResult<u32> {
         Ok(self.info(py)?.lock_ref)
@@ -114,7 +114,7 @@ impl PyNode {
         Ok(self.info(py)?.num_children)
     }
 
-    /// The empty path (of every namespace): lock / unlock are no-ops, path_slots is empty.
+    /// The empty path (of every namespace): `lock` / `unlock` are no-ops, `path_slots` is empty.
     #[getter]
     fn is_root(&self) -> bool {
         self.handle.is_root()
@@ -275,13 +275,13 @@ impl PyRadixCache {
         maybe_detach(py, t.len(), || cache.insert(&ns, t, s)).py()
     }
 
-    /// lock_ref += 1 on the node and its ancestors.
+    /// `lock_ref` += 1 on the node and its ancestors.
     fn lock(&mut self, node: &Bound<'_, PyAny>) -> PyResult<()> {
         let h = self.handle(node)?;
         self.inner.lock(h).py()
     }
 
-    /// Undoes one lock() taken through this node (`NotLocked` if there is none).
+    /// Undoes one `lock()` taken through this node (`NotLocked` if there is none).
     fn unlock(&mut self, node: &Bound<'_, PyAny>) -> PyResult<()> {
         let h = self.handle(node)?;
         self.inner.unlock(h).py()
@@ -357,6 +357,13 @@ impl PyRadixCache {
         self.inner.tree().num_nodes()
     }
 
+    /// Approximate heap bytes of the tree's bookkeeping (arena, keys, values, edge map, LRU
+    /// index); divide by `total_size` for bytes per cached token.
+    #[getter]
+    fn memory_bytes(&self) -> usize {
+        self.inner.heap_bytes()
+    }
+
     #[getter]
     fn pool(&self, py: Python<'_>) -> Option<Py<PyTokenPool>> {
         self.pool.as_ref().map(|p| p.clone_ref(py))
@@ -368,8 +375,8 @@ impl PyRadixCache {
         maybe_detach(py, cache.total_size(), || cache.check()).py()
     }
 
-    /// Every node as (namespace bytes, full path tokens, own slots, lock_ref, last_access,
-    /// hit_count), sorted: equal trees dump equal. For tests and debugging.
+    /// Every node as (namespace bytes, full path tokens, own slots, `lock_ref`, `last_access`,
+    /// `hit_count`), sorted: equal trees dump equal. For tests and debugging.
     fn dump<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyTuple>>> {
         self.inner
             .dump()

@@ -4,7 +4,7 @@
 //! them, and `alloc` evicts when the pool is short. The pool is shared (`Arc<Mutex<_>>`) because
 //! Python holds it as its own object next to the cache; the lock is uncontended in practice.
 //!
-//! Partial pages (page_size > 1): match and insert look only at the first
+//! Partial pages (`page_size` > 1): match and insert look only at the first
 //! `floor(len / page_size)` pages of tokens. `insert` stores those and returns how many leading
 //! tokens were already cached; the slots of the partial last page stay the caller's (free them,
 //! or keep them for the next decode step). With a pool, each inserted page of slots must be a
@@ -34,8 +34,8 @@ pub struct RadixCache {
     pool: Option<SharedPool>,
 }
 
-/// One row of `dump`: a node as (namespace, full path key, own value, lock_ref, last_access,
-/// hit_count); rows sorted, so equal trees dump equal.
+/// One row of `dump`: a node as (namespace, full path key, own value, `lock_ref`, `last_access`,
+/// `hit_count`); rows sorted, so equal trees dump equal.
 pub type DumpRow = (Vec<u8>, Vec<i32>, Vec<i32>, u32, u64, u32);
 
 impl RadixCache {
@@ -83,6 +83,11 @@ impl RadixCache {
 
     pub fn total_size(&self) -> usize {
         self.tree.total_size()
+    }
+
+    /// Approximate heap bytes of the tree's bookkeeping (the pool's are separate).
+    pub fn heap_bytes(&self) -> usize {
+        self.tree.heap_bytes()
     }
 
     pub fn match_prefix(&mut self, ns: &[u8], tokens: &[i32]) -> Result<PrefixMatch> {
@@ -152,7 +157,7 @@ impl RadixCache {
             ));
         };
         let mut g = lock_pool(pool);
-        if n % g.page_size() != 0 {
+        if !n.is_multiple_of(g.page_size()) {
             return Err(CoreError::invalid(format!(
                 "alloc({n}): n must be a multiple of page_size ({})",
                 g.page_size()
@@ -235,7 +240,7 @@ fn check_whole_pages(slots: &[i32], p: usize) -> Result<()> {
     }
     for page in slots.chunks(p) {
         let first = page[0];
-        let whole = first as usize % p == 0
+        let whole = (first as usize).is_multiple_of(p)
             && page.len() == p
             && page.iter().enumerate().all(|(k, &s)| s == first + k as i32);
         if !whole {

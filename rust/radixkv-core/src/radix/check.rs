@@ -15,6 +15,7 @@ fn fail<T>(msg: String) -> Result<T> {
 impl RadixTree {
     /// Verifies every invariant listed in tree.rs. Returns the slots the tree holds, in
     /// depth-first order, so the caller can check them against a pool.
+    #[allow(clippy::too_many_lines)] // one pass per invariant family, easiest to audit together
     pub fn check(&self) -> Result<Vec<i32>> {
         let p = self.page_size;
         // Arena: free list and live count.
@@ -94,7 +95,7 @@ impl RadixTree {
             }
             let kid_locks: u64 = kids.iter().map(|&c| u64::from(self.node(c).lock_ref)).sum();
             if !n.is_root() {
-                if n.data.len() % 2 != 0 || n.len() == 0 || n.len() % p != 0 {
+                if !n.data.len().is_multiple_of(2) || n.len() == 0 || !n.len().is_multiple_of(p) {
                     return fail(format!("node {i}: key length {} (page_size {p})", n.len()));
                 }
                 if u64::from(n.lock_ref) != u64::from(n.direct_locks) + kid_locks {

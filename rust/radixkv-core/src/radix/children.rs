@@ -2,7 +2,7 @@
 //!
 //! One map for the whole tree costs ~16 bytes per edge instead of a map per node, and it makes a
 //! split cheap: the lower half keeps its node id, so its own children's entries stay valid.
-//! With page_size > 1 two children can share a first token (their first pages differ later);
+//! With `page_size` > 1 two children can share a first token (their first pages differ later);
 //! they form a chain through `Node::next_sibling` whose head is in the map.
 
 use super::node::NIL;
@@ -31,17 +31,14 @@ impl RadixTree {
     /// Links `child` (whose key is set and whose first page no sibling has) under `parent`.
     pub(crate) fn add_child(&mut self, parent: u32, child: u32) {
         let first = self.node(child).key()[0];
-        match self.edges.get(&(parent, first)) {
-            Some(&head) => {
-                // Insert after the head: no map write, O(1).
-                let after = self.node(head).next_sibling;
-                self.node_mut(child).next_sibling = after;
-                self.node_mut(head).next_sibling = child;
-            }
-            None => {
-                self.node_mut(child).next_sibling = NIL;
-                self.edges.insert((parent, first), child);
-            }
+        if let Some(&head) = self.edges.get(&(parent, first)) {
+            // Insert after the head: no map write, O(1).
+            let after = self.node(head).next_sibling;
+            self.node_mut(child).next_sibling = after;
+            self.node_mut(head).next_sibling = child;
+        } else {
+            self.node_mut(child).next_sibling = NIL;
+            self.edges.insert((parent, first), child);
         }
         self.node_mut(parent).num_children += 1;
     }

@@ -1,6 +1,6 @@
-//! The evictable-leaf index: every unlocked leaf, ordered by (last_access, id).
+//! The evictable-leaf index: every unlocked leaf, ordered by (`last_access`, id).
 //!
-//! Kept in step with every change of lock_ref, child count or access time, so evicting k leaves
+//! Kept in step with every change of `lock_ref`, child count or access time, so evicting k leaves
 //! costs O(k log n) and nothing ever rebuilds a heap of all leaves.
 
 use super::tree::RadixTree;
@@ -15,7 +15,7 @@ impl RadixTree {
     }
 
     /// Removes `i` from the index if it is there (call *before* it stops being an unlocked leaf,
-    /// or before its last_access changes).
+    /// or before its `last_access` changes).
     pub(crate) fn lru_remove_if_leaf(&mut self, i: u32) {
         let n = self.node(i);
         if n.is_evictable_leaf() {

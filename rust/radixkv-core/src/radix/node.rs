@@ -19,11 +19,11 @@ pub(crate) struct Node {
     /// Bumped when the node is retired, so handles to the old occupant go stale.
     pub(crate) gen: u32,
     pub(crate) lock_ref: u32,
-    /// Locks taken through a handle naming this very node (lock_ref minus the children's).
+    /// Locks taken through a handle naming this very node (`lock_ref` minus the children's).
     pub(crate) direct_locks: u32,
     pub(crate) num_children: u32,
     /// Next child of the same parent whose key starts with the same token (only with
-    /// page_size > 1, where several first pages can share a first token).
+    /// `page_size` > 1, where several first pages can share a first token).
     pub(crate) next_sibling: u32,
     pub(crate) hit_count: u32,
     pub(crate) last_access: u64,

@@ -1,6 +1,6 @@
 //! Operations on a `RadixCache` with a pool, and a harness that replays them against a naive
-//! reference model. Shared by the proptest state machine (tests/radix_props.rs) and the
-//! cargo-fuzz target (fuzz/fuzz_targets/radix_ops.rs), so both explore the same op space.
+//! reference model. Shared by the proptest state machine (`tests/radix_props.rs`) and the
+//! cargo-fuzz target (`fuzz/fuzz_targets/radix_ops.rs`), so both explore the same op space.
 //!
 //! The model is a map (namespace, page-aligned prefix) -> slots of that prefix's last page, plus
 //! the direct locks per handle. It knows nothing of nodes or LRU order; it checks what a caller can see:
@@ -64,7 +64,7 @@ pub enum RadixOp {
     Free {
         which: u8,
     },
-    /// Frees a slot the tree holds: must fail with DoubleFree and change nothing.
+    /// Frees a slot the tree holds: must fail with `DoubleFree` and change nothing.
     FreeCached {
         pick: u8,
     },
@@ -181,6 +181,7 @@ impl Harness {
     }
 
     /// Applies one op; `Err` describes a bug (model mismatch or broken invariant).
+    #[allow(clippy::too_many_lines)] // one arm per op, each with its model expectation
     pub fn apply(&mut self, op: &RadixOp) -> Result<(), String> {
         self.ops += 1;
         let before = self.snapshot();

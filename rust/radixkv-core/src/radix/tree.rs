@@ -2,13 +2,13 @@
 //! `RadixCache` (cache.rs) puts a `TokenPool` behind it.
 //!
 //! Invariants (all verified by `check`):
-//! - every non-root node has a non-empty key, a multiple of page_size long, and a value of the
+//! - every non-root node has a non-empty key, a multiple of `page_size` long, and a value of the
 //!   same length; siblings never share a first page;
-//! - `lock_ref(n) = direct_locks(n) + sum of lock_ref over n's children`, where direct_locks
-//!   counts lock() calls through a handle naming n itself; unlock() needs one of those, so a
+//! - `lock_ref(n) = direct_locks(n) + sum of lock_ref over n's children`, where `direct_locks`
+//!   counts `lock()` calls through a handle naming n itself; `unlock()` needs one of those, so a
 //!   handle cannot release a lock taken through a deeper one;
 //! - `parent.last_access >= child.last_access` (an access touches the whole path);
-//! - evictable/protected sizes equal the token counts of nodes with lock_ref == 0 / > 0;
+//! - evictable/protected sizes equal the token counts of nodes with `lock_ref` == 0 / > 0;
 //! - the LRU index is exactly the set of unlocked leaves.
 //!
 //! Path compression: an insert adds at most one node per call and splits only where a key
@@ -33,7 +33,7 @@ pub struct RadixTree {
     pub(crate) edges: FxHashMap<(u32, i32), u32>,
     pub(crate) roots: FxHashMap<Box<[u8]>, u32>,
     pub(crate) root_ns: FxHashMap<u32, Box<[u8]>>,
-    /// Unlocked leaves by (last_access, id).
+    /// Unlocked leaves by (`last_access`, id).
     pub(crate) lru: BTreeSet<(u64, u32)>,
     /// Logical clock: one tick per match / insert.
     pub(crate) clock: u64,
@@ -72,11 +72,17 @@ pub(crate) struct Walk {
     pub(crate) partial: Option<(u32, usize)>,
 }
 
-/// Length of the common prefix of two slices, compared in blocks so the compiler can vectorise.
+/// Length of the common prefix of two slices. Keys usually match whole (only the last node of
+/// a path diverges), so one `memcmp` over the whole range decides most calls; otherwise blocks
+/// narrow down the first difference.
 #[inline]
 pub(crate) fn common_prefix(a: &[i32], b: &[i32]) -> usize {
-    const BLOCK: usize = 16;
+    const BLOCK: usize = 64;
     let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    if a == b {
+        return n;
+    }
     let mut i = 0;
     while i + BLOCK <= n && a[i..i + BLOCK] == b[i..i + BLOCK] {
         i += BLOCK;
@@ -139,6 +145,23 @@ impl RadixTree {
         self.clock
     }
 
+    /// Approximate heap bytes of the tree's bookkeeping: the arena, keys and values, the edge
+    /// map, the namespace maps and the LRU index (B-tree nodes estimated at 1.5x their entries).
+    pub fn heap_bytes(&self) -> usize {
+        use std::mem::size_of;
+        let arena = self.nodes.capacity() * size_of::<Node>() + self.free_nodes.capacity() * 4;
+        let data: usize = self.nodes.iter().map(|n| n.data.len() * 4).sum();
+        // hashbrown: one control byte per bucket, buckets = capacity * 8 / 7.
+        let edges = (self.edges.capacity() * 8 / 7) * (size_of::<((u32, i32), u32)>() + 1);
+        let roots: usize = self
+            .roots
+            .keys()
+            .map(|k| 2 * k.len() + 2 * (size_of::<(Box<[u8]>, u32)>() + 1))
+            .sum();
+        let lru = self.lru.len() * size_of::<(u64, u32)>() * 3 / 2;
+        arena + data + edges + roots + lru
+    }
+
     /// Tokens usable for matching / inserting: whole pages only.
     pub(crate) fn usable(&self, n: usize) -> usize {
         n - n % self.page_size
@@ -198,7 +221,7 @@ impl RadixTree {
     /// children, its locks and its handles as the lower half (the same path end as before).
     pub(crate) fn split(&mut self, x: u32, at: usize) -> u32 {
         let xn = self.node(x);
-        debug_assert!(at > 0 && at < xn.len() && at % self.page_size == 0);
+        debug_assert!(at > 0 && at < xn.len() && at.is_multiple_of(self.page_size));
         let (key, value) = (xn.key(), xn.value());
         let upper = pack(&key[..at], &value[..at]);
         let lower = pack(&key[at..], &value[at..]);
@@ -339,7 +362,7 @@ impl RadixTree {
         Ok(self.commit_insert(ns, plan, tokens, slots))
     }
 
-    /// lock_ref += 1 on the node and every ancestor below the namespace root.
+    /// `lock_ref` += 1 on the node and every ancestor below the namespace root.
     pub fn lock(&mut self, h: NodeHandle) -> Result<()> {
         let Some(mut i) = self.resolve(h)? else {
             return Ok(());
@@ -359,7 +382,7 @@ impl RadixTree {
         Ok(())
     }
 
-    /// lock_ref -= 1 on the node and every ancestor; `NotLocked` unless a lock() was taken
+    /// `lock_ref` -= 1 on the node and every ancestor; `NotLocked` unless a `lock()` was taken
     /// through a handle naming this node and not yet released.
     pub fn unlock(&mut self, h: NodeHandle) -> Result<()> {
         let Some(mut i) = self.resolve(h)? else {
