@@ -205,6 +205,7 @@ BAD_CALLS: list[tuple[str, Callable[[rk.BlockAllocator], object], type[Exception
     ("block_tables float array", lambda b: b.block_tables(np.array([1.0])), rk.InvalidArgument),
     ("block_tables not a list", lambda b: b.block_tables(1), rk.InvalidArgument),
     ("block_tables narrow width", lambda b: b.block_tables([1], width=1), rk.InvalidArgument),
+    ("block_tables huge width", lambda b: b.block_tables([1, 2], width=2**62), rk.InvalidArgument),
     ("slot_mapping past end", lambda b: b.slot_mapping(1, 0, 7), rk.InvalidArgument),
     ("slot_mapping reversed", lambda b: b.slot_mapping(1, 4, 2), rk.InvalidArgument),
     ("slot_mapping negative", lambda b: b.slot_mapping(1, -1, 2), rk.InvalidArgument),

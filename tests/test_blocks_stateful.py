@@ -96,7 +96,9 @@ class Model:
             self._unref(b)
 
 
-def expect(model: Model, op: Callable[[Model], Any]) -> tuple[Optional[type[Exception]], Any, Model]:
+def expect(
+    model: Model, op: Callable[[Model], Any]
+) -> tuple[Optional[type[Exception]], Any, Model]:
     """Runs `op` on a copy of the model: (error class or None, result, model after)."""
     m = model.clone()
     try:

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import os
+
+import hypothesis.strategies as st
 import numpy as np
 import pytest
+from hypothesis import given, settings
 
 import radixkv as rk
 
 torch = pytest.importorskip("torch")
+
+EXAMPLES = int(os.environ.get("RADIXKV_HYPOTHESIS_EXAMPLES", "150"))
 
 GOLDEN_PREFIX = [[108, 109, 110, 111], [], [80, 81, 82, 83, 84]]
 GOLDEN_NEW = [[42, 43], [201, 202, 203], [99]]
@@ -56,12 +62,14 @@ def test_extend_matches_numpy_reference_on_random_batch() -> None:
     md = rk.build_extend_metadata(pre, new)
     pl = np.array([len(p) for p in pre])
     nl = np.array([len(n) for n in new])
-    np.testing.assert_array_equal(md.kv_indices, np.concatenate([np.r_[p, n] for p, n in zip(pre, new)]))
+    want = np.concatenate([np.r_[p, n] for p, n in zip(pre, new)])
+    np.testing.assert_array_equal(md.kv_indices, want)
     np.testing.assert_array_equal(md.qo_indptr, np.r_[0, np.cumsum(nl)])
     np.testing.assert_array_equal(md.kv_indptr, np.r_[0, np.cumsum(pl + nl)])
     np.testing.assert_array_equal(md.extend_start_loc, md.qo_indptr[:-1])
     np.testing.assert_array_equal(md.extend_prefix_lens, md.seq_lens - md.extend_seq_lens)
-    np.testing.assert_array_equal(md.positions, np.concatenate([np.arange(a, a + b) for a, b in zip(pl, nl)]))
+    positions = np.concatenate([np.arange(a, a + b) for a, b in zip(pl, nl)])
+    np.testing.assert_array_equal(md.positions, positions)
 
 
 def test_fields_are_views_of_one_aligned_buffer() -> None:
@@ -69,7 +77,8 @@ def test_fields_are_views_of_one_aligned_buffer() -> None:
     assert md.buffer.dtype == np.int32 and md.buffer.ndim == 1
     for name, arr in md.fields().items():
         assert arr.base is md.buffer or np.shares_memory(arr, md.buffer), name
-        offset = (arr.__array_interface__["data"][0] - md.buffer.__array_interface__["data"][0]) // 4
+        base = md.buffer.__array_interface__["data"][0]
+        offset = (arr.__array_interface__["data"][0] - base) // 4
         assert offset % 16 == 0, f"{name} starts at element {offset}"
 
 
@@ -209,3 +218,53 @@ def test_large_batch_is_consistent() -> None:
     md = rk.build_extend_metadata(pre, new)
     assert md.kv_indptr[-1] == 256 * 4096 and md.kv_indices.size == 256 * 4096
     assert md.kv_indices[4096 * 7 + 4032 :][:64].tolist() == new[7].tolist()
+
+
+SLOTS = st.lists(st.integers(0, 2**31 - 1), max_size=12)
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(batch=st.lists(st.tuples(SLOTS, SLOTS), max_size=8), kind=st.sampled_from(list(CONVERTERS)))
+def test_extend_property_matches_reference(
+    batch: list[tuple[list[int], list[int]]], kind: str
+) -> None:
+    conv = CONVERTERS[kind]
+    md = rk.build_extend_metadata([conv(p) for p, _ in batch], [conv(n) for _, n in batch])
+    pl = [len(p) for p, _ in batch]
+    nl = [len(n) for _, n in batch]
+    assert md.kv_indices.tolist() == [x for p, n in batch for x in p + n]
+    assert md.out_cache_loc.tolist() == [x for _, n in batch for x in n]
+    assert md.qo_indptr.tolist() == np.cumsum([0] + nl).tolist()
+    assert md.kv_indptr.tolist() == np.cumsum([0] + [a + b for a, b in zip(pl, nl)]).tolist()
+    assert md.extend_prefix_lens.tolist() == pl and md.extend_seq_lens.tolist() == nl
+    assert md.extend_start_loc.tolist() == md.qo_indptr.tolist()[:-1]
+    assert md.positions.tolist() == [i for a, b in zip(pl, nl) for i in range(a, a + b)]
+    assert md.max_seq_len == max([a + b for a, b in zip(pl, nl)], default=0)
+
+
+@st.composite
+def paged_batch(draw: st.DrawFn) -> tuple[int, list[list[int]], list[int]]:
+    page_size = draw(st.sampled_from([1, 2, 3, 16]))
+    lens = draw(st.lists(st.integers(1, 5 * page_size), max_size=8))
+    pages = [draw(st.lists(st.integers(0, 10**6), min_size=-(-n // page_size),
+                           max_size=-(-n // page_size))) for n in lens]
+    return page_size, pages, lens
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(case=paged_batch(), width_extra=st.integers(0, 3))
+def test_decode_forms_property(
+    case: tuple[int, list[list[int]], list[int]], width_extra: int
+) -> None:
+    page_size, pages, lens = case
+    csr = rk.build_decode_metadata(pages, lens, page_size=page_size)
+    assert csr.qo_indptr.tolist() == list(range(len(lens) + 1))
+    assert csr.kv_indptr.tolist() == np.cumsum([0] + [len(p) for p in pages]).tolist()
+    assert csr.kv_indices.tolist() == [x for p in pages for x in p]
+    assert csr.kv_last_page_len.tolist() == [(n - 1) % page_size + 1 for n in lens]
+    width = max((len(p) for p in pages), default=0) + width_extra
+    bt = rk.build_block_table_metadata(pages, lens, page_size=page_size, width=width)
+    assert bt.block_tables.shape == (len(pages), width)
+    assert bt.block_tables.tolist() == [p + [0] * (width - len(p)) for p in pages]
+    assert bt.seq_lens.tolist() == lens
+    assert bt.kv_last_page_len.tolist() == csr.kv_last_page_len.tolist()

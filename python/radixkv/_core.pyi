@@ -211,7 +211,8 @@ class BlockAllocator:
         self, seq_id: int, start: Optional[int] = None, end: Optional[int] = None
     ) -> _Int32Array:
         """int32 ``[end - start]``: physical slot of each token position ``start..end``
-        (defaults ``0`` and ``seq_len``); ``InvalidArgument`` unless ``0 <= start <= end <= len``."""
+        (defaults ``0`` and ``seq_len``); ``InvalidArgument`` unless
+        ``0 <= start <= end <= len``."""
     def decode_metadata(self, seq_ids: _SeqIds) -> DecodeMetadata[_Int32Array]:
         """CSR decode metadata over these sequences' blocks (``page_size = block_size``):
         ``qo_indptr``, ``kv_indptr``, ``kv_indices`` (blocks), ``kv_lens``, ``kv_last_page_len``.

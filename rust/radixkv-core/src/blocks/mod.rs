@@ -72,12 +72,12 @@ impl BlockAllocator {
                 "num_blocks * block_size = {num_blocks} * {block_size} slots exceed the int32 range"
             )));
         }
-        Ok(BlockAllocator {
-            block_size,
-            ref_counts: vec![0; num_blocks],
-            free: (0..num_blocks as i32).rev().collect(),
-            seqs: HashMap::new(),
-        })
+        let mut ref_counts = metadata::try_vec(num_blocks)?;
+        ref_counts.resize(num_blocks, 0);
+        let mut free = metadata::try_vec(num_blocks)?;
+        // Block ids fit int32: num_blocks <= 2^31 (block_size >= 1).
+        free.extend((0..num_blocks).rev().map(|b| b as i32));
+        Ok(BlockAllocator { block_size, ref_counts, free, seqs: HashMap::new() })
     }
 
     pub fn num_blocks(&self) -> usize {
@@ -286,8 +286,9 @@ impl BlockAllocator {
         let cells = rows
             .len()
             .checked_mul(width)
-            .ok_or_else(|| CoreError::invalid("block table size overflows"))?;
-        let mut out = Vec::with_capacity(cells);
+            .filter(|&c| i32::try_from(c).is_ok())
+            .ok_or_else(|| CoreError::invalid("block table size exceeds int32 range"))?;
+        let mut out = metadata::try_vec(cells)?;
         metadata::fill_block_table(&rows, width, &mut out);
         Ok((out, width))
     }

@@ -178,6 +178,15 @@ fn new_validates_shape() {
 }
 
 #[test]
+fn huge_widths_are_errors_not_aborts() {
+    let mut a = alloc(4, 2);
+    a.allocate(1, 3).unwrap();
+    assert!(a.block_tables(&[1, 1], Some(usize::MAX / 2)).is_err());
+    assert!(a.block_tables(&[1], Some(1 << 31)).is_err());
+    assert!(a.block_table_metadata(&[1], Some(usize::MAX)).is_err());
+}
+
+#[test]
 fn check_catches_corruption() {
     let mut a = alloc(4, 2);
     a.allocate(1, 3).unwrap();

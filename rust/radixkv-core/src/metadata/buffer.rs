@@ -52,14 +52,13 @@ pub(crate) struct BufBuilder {
 
 impl BufBuilder {
     /// `sizes`: the element count of every field to come, so the vector is allocated once.
-    pub(crate) fn new(sizes: &[usize]) -> Self {
-        let cap = sizes.iter().map(|s| s + FIELD_ALIGN).sum();
-        BufBuilder {
-            buf: MetadataBuf {
-                data: Vec::with_capacity(cap),
-                ..MetadataBuf::default()
-            },
-        }
+    /// An allocation the system refuses is an `InvalidArgument`, not an abort.
+    pub(crate) fn new(sizes: &[usize]) -> crate::Result<Self> {
+        let cap = sizes
+            .iter()
+            .try_fold(0usize, |acc, s| acc.checked_add(s.checked_add(FIELD_ALIGN)?))
+            .ok_or_else(|| crate::CoreError::invalid("metadata size overflows"))?;
+        Ok(BufBuilder { buf: MetadataBuf { data: try_vec(cap)?, ..MetadataBuf::default() } })
     }
 
     /// Adds field `name` of `shape`; `fill` must push exactly `numel(shape)` values.
@@ -118,4 +117,13 @@ pub(crate) fn checked_total(lens: impl Iterator<Item = usize>, what: &str) -> cr
             .ok_or_else(|| crate::CoreError::invalid(format!("{what} exceeds int32 range")))?;
     }
     Ok(total)
+}
+
+/// An empty vector with room for `cap` elements, or `InvalidArgument` if memory is refused.
+pub(crate) fn try_vec<T>(cap: usize) -> crate::Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(cap).map_err(|_| {
+        crate::CoreError::invalid(format!("cannot allocate {cap} elements of metadata"))
+    })?;
+    Ok(v)
 }

@@ -88,7 +88,7 @@ pub fn decode_metadata<P: AsRef<[i32]>>(
     let n = pages.len();
     let np = |b: usize| pages[b].as_ref().len();
     let total = checked_total((0..n).map(np), "total pages")?;
-    let mut bb = BufBuilder::new(&[n + 1, n + 1, total, n, n]);
+    let mut bb = BufBuilder::new(&[n + 1, n + 1, total, n, n])?;
     bb.field("qo_indptr", &[n + 1], |o| {
         o.extend((0..=n).map(|b| b as i32));
     })
@@ -152,7 +152,7 @@ pub fn block_table_metadata<P: AsRef<[i32]>>(
         .checked_mul(width)
         .filter(|&c| i32::try_from(c).is_ok())
         .ok_or_else(|| CoreError::invalid("block table size exceeds int32 range"))?;
-    let mut bb = BufBuilder::new(&[cells, n, n]);
+    let mut bb = BufBuilder::new(&[cells, n, n])?;
     bb.field("block_tables", &[n, width], |o| {
         fill_block_table(pages, width, o);
     })

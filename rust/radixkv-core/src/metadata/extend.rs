@@ -46,7 +46,7 @@ pub fn extend_metadata<P: AsRef<[i32]>, N: AsRef<[i32]>>(
     let max_of = |f: &dyn Fn(usize) -> usize| (0..n).map(f).max().unwrap_or(0);
     let max_seq = max_of(&|b| pre_len(b) + new_len(b));
 
-    let mut bb = BufBuilder::new(&[n + 1, n + 1, n, n, n, n, total_k, total_q, total_q]);
+    let mut bb = BufBuilder::new(&[n + 1, n + 1, n, n, n, n, total_k, total_q, total_q])?;
     bb.field("qo_indptr", &[n + 1], |o| {
         push_indptr(o, (0..n).map(new_len));
     })
