@@ -77,7 +77,12 @@ impl BlockAllocator {
         let mut free = metadata::try_vec(num_blocks)?;
         // Block ids fit int32: num_blocks <= 2^31 (block_size >= 1).
         free.extend((0..num_blocks).rev().map(|b| b as i32));
-        Ok(BlockAllocator { block_size, ref_counts, free, seqs: HashMap::new() })
+        Ok(BlockAllocator {
+            block_size,
+            ref_counts,
+            free,
+            seqs: HashMap::new(),
+        })
     }
 
     pub fn num_blocks(&self) -> usize {

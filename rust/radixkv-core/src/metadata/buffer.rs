@@ -56,9 +56,16 @@ impl BufBuilder {
     pub(crate) fn new(sizes: &[usize]) -> crate::Result<Self> {
         let cap = sizes
             .iter()
-            .try_fold(0usize, |acc, s| acc.checked_add(s.checked_add(FIELD_ALIGN)?))
+            .try_fold(0usize, |acc, s| {
+                acc.checked_add(s.checked_add(FIELD_ALIGN)?)
+            })
             .ok_or_else(|| crate::CoreError::invalid("metadata size overflows"))?;
-        Ok(BufBuilder { buf: MetadataBuf { data: try_vec(cap)?, ..MetadataBuf::default() } })
+        Ok(BufBuilder {
+            buf: MetadataBuf {
+                data: try_vec(cap)?,
+                ..MetadataBuf::default()
+            },
+        })
     }
 
     /// Adds field `name` of `shape`; `fill` must push exactly `numel(shape)` values.

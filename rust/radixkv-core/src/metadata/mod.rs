@@ -14,8 +14,8 @@ mod buffer;
 mod decode;
 mod extend;
 
-pub use buffer::{Field, MetadataBuf, FIELD_ALIGN};
 pub(crate) use buffer::try_vec;
+pub use buffer::{Field, MetadataBuf, FIELD_ALIGN};
 pub(crate) use decode::table_width;
 pub use decode::{block_table_metadata, decode_metadata, fill_block_table};
 pub use extend::extend_metadata;
