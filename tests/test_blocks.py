@@ -145,7 +145,7 @@ def test_block_tables_are_zero_padded_int32() -> None:
     b.allocate(20, 1)
     b.allocate(30, 0)
     t = b.block_tables([20, 10, 30])
-    assert t.dtype == np.int32 and t.shape == (3, 3)
+    assert t.dtype == np.int32 and t.shape == (3, 3) and t.flags["C_CONTIGUOUS"]
     assert t.tolist() == [[3, 0, 0], [0, 1, 2], [0, 0, 0]]
     assert b.block_tables([10], width=5).tolist() == [[0, 1, 2, 0, 0]]
     assert b.block_tables([]).shape == (0, 0)

@@ -2,12 +2,13 @@
 
 pub(crate) mod args;
 
-use numpy::{PyArray1, PyArray2, PyArrayMethods};
+use numpy::ndarray::Array2;
+use numpy::{IntoPyArray, PyArray1, PyArray2};
 use pyo3::prelude::*;
 use radixkv_core::blocks::BlockAllocator;
 
 use crate::convert::to_numpy;
-use crate::errors::CoreResultExt;
+use crate::errors::{CoreResultExt, InvalidArgument};
 use crate::metadata::wrap_metadata;
 
 /// vLLM-style paged block allocator: per-sequence block tables over `num_blocks` physical blocks
@@ -158,7 +159,10 @@ impl PyBlockAllocator {
         let ids = args::seq_ids(seq_ids, "seq_ids")?;
         let width = args::opt_count(width, "width")?;
         let (cells, w) = self.inner.block_tables(&ids, width).py()?;
-        to_numpy(py, cells).reshape([ids.len(), w])
+        // Moved into a 2-D array without a copy (cheaper than a NumPy reshape call).
+        let table = Array2::from_shape_vec((ids.len(), w), cells)
+            .map_err(|e| InvalidArgument::new_err(format!("block table shape: {e}")))?;
+        Ok(table.into_pyarray(py))
     }
 
     #[pyo3(signature = (seq_id, start = None, end = None))]
