@@ -4,7 +4,8 @@
 # (FlashInfer fa2/fa3 once, for reference), and optionally profiles one variant with ncu.
 #
 # usage: bash bench/tune_extend.sh OUT_DIR "name=-DFLAG=1,-DFLAG2=2" ...
-# env:   CELLS (ps:P:E,...), REPS, NCU_VARIANT (a name from the list: profile it with ncu)
+# env:   CELLS (ps:P:E,...), REPS, NCU_VARIANT (a name from the list: profile it with ncu),
+#        NO_ANCHORS=1 (skip FlashInfer)
 set -uo pipefail
 out="$1"; shift
 cells="${CELLS:-16:4096:512,16:0:2048,1:1024:512}"
@@ -24,7 +25,8 @@ first=1
 for v in "$@"; do
   name="${v%%=*}"; flags="${v#*=}"
   anchors="--no-anchors"
-  if [[ $first -eq 1 ]]; then anchors=""; first=0; fi
+  if [[ $first -eq 1 && -z "${NO_ANCHORS:-}" ]]; then anchors=""; fi
+  first=0
   echo "== variant $name ($flags)"
   timeout 120 python3 bench/kernels_extend.py --variant "$name=$base,$flags" --cells "$cells" \
     --reps "$reps" $anchors 2>&1 | tee "$out/tune_$name.log" | grep -E "^ps=|Error|error" | head -20

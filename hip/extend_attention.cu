@@ -42,6 +42,9 @@
 #ifndef RADIXKV_EXT_SPLIT_WAIT
 #define RADIXKV_EXT_SPLIT_WAIT 0
 #endif
+#ifndef RADIXKV_EXT_MMA_ROWSUM
+#define RADIXKV_EXT_MMA_ROWSUM 0  // NVIDIA: softmax row sums on the tensor cores (P x ones)
+#endif
 #ifndef RADIXKV_EXT_MIN_BLOCKS
 #define RADIXKV_EXT_MIN_BLOCKS 1
 #endif
@@ -262,6 +265,7 @@ extend_attention_kernel(const ExtendParams p) {
   constexpr int kDB = D / 16;    // 16-wide blocks along head_dim
   constexpr int kSlots = mma::kRowSlots;
   constexpr bool kSplitWait = RADIXKV_EXT_SPLIT_WAIT != 0;
+  constexpr bool kMmaSum = mma::kHasMmaRowSum && RADIXKV_EXT_MMA_ROWSUM != 0;
 
   extern __shared__ __align__(128) uint4 smem_raw[];  // 128-byte aligned tiles (mma.h)
   uint16_t* sQ = reinterpret_cast<uint16_t*>(smem_raw);
@@ -371,8 +375,11 @@ extend_attention_kernel(const ExtendParams p) {
 
   Acc o[kMT][kDB];
   float m[kMT][kSlots], l[kMT][kSlots];
+  mma::RowSum lsum[kMT];  // kMmaSum: the row sums live here instead of l
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) lsum[mt].x[i] = 0.f;
 #pragma unroll
     for (int db = 0; db < kDB; ++db) mma::zero(o[mt][db]);
 #pragma unroll
@@ -429,15 +436,15 @@ extend_attention_kernel(const ExtendParams p) {
       }
     }
 
-    // Mask (stage 2 only), running max, rescale.
+    // Mask (stage 2 only), running max, rescale. Per-slot maxima and sums are reduced as trees
+    // (independent chains) rather than one serial chain per row.
+    constexpr int kPer = kKB * mma::kAccElems / kSlots;  // this lane's elements per slot
     float corr[kMT][kSlots];
     float m_use[kMT][kSlots];
     bool grew = false;
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt) {
-      float mx[kSlots];
-#pragma unroll
-      for (int sl = 0; sl < kSlots; ++sl) mx[sl] = kNegInf;
+      float v[kSlots][kPer];
 #pragma unroll
       for (int kb = 0; kb < kKB; ++kb)
 #pragma unroll
@@ -446,17 +453,20 @@ extend_attention_kernel(const ExtendParams p) {
             const int key = n * kBN + kb * 16 + mma::acc_other(i);
             if (key > lim[mt][mma::acc_slot(i)]) s[mt][kb].x[i] = kNegInf;
           }
-          mx[mma::acc_slot(i)] = fmaxf(mx[mma::acc_slot(i)], s[mt][kb].x[i]);
+          v[mma::acc_slot(i)][(kb * mma::kAccElems + i) / kSlots / 2 * 2 + (i & 1)] = s[mt][kb].x[i];
         }
 #pragma unroll
       for (int sl = 0; sl < kSlots; ++sl) {
-        const float m_new = fmaxf(m[mt][sl], mma::row_max(mx[sl]));
+#pragma unroll
+        for (int w = kPer / 2; w > 0; w /= 2)
+#pragma unroll
+          for (int j = 0; j < w; ++j) v[sl][j] = fmaxf(v[sl][j], v[sl][j + w]);
+        const float m_new = fmaxf(m[mt][sl], mma::row_max(v[sl][0]));
         m_use[mt][sl] = m_new == kNegInf ? 0.f : m_new * c;
         // Only a grown max rescales (m = -inf -> factor 0); an unchanged one leaves l and O as is.
         corr[mt][sl] = m_new > m[mt][sl] ? fast_exp2(m[mt][sl] * c - m_use[mt][sl]) : 1.f;
         grew |= m_new > m[mt][sl];
         m[mt][sl] = m_new;
-        l[mt][sl] *= corr[mt][sl];
       }
 #pragma unroll
       for (int kb = 0; kb < kKB; ++kb)
@@ -464,8 +474,20 @@ extend_attention_kernel(const ExtendParams p) {
         for (int i = 0; i < mma::kAccElems; ++i) {
           const float pv = fast_exp2(fmaf(s[mt][kb].x[i], c, -m_use[mt][mma::acc_slot(i)]));
           s[mt][kb].x[i] = pv;
-          l[mt][mma::acc_slot(i)] += pv;
+          v[mma::acc_slot(i)][(kb * mma::kAccElems + i) / kSlots / 2 * 2 + (i & 1)] = pv;
         }
+#pragma unroll
+      for (int sl = 0; sl < kSlots; ++sl) {
+        if (kMmaSum) {
+          mma::rowsum_scale(lsum[mt], sl, corr[mt][sl]);  // P is added during P*V
+        } else {
+#pragma unroll
+          for (int w = kPer / 2; w > 0; w /= 2)
+#pragma unroll
+            for (int j = 0; j < w; ++j) v[sl][j] += v[sl][j + w];
+          l[mt][sl] = fmaf(l[mt][sl], corr[mt][sl], v[sl][0]);
+        }
+      }
     }
     // Rescale O only when some row of the warp saw a new max (rare once a row has seen its
     // largest scores, e.g. deep into a long prefix): skipping multiplies by exactly 1.
@@ -496,7 +518,10 @@ extend_attention_kernel(const ExtendParams p) {
     for (int kb = 0; kb < kKB; ++kb) {
       Frag pf[kMT];
 #pragma unroll
-      for (int mt = 0; mt < kMT; ++mt) mma::p_from_acc<T>(pf[mt], s[mt][kb]);
+      for (int mt = 0; mt < kMT; ++mt) {
+        mma::p_from_acc<T>(pf[mt], s[mt][kb]);
+        if (kMmaSum) mma::rowsum_add<T>(lsum[mt], pf[mt]);
+      }
 #pragma unroll
       for (int db = 0; db < kDB; ++db) {
         Frag vf;
@@ -518,7 +543,7 @@ extend_attention_kernel(const ExtendParams p) {
     float inv[kSlots];
 #pragma unroll
     for (int sl = 0; sl < kSlots; ++sl) {
-      const float lt = mma::row_sum(l[mt][sl]);
+      const float lt = kMmaSum ? mma::rowsum_get(lsum[mt], sl) : mma::row_sum(l[mt][sl]);
       inv[sl] = lt > 0.f ? 1.f / lt : 0.f;
     }
 #pragma unroll

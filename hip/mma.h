@@ -243,6 +243,24 @@ RK_DEVICE void mma_pv(Acc& o, const Frag& p, const Frag& v) {
   mma_16816<T>(o.x + 4, p.x, v.x[2], v.x[3]);
 }
 
+// Row sums of P on the tensor cores: P(16x16) x ones(16x8) puts each row's sum in every column
+// of an m16n8 accumulator (x[0], x[1]: row lane/4; x[2], x[3]: row lane/4 + 8), already summed
+// over the lanes of the row, and over the same 16-bit P values that the P*V product uses.
+struct RowSum { float x[4]; };
+template <class T> RK_DEVICE constexpr uint32_t ones2();
+template <> RK_DEVICE constexpr uint32_t ones2<bf16_t>() { return 0x3f803f80u; }
+template <> RK_DEVICE constexpr uint32_t ones2<f16_t>() { return 0x3c003c00u; }
+template <class T>
+RK_DEVICE void rowsum_add(RowSum& r, const Frag& p) {
+  mma_16816<T>(r.x, p.x, ones2<T>(), ones2<T>());
+}
+RK_DEVICE void rowsum_scale(RowSum& r, int slot, float f) {
+  r.x[2 * slot] *= f;
+  r.x[2 * slot + 1] *= f;
+}
+RK_DEVICE float rowsum_get(const RowSum& r, int slot) { return r.x[2 * slot]; }
+constexpr bool kHasMmaRowSum = true;
+
 #else  // AMD: MFMA layout (real on gfx90a/gfx94x, emulated on the rest)
 
 // v_mfma_f32_16x16x16 layout (wave64): A[i][k] in lane i + 16*(k/4), item k%4; B[k][j] in lane
@@ -374,6 +392,14 @@ RK_DEVICE void p_from_acc(Frag& p, const Acc& s) {
 template <class T>
 RK_DEVICE void mma_pv(Acc& o, const Frag& p, const Frag& v) { mfma<T>(o, v, p); }
 
+#endif
+
+#if !defined(RADIXKV_MMA_NV)
+struct RowSum { float x[4]; };  // unused off NVIDIA (row sums are plain FADDs there)
+template <class T> RK_DEVICE void rowsum_add(RowSum&, const Frag&) {}
+RK_DEVICE void rowsum_scale(RowSum&, int, float) {}
+RK_DEVICE float rowsum_get(const RowSum& r, int) { return r.x[0]; }
+constexpr bool kHasMmaRowSum = false;
 #endif
 
 RK_DEVICE void zero(Acc& a) {
