@@ -92,6 +92,20 @@ pub struct Harness {
     model: BTreeMap<(usize, Vec<i32>), Vec<i32>>,
     /// Operations applied, for reports.
     pub ops: u64,
+    /// What the ops exercised, so tests can show the generators reach every interesting case.
+    pub stats: Stats,
+}
+
+/// Counts of interesting outcomes seen by a harness.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Stats {
+    pub nonempty_matches: u64,
+    pub splits: u64,
+    pub locks: u64,
+    pub not_locked: u64,
+    pub stale: u64,
+    pub evicted_tokens: u64,
+    pub out_of_slots: u64,
 }
 
 type Snapshot = (Vec<DumpRow>, usize, usize);
@@ -110,6 +124,7 @@ impl Harness {
             outstanding: Vec::new(),
             model: BTreeMap::new(),
             ops: 0,
+            stats: Stats::default(),
         }
     }
 
@@ -207,10 +222,13 @@ impl Harness {
                     }
                     unchanged(self, "peek (read-only)")?;
                 } else {
+                    let nodes = self.cache.tree().num_nodes();
                     let m = self
                         .cache
                         .match_prefix(NAMESPACES[ns], &tokens)
                         .map_err(|e| e.to_string())?;
+                    self.stats.nonempty_matches += u64::from(m.length > 0);
+                    self.stats.splits += u64::from(self.cache.tree().num_nodes() > nodes);
                     if m.length != len || m.slots != slots {
                         return Err(format!(
                             "match {tokens:?}: {} {:?}, model {len} {slots:?}",
@@ -233,6 +251,7 @@ impl Harness {
                 let slots = match self.cache.alloc(usable) {
                     Ok(s) => s,
                     Err(CoreError::OutOfSlots { .. }) => {
+                        self.stats.out_of_slots += 1;
                         if lock_pool(&self.pool).available() + evictable >= usable {
                             return Err("alloc refused although eviction would do".into());
                         }
@@ -302,12 +321,14 @@ impl Harness {
                 };
                 match res {
                     Err(CoreError::StaleHandle(_)) => {
+                        self.stats.stale += 1;
                         if !dead {
                             return Err(format!("live handle of {path:?} called stale"));
                         }
                         unchanged(self, "stale handle op")?;
                     }
                     Err(CoreError::NotLocked(_)) => {
+                        self.stats.not_locked += 1;
                         if self.locks.get(&h).copied().unwrap_or(0) > 0 {
                             return Err("unlock refused a held lock".into());
                         }
@@ -322,7 +343,10 @@ impl Harness {
                             return Ok(());
                         }
                         match op {
-                            RadixOp::Lock { .. } => *self.locks.entry(h).or_default() += 1,
+                            RadixOp::Lock { .. } => {
+                                self.stats.locks += 1;
+                                *self.locks.entry(h).or_default() += 1;
+                            }
                             RadixOp::Unlock { .. } => {
                                 let c = self.locks.entry(h).or_default();
                                 if *c == 0 {
@@ -347,6 +371,7 @@ impl Harness {
                 let evictable = self.cache.evictable_size();
                 let known: BTreeSet<i32> = self.model.values().flatten().copied().collect();
                 let freed = self.cache.evict_slots(want);
+                self.stats.evicted_tokens += freed.len() as u64;
                 if freed.iter().any(|s| !known.contains(s)) {
                     return Err("evicted a slot the model does not know".into());
                 }
