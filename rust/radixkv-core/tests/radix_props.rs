@@ -30,7 +30,7 @@ fn op() -> impl Strategy<Value = RadixOp> {
     ]
 }
 
-/// PROPTEST_CASES if set, else 256 (an explicit `cases` would otherwise ignore the variable).
+/// `PROPTEST_CASES` if set, else 256 (an explicit `cases` would otherwise ignore the variable).
 fn cases() -> u32 {
     std::env::var("PROPTEST_CASES")
         .ok()
