@@ -90,6 +90,15 @@ RK_DEVICE float fast_exp2(float x) {
 
 RK_DEVICE float fast_max(float a, float b) { return fmaxf(a, b); }
 
+// True if `pred` holds on any lane of the warp / wavefront (a uniform branch condition).
+RK_DEVICE bool warp_any(bool pred) {
+#if RK_AMD
+  return __any(pred);
+#else
+  return __any_sync(0xffffffffu, pred);
+#endif
+}
+
 // ---------------------------------------------------------------------------------------------
 // 16-byte vector loads and stores. `load16_stream` is for data read exactly once (the KV stream):
 // NVIDIA's evict-first cache hint; AMD's non-temporal load. Pointers must be 16-byte aligned.
@@ -132,7 +141,9 @@ constexpr bool kAsyncCopy = true;
 RK_DEVICE void cp_async16(void* smem, const void* gmem, bool valid) {
   const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   const int n = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
+  // L2::128B: the row's neighbouring sectors (other lanes of the row group) come in one request.
+  asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem),
+               "r"(n));
 }
 RK_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
