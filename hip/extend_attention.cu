@@ -436,15 +436,14 @@ extend_attention_kernel(const ExtendParams p) {
       }
     }
 
-    // Mask (stage 2 only), running max, rescale. Per-slot maxima and sums are reduced as trees
-    // (independent chains) rather than one serial chain per row.
-    constexpr int kPer = kKB * mma::kAccElems / kSlots;  // this lane's elements per slot
+    // Mask (stage 2 only), running max, rescale. Maxima and sums first run across the key blocks
+    // per accumulator element (kAccElems independent chains), then fold the elements of a slot.
     float corr[kMT][kSlots];
     float m_use[kMT][kSlots];
     bool grew = false;
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt) {
-      float v[kSlots][kPer];
+      float t[mma::kAccElems];
 #pragma unroll
       for (int kb = 0; kb < kKB; ++kb)
 #pragma unroll
@@ -453,15 +452,16 @@ extend_attention_kernel(const ExtendParams p) {
             const int key = n * kBN + kb * 16 + mma::acc_other(i);
             if (key > lim[mt][mma::acc_slot(i)]) s[mt][kb].x[i] = kNegInf;
           }
-          v[mma::acc_slot(i)][(kb * mma::kAccElems + i) / kSlots / 2 * 2 + (i & 1)] = s[mt][kb].x[i];
+          t[i] = kb == 0 ? s[mt][kb].x[i] : fmaxf(t[i], s[mt][kb].x[i]);
         }
+      float mx[kSlots];
+#pragma unroll
+      for (int sl = 0; sl < kSlots; ++sl) mx[sl] = kNegInf;
+#pragma unroll
+      for (int i = 0; i < mma::kAccElems; ++i) mx[mma::acc_slot(i)] = fmaxf(mx[mma::acc_slot(i)], t[i]);
 #pragma unroll
       for (int sl = 0; sl < kSlots; ++sl) {
-#pragma unroll
-        for (int w = kPer / 2; w > 0; w /= 2)
-#pragma unroll
-          for (int j = 0; j < w; ++j) v[sl][j] = fmaxf(v[sl][j], v[sl][j + w]);
-        const float m_new = fmaxf(m[mt][sl], mma::row_max(v[sl][0]));
+        const float m_new = fmaxf(m[mt][sl], mma::row_max(mx[sl]));
         m_use[mt][sl] = m_new == kNegInf ? 0.f : m_new * c;
         // Only a grown max rescales (m = -inf -> factor 0); an unchanged one leaves l and O as is.
         corr[mt][sl] = m_new > m[mt][sl] ? fast_exp2(m[mt][sl] * c - m_use[mt][sl]) : 1.f;
@@ -474,18 +474,18 @@ extend_attention_kernel(const ExtendParams p) {
         for (int i = 0; i < mma::kAccElems; ++i) {
           const float pv = fast_exp2(fmaf(s[mt][kb].x[i], c, -m_use[mt][mma::acc_slot(i)]));
           s[mt][kb].x[i] = pv;
-          v[mma::acc_slot(i)][(kb * mma::kAccElems + i) / kSlots / 2 * 2 + (i & 1)] = pv;
+          t[i] = kb == 0 ? pv : t[i] + pv;
         }
 #pragma unroll
       for (int sl = 0; sl < kSlots; ++sl) {
         if (kMmaSum) {
           mma::rowsum_scale(lsum[mt], sl, corr[mt][sl]);  // P is added during P*V
         } else {
+          float sum = 0.f;
 #pragma unroll
-          for (int w = kPer / 2; w > 0; w /= 2)
-#pragma unroll
-            for (int j = 0; j < w; ++j) v[sl][j] += v[sl][j + w];
-          l[mt][sl] = fmaf(l[mt][sl], corr[mt][sl], v[sl][0]);
+          for (int i = 0; i < mma::kAccElems; ++i)
+            if (mma::acc_slot(i) == sl) sum += t[i];
+          l[mt][sl] = fmaf(l[mt][sl], corr[mt][sl], sum);
         }
       }
     }
