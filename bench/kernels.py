@@ -176,6 +176,9 @@ def radixkv_runner(k: Any, v: Any, c: dict[str, Any], num_splits: Optional[int] 
 # A tuning build (RADIXKV_DECODE_VARIANTS=1) has alternative kernels; the variant is read when a
 # call is captured into a graph, so it is set around the timing.
 TUNING = os.environ.get("RADIXKV_DECODE_VARIANTS") == "1"
+# Which variants to time in a tuning build (1: 16 elements/lane, 2: copies only, no math).
+TUNING_VARIANTS = [int(v) for v in os.environ.get("RADIXKV_BENCH_VARIANTS", "1").split(",")
+                   if v.strip()] if TUNING else []
 
 
 def with_variant(variant: int, fn: Callable[[], float]) -> float:
@@ -219,8 +222,8 @@ def run_decode_bench(out_dir: Optional[Path], batches=BATCHES, lengths=LENGTHS,
                     "num_splits": decode_num_splits(batch, H_KV, 1, length, sms),
                 }
                 row["radixkv_us"] = timer(ours, reps)
-                if TUNING:
-                    row["variant1_us"] = with_variant(1, lambda: timer(ours, reps))
+                for var in TUNING_VARIANTS:
+                    row[f"variant{var}_us"] = with_variant(var, lambda: timer(ours, reps))
                 row["tbps"] = nbytes / (row["radixkv_us"] * 1e-6) / 1e12
                 row["frac_read"] = row["tbps"] / ceil["read"]
                 row["frac_copy"] = row["tbps"] / ceil["copy"]
@@ -237,9 +240,9 @@ def run_decode_bench(out_dir: Optional[Path], batches=BATCHES, lengths=LENGTHS,
                 if sweep and (batch, length) in ((1, 32768), (16, 4096), (1, 4096), (64, 512)):
                     splits = [s for s in (1, 8, 16, 32, 64, 96, 128) if s <= max(1, length // 64)]
                     row["split_sweep_us"] = {s: timer(radixkv_runner(k, v, c, s), reps) for s in splits}
-                    if TUNING:
-                        row["split_sweep_variant1_us"] = {
-                            s: with_variant(1, lambda s=s: timer(radixkv_runner(k, v, c, s), reps))
+                    for var in TUNING_VARIANTS:
+                        row[f"split_sweep_variant{var}_us"] = {
+                            s: with_variant(var, lambda s=s: timer(radixkv_runner(k, v, c, s), reps))
                             for s in splits}
                 rows.append(row)
                 print(fmt_row(row), flush=True)
@@ -268,9 +271,11 @@ def fmt_row(r: dict[str, Any]) -> str:
     return (f"ps={r['page_size']:>2} B={r['batch']:>3} L={r['kv_len']:>5} splits={r['num_splits']:>2} | "
             f"{r['radixkv_us']:8.1f} us {r['tbps']:.2f} TB/s ({r['frac_read']:.2f} read, "
             f"{r['frac_copy']:.2f} copy) | FI {fi}"
-            + (f" | variant1 {r['variant1_us']:.1f} us" if "variant1_us" in r else "")
+            + "".join(f" | variant{v} {r[f'variant{v}_us']:.1f} us" for v in (1, 2)
+                      if f"variant{v}_us" in r)
             + (f" | sweep {_r(r['split_sweep_us'])}" if "split_sweep_us" in r else "")
-            + (f" | sweep v1 {_r(r['split_sweep_variant1_us'])}" if "split_sweep_variant1_us" in r else ""))
+            + "".join(f" | sweep v{v} {_r(r[f'split_sweep_variant{v}_us'])}" for v in (1, 2)
+                      if f"split_sweep_variant{v}_us" in r))
 
 
 def _r(d: dict[Any, float]) -> str:
@@ -300,17 +305,18 @@ def print_table(result: dict[str, Any]) -> None:
     c = result["ceilings_tbps"]
     print(f"\npaged_decode, {result['device']} ({result['sms']} SMs), 32/8 heads, D=128, bf16; "
           f"read stream {c['read']:.2f} TB/s, copy {c['copy']:.2f} TB/s; ratio = FlashInfer / radixkv")
-    v1 = any("variant1_us" in r for r in result["rows"])
+    vs_ = [v for v in (1, 2) if any(f"variant{v}_us" in r for r in result["rows"])]
     print("| ps | B | L | KV MB | splits | radixkv µs | TB/s | of read | of copy | FI µs | vs FI |"
-          + (" variant1 µs |" if v1 else ""))
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if v1 else ""))
+          + "".join(f" variant{v} µs |" for v in vs_))
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * len(vs_))
     for r in result["rows"]:
         fi_us = f"{r['flashinfer_us']:.1f}" if "flashinfer_us" in r else "-"
         vs = f"{r['vs_flashinfer']:.2f}" if "vs_flashinfer" in r else "-"
         print(f"| {r['page_size']} | {r['batch']} | {r['kv_len']} | {r['kv_bytes'] / 1e6:.0f} | "
               f"{r['num_splits']} | {r['radixkv_us']:.1f} | {r['tbps']:.2f} | {r['frac_read']:.2f} | "
               f"{r['frac_copy']:.2f} | {fi_us} | {vs} |"
-              + (f" {r['variant1_us']:.1f} |" if "variant1_us" in r else (" - |" if v1 else "")))
+              + "".join(f" {r[f'variant{v}_us']:.1f} |" if f"variant{v}_us" in r else " - |"
+                        for v in vs_))
     for line in summary(result):
         print(line)
 

@@ -58,7 +58,8 @@ struct Tile {
   static constexpr int kMinBlocks = GC * kElems <= 32 ? 4 : 2;
 };
 
-template <typename T, int D, int PS, int GC, bool WIDE>
+// LOADS_ONLY (tuning builds only, variant 2): skip all math, to measure the copy pipeline alone.
+template <typename T, int D, int PS, int GC, bool WIDE, bool LOADS_ONLY = false>
 __global__ void __launch_bounds__(kThreads, (Tile<D, GC, WIDE>::kMinBlocks))
     paged_decode_kernel(const PagedDecodeParams p) {
   using Tl = Tile<D, GC, WIDE>;
@@ -163,6 +164,7 @@ __global__ void __launch_bounds__(kThreads, (Tile<D, GC, WIDE>::kMinBlocks))
     issue(i + S - 1, pgq[S - 1]);
     cp_async_wait<S - 1>();  // this thread's copies of step i have landed
     const int st = i % S;
+    if constexpr (!LOADS_ONLY) {
 
     // Scores: partial dot products, then a butterfly sum over the row group's lanes.
     float s[GC][U];
@@ -224,6 +226,7 @@ __global__ void __launch_bounds__(kThreads, (Tile<D, GC, WIDE>::kMinBlocks))
         for (int e = 0; e < E; ++e) acc[g][e] = fmaf(s[g][u], vf[e], acc[g][e]);
     }
 
+    }  // !LOADS_ONLY
     // Advance the look-up queue; the new look-up is consumed S iterations from now.
 #pragma unroll
     for (int j = 0; j < S; ++j)
@@ -334,8 +337,11 @@ void run(const PagedDecodeParams& p, Stream stream) {
   const int chunks = (p.num_q_heads / p.num_kv_heads) / GC;
   const dim3 grid(p.num_splits, p.batch, p.num_kv_heads * chunks);
 #if RADIXKV_DECODE_VARIANTS
-  // Tuning build only: variant 1 takes 16 elements per lane where that fits.
-  if constexpr (kWideOk<D, GC>) {
+  // Tuning build only: variant 1 takes 16 elements per lane where that fits; variant 2 only
+  // copies (no math; wrong output) to time the memory pipeline alone.
+  if (p.variant == 2) {
+    paged_decode_kernel<T, D, PS, GC, false, true><<<grid, kThreads, 0, s>>>(p);
+  } else if constexpr (kWideOk<D, GC>) {
     if (p.variant == 1) {
       paged_decode_kernel<T, D, PS, GC, true><<<grid, kThreads, 0, s>>>(p);
     } else {
