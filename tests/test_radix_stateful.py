@@ -282,6 +282,8 @@ def test_planted_bug_is_caught(bug: Callable[[rk.RadixCache], Any]) -> None:
             return bug(cache)
 
     # No shrinking: the point is that a failure is found, not a minimal one.
-    found = settings(SETTINGS, max_examples=max(EXAMPLES, 300), database=None, phases=[Phase.generate])
+    found = settings(
+        SETTINGS, max_examples=1000, database=None, phases=[Phase.generate], derandomize=True
+    )
     with pytest.raises((AssertionError, rk.RadixKVError, pytest.fail.Exception)):
         run_state_machine_as_test(Broken, settings=found)
