@@ -1,9 +1,9 @@
 """Bytes of bookkeeping per cached token: what the radix tree holds beyond the KV itself.
 
 Run in a fresh subprocess per trace so earlier allocations do not blur the numbers:
-the trace is replayed exactly as in the timed benchmark (same driver, same pool size;
-without SGLang's prompt-boundary insert the tree has about half SGLang's nodes, since
-a finished request's prompt and output stay one leaf); the heap is read once the pool, the request rows and every request's
+the trace is replayed exactly as in the timed benchmark (same driver, same pool size,
+so the tree ends with the same nodes as SGLang's after its replay: the insert after
+prefill already puts a node boundary at the end of every prompt); the heap is read once the pool, the request rows and every request's
 token arrays exist, and again after the last request finished. Reported:
 
 - ``heap``: growth of the C heap in use (glibc ``mallinfo2``: ``uordblks + hblkhd``);

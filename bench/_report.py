@@ -74,11 +74,11 @@ def targets(comp: List[Dict[str, Any]], radixkv: List[Dict[str, Any]],
 
 
 def bytes_per_token(m: Dict[str, Any]) -> Optional[Tuple[float, str]]:
-    """The best available per-token figure: the cache's own count, else heap growth."""
-    if "self_reported" in m:
-        return m["self_reported"]["bytes_per_token"], m["self_reported"]["attribute"]
+    """The measured heap growth (allocator overhead included), else the cache's own estimate."""
     if "heap_bytes_per_token" in m:
         return m["heap_bytes_per_token"], "heap growth"
+    if "self_reported" in m:
+        return m["self_reported"]["bytes_per_token"], m["self_reported"]["attribute"]
     if "rss_bytes_per_token" in m:
         return m["rss_bytes_per_token"], "RSS growth"
     return None
