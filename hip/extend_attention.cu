@@ -16,11 +16,19 @@
 // advances the address by the difference between consecutive pages (the Hygon k_delta trick),
 // publishing row addresses for the copy threads one tile ahead.
 //
+// Rows past L_k (the tail of the last tile) are zero-filled in shared memory, never read, and
+// masked, so NaN in padding slots cannot reach a result (p = 0 and V = 0, never NaN * 0).
+//
 // Online softmax state per query row (per lane slot, see mma.h):
 //   m: running max of the raw scores (-inf while empty), l: running sum of exp2((s - m) * c)
 //   over this lane's keys (summed across lanes once, at the end), O: running sum of p * V.
 //   c = sm_scale * log2(e): scores are scaled inside exp2 only. An empty state (m = -inf)
-//   rescales by 0 and subtracts 0, so no inf - inf ever forms.
+//   rescales by 0 and subtracts 0, so no inf - inf ever forms. O and l are rescaled only when
+//   some row's max grew (a warp vote); otherwise the factor would be exactly 1.
+//
+// Tuning (NVIDIA, D = 128; bench/NOTES.md "Extend" has the measurements): 4 warps x 32 rows,
+// 64-key tiles, one barrier per tile, the swizzle folded into one XOR per ldmatrix address.
+// AMD uses smaller tiles (gfx90a has 64 KB of LDS) and plain loads for the copies.
 #include "extend_attention.h"
 
 #include "dispatch.h"
