@@ -176,7 +176,7 @@ def radixkv_runner(k: Any, v: Any, c: dict[str, Any], num_splits: Optional[int] 
 # A tuning build (RADIXKV_DECODE_VARIANTS=1) has alternative kernels; the variant is read when a
 # call is captured into a graph, so it is set around the timing.
 TUNING = os.environ.get("RADIXKV_DECODE_VARIANTS") == "1"
-# Which variants to time in a tuning build (1: 16 elements/lane, 2: copies only, no math).
+# Which variants to time in a tuning build (1: all-reduce softmax, 2: copies only, no math).
 TUNING_VARIANTS = [int(v) for v in os.environ.get("RADIXKV_BENCH_VARIANTS", "1").split(",")
                    if v.strip()] if TUNING else []
 

@@ -27,20 +27,23 @@ namespace decode {
 
 constexpr int kThreads = 128;
 
-// Elements per lane: 16 halve the lanes per row (fewer shuffle steps per score) but take twice
-// the registers for q and the accumulators (fewer resident blocks); 8 is the opposite trade and
-// measured faster on the H200 (bench/NOTES.md, run 1), so it is the default; 16 ("wide") is the
-// tuning variant 1 where it fits (GC <= 4, D >= 128).
-template <int D, int GC>
-constexpr bool kWideOk = GC <= 4 && D >= 128;
+// Elements per lane: 8 (one 16-byte copy per row). 16 halve the lanes per row but double the
+// registers for q and the accumulators; that measured 1.5-2x slower on the H200 (2 blocks/SM
+// instead of 4; bench/NOTES.md, runs 1-2) and was removed.
+constexpr int kElemsPerLane = 8;
+
+// Score reduction and softmax (MODE): 0 = reduce-scatter (default), 1 = all-reduce (run 3's
+// kernel, kept for tuning comparisons), 2 = copies only, no math (tuning: times the memory
+// pipeline alone; wrong output). Modes 1 and 2 are compiled only with -DRADIXKV_DECODE_VARIANTS=1.
+enum Mode : int { kScatter = 0, kAllReduce = 1, kLoadsOnly = 2 };
 
 // Pipeline depth: steps whose copies are in flight while one step is computed. Without an
 // asynchronous copy (AMD/Hygon) the copy is synchronous and one stage is all that makes sense.
 constexpr int kStages = kAsyncCopy ? 3 : 1;
 
-template <int D, int GC, bool WIDE>
+template <int D, int GC>
 struct Tile {
-  static constexpr int kElems = WIDE ? 16 : 8;
+  static constexpr int kElems = kElemsPerLane;
   static constexpr int kVecs = kElems / 8;                  // 16-byte copies per row per lane
   static constexpr int kLanesPerRow = D / kElems;           // 8..32, divides the warp size
   static constexpr int kRowGroups = kThreads / kLanesPerRow;
@@ -58,11 +61,10 @@ struct Tile {
   static constexpr int kMinBlocks = GC * kElems <= 32 ? 4 : 2;
 };
 
-// LOADS_ONLY (tuning builds only, variant 2): skip all math, to measure the copy pipeline alone.
-template <typename T, int D, int PS, int GC, bool WIDE, bool LOADS_ONLY = false>
-__global__ void __launch_bounds__(kThreads, (Tile<D, GC, WIDE>::kMinBlocks))
+template <typename T, int D, int PS, int GC, int MODE>
+__global__ void __launch_bounds__(kThreads, (Tile<D, GC>::kMinBlocks))
     paged_decode_kernel(const PagedDecodeParams p) {
-  using Tl = Tile<D, GC, WIDE>;
+  using Tl = Tile<D, GC>;
   constexpr int E = Tl::kElems, V = Tl::kVecs, LPR = Tl::kLanesPerRow, RG = Tl::kRowGroups;
   constexpr int U = Tl::kUnroll, STEP = Tl::kStepTokens, S = kStages;
   __shared__ vec16 smem[Tl::kSmemVecs];
@@ -164,9 +166,8 @@ __global__ void __launch_bounds__(kThreads, (Tile<D, GC, WIDE>::kMinBlocks))
     issue(i + S - 1, pgq[S - 1]);
     cp_async_wait<S - 1>();  // this thread's copies of step i have landed
     const int st = i % S;
-    if constexpr (!LOADS_ONLY) {
-
-    // Scores: partial dot products, then a butterfly sum over the row group's lanes.
+    if constexpr (MODE != kLoadsOnly) {
+    // Partial dot products of this lane's 8 elements: s[g][u] for head g, row u.
     float s[GC][U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -181,38 +182,122 @@ __global__ void __launch_bounds__(kThreads, (Tile<D, GC, WIDE>::kMinBlocks))
         s[g][u] = a;
       }
     }
+    bool ok[U];  // rows of this step that exist
 #pragma unroll
-    for (int mask = LPR / 2; mask > 0; mask /= 2) {
+    for (int u = 0; u < U; ++u) ok[u] = pgq[0][u] >= 0;
+    float pw[GC][U];  // probability weights, every (head, row) in every lane
+    float alpha[GC];  // rescale of each head's accumulator
+
+    if constexpr (MODE == kScatter) {
+      // Reduce-scatter the N = GC*U partial scores over the LPR lanes of the row group: at each
+      // level a lane keeps one half of its values and sends the other, so summing N values costs
+      // N - 1 shuffles instead of N * log2(LPR), and the softmax below touches R values per lane,
+      // not N. Afterwards lane j holds the full scores of flat indices n = (j / DUP) * R + k,
+      // k < R, where n = g * U + u.
+      constexpr int N = GC * U;
+      constexpr int R = N >= LPR ? N / LPR : 1;
+      constexpr int DUP = N >= LPR ? 1 : LPR / N;  // lanes holding the same values
+      constexpr int LEVELS = (N >= LPR ? LPR : N) == 1 ? 0 : __builtin_ctz(N >= LPR ? LPR : N);
+      static_assert(R <= U, "a lane's scores must belong to one head");
+      float val[N];
 #pragma unroll
       for (int g = 0; g < GC; ++g)
 #pragma unroll
-        for (int u = 0; u < U; ++u) s[g][u] += shfl_xor(s[g][u], mask);
+        for (int u = 0; u < U; ++u) val[g * U + u] = s[g][u];
+#pragma unroll
+      for (int lvl = 0; lvl < LEVELS; ++lvl) {
+        const int mask = LPR >> (lvl + 1);
+        const int half = N >> (lvl + 1);
+        const bool upper = (lane & mask) != 0;
+#pragma unroll
+        for (int k = 0; k < half; ++k) {
+          const float send = upper ? val[k] : val[k + half];
+          const float keep = upper ? val[k + half] : val[k];
+          val[k] = keep + shfl_xor(send, mask);
+        }
+      }
+#pragma unroll
+      for (int mask = DUP / 2; mask > 0; mask /= 2) val[0] += shfl_xor(val[0], mask);
+
+      // This lane's values all belong to head g_own; that head's values span LG aligned lanes.
+      constexpr int LG = (U / R) * DUP;
+      const int n0 = (lane / DUP) * R;
+      const int g_own = n0 / U;
+      float hmax = kNegInf;
+#pragma unroll
+      for (int k = 0; k < R; ++k) {
+        const int u = (n0 + k) % U;
+        bool valid = ok[0];
+#pragma unroll
+        for (int uu = 1; uu < U; ++uu) valid = u == uu ? ok[uu] : valid;
+        if (!valid) val[k] = kNegInf;
+        hmax = fmaxf(hmax, val[k]);
+      }
+#pragma unroll
+      for (int mask = LG / 2; mask > 0; mask /= 2) hmax = fmaxf(hmax, shfl_xor(hmax, mask));
+      float ms_own = 0.f;
+#pragma unroll
+      for (int g = 0; g < GC; ++g) {
+        const float mx = fmaxf(m[g], shfl(hmax, g * LG, LPR));
+        const float ms = safe_max(mx);
+        alpha[g] = fast_exp2(m[g] - ms);
+        m[g] = mx;
+        ms_own = g == g_own ? ms : ms_own;
+      }
+      float hsum = 0.f;
+#pragma unroll
+      for (int k = 0; k < R; ++k) {
+        val[k] = fast_exp2(val[k] - ms_own);  // now the probability weight
+        hsum += val[k];
+      }
+#pragma unroll
+      for (int mask = LG / 2; mask > 0; mask /= 2) hsum += shfl_xor(hsum, mask);
+#pragma unroll
+      for (int g = 0; g < GC; ++g) {
+        l[g] = l[g] * alpha[g] + shfl(hsum, g * LG, LPR);
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const int n = g * U + u;
+          pw[g][u] = shfl(val[n % R], (n / R) * DUP, LPR);
+        }
+      }
+    } else {
+      // All-reduce: every lane sums every score (N * log2(LPR) shuffles) and redoes the softmax.
+#pragma unroll
+      for (int mask = LPR / 2; mask > 0; mask /= 2) {
+#pragma unroll
+        for (int g = 0; g < GC; ++g)
+#pragma unroll
+          for (int u = 0; u < U; ++u) s[g][u] += shfl_xor(s[g][u], mask);
+      }
+#pragma unroll
+      for (int g = 0; g < GC; ++g) {
+        float mx = m[g];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          if (!ok[u]) s[g][u] = kNegInf;
+          mx = fmaxf(mx, s[g][u]);
+        }
+        const float ms = safe_max(mx);
+        alpha[g] = fast_exp2(m[g] - ms);
+        float sum = 0.f;
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          pw[g][u] = fast_exp2(s[g][u] - ms);
+          sum += pw[g][u];
+        }
+        l[g] = l[g] * alpha[g] + sum;
+        m[g] = mx;
+      }
     }
 
-    // Online softmax: one rescale per step and head, not per token.
+    // Once the running max settles alpha is exactly 1: skip the rescale when the whole warp
+    // agrees (a uniform branch), which is most steps.
 #pragma unroll
     for (int g = 0; g < GC; ++g) {
-      float mx = m[g];
+      if (warp_any(alpha[g] != 1.f)) {
 #pragma unroll
-      for (int u = 0; u < U; ++u) {
-        if (pgq[0][u] < 0) s[g][u] = kNegInf;
-        mx = fmaxf(mx, s[g][u]);
-      }
-      const float ms = safe_max(mx);
-      const float alpha = fast_exp2(m[g] - ms);
-      float sum = 0.f;
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        s[g][u] = fast_exp2(s[g][u] - ms);  // now the probability weight
-        sum += s[g][u];
-      }
-      l[g] = l[g] * alpha + sum;
-      m[g] = mx;
-      // Once the running max settles alpha is exactly 1: skip the rescale when the whole warp
-      // agrees (a uniform branch), which is most steps.
-      if (warp_any(alpha != 1.f)) {
-#pragma unroll
-        for (int e = 0; e < E; ++e) acc[g][e] *= alpha;
+        for (int e = 0; e < E; ++e) acc[g][e] *= alpha[g];
       }
     }
 #pragma unroll
@@ -223,10 +308,10 @@ __global__ void __launch_bounds__(kThreads, (Tile<D, GC, WIDE>::kMinBlocks))
 #pragma unroll
       for (int g = 0; g < GC; ++g)
 #pragma unroll
-        for (int e = 0; e < E; ++e) acc[g][e] = fmaf(s[g][u], vf[e], acc[g][e]);
+        for (int e = 0; e < E; ++e) acc[g][e] = fmaf(pw[g][u], vf[e], acc[g][e]);
     }
 
-    }  // !LOADS_ONLY
+    }  // MODE != kLoadsOnly
     // Advance the look-up queue; the new look-up is consumed S iterations from now.
 #pragma unroll
     for (int j = 0; j < S; ++j)
@@ -337,21 +422,16 @@ void run(const PagedDecodeParams& p, Stream stream) {
   const int chunks = (p.num_q_heads / p.num_kv_heads) / GC;
   const dim3 grid(p.num_splits, p.batch, p.num_kv_heads * chunks);
 #if RADIXKV_DECODE_VARIANTS
-  // Tuning build only: variant 1 takes 16 elements per lane where that fits; variant 2 only
-  // copies (no math; wrong output) to time the memory pipeline alone.
-  if (p.variant == 2) {
-    paged_decode_kernel<T, D, PS, GC, false, true><<<grid, kThreads, 0, s>>>(p);
-  } else if constexpr (kWideOk<D, GC>) {
-    if (p.variant == 1) {
-      paged_decode_kernel<T, D, PS, GC, true><<<grid, kThreads, 0, s>>>(p);
-    } else {
-      paged_decode_kernel<T, D, PS, GC, false><<<grid, kThreads, 0, s>>>(p);
-    }
+  // Tuning build only: p.variant picks the mode (see Mode).
+  if (p.variant == kLoadsOnly) {
+    paged_decode_kernel<T, D, PS, GC, kLoadsOnly><<<grid, kThreads, 0, s>>>(p);
+  } else if (p.variant == kAllReduce) {
+    paged_decode_kernel<T, D, PS, GC, kAllReduce><<<grid, kThreads, 0, s>>>(p);
   } else {
-    paged_decode_kernel<T, D, PS, GC, false><<<grid, kThreads, 0, s>>>(p);
+    paged_decode_kernel<T, D, PS, GC, kScatter><<<grid, kThreads, 0, s>>>(p);
   }
 #else
-  paged_decode_kernel<T, D, PS, GC, false><<<grid, kThreads, 0, s>>>(p);
+  paged_decode_kernel<T, D, PS, GC, kScatter><<<grid, kThreads, 0, s>>>(p);
 #endif
   error_t e = last_error();
   if (e == kSuccess && p.num_splits > 1) {
