@@ -310,6 +310,14 @@ impl BlockAllocator {
         metadata::decode_metadata(&pages, Some(&lens), self.block_size)
     }
 
+    /// Extend metadata over these sequences' blocks, the last `extend_lens[i]` tokens of each being
+    /// the new ones (see [`metadata::paged_extend_metadata`]): call it after `allocate` /
+    /// `append_slots` made room for them.
+    pub fn extend_metadata(&self, seqs: &[SeqId], extend_lens: &[i32]) -> Result<MetadataBuf> {
+        let (pages, lens) = self.pages_and_lens(seqs)?;
+        metadata::paged_extend_metadata(&pages, &lens, extend_lens, self.block_size)
+    }
+
     /// Block-table decode metadata (see [`metadata::block_table_metadata`]).
     pub fn block_table_metadata(
         &self,

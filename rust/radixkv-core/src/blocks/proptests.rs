@@ -35,6 +35,8 @@ impl ReferenceStateMachine for Reference {
                 .prop_map(|(seqs, width)| BlocksOp::BlockTables { seqs, width }),
             1 => proptest::collection::vec(seq(), 0..4)
                 .prop_map(|seqs| BlocksOp::DecodeMetadata { seqs }),
+            1 => (proptest::collection::vec(seq(), 0..4), 0u8..6)
+                .prop_map(|(seqs, extend)| BlocksOp::ExtendMetadata { seqs, extend }),
         ]
         .boxed()
     }

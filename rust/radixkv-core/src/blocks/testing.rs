@@ -24,13 +24,38 @@ pub fn seq_id(x: u8) -> SeqId {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 pub enum BlocksOp {
-    Allocate { seq: u8, tokens: u8 },
-    Append { seq: u8, tokens: u8 },
-    Fork { parent: u8, child: u8 },
-    Free { seq: u8 },
-    SlotMapping { seq: u8, start: u8, end: u8 },
-    BlockTables { seqs: Vec<u8>, width: Option<u8> },
-    DecodeMetadata { seqs: Vec<u8> },
+    Allocate {
+        seq: u8,
+        tokens: u8,
+    },
+    Append {
+        seq: u8,
+        tokens: u8,
+    },
+    Fork {
+        parent: u8,
+        child: u8,
+    },
+    Free {
+        seq: u8,
+    },
+    SlotMapping {
+        seq: u8,
+        start: u8,
+        end: u8,
+    },
+    BlockTables {
+        seqs: Vec<u8>,
+        width: Option<u8>,
+    },
+    DecodeMetadata {
+        seqs: Vec<u8>,
+    },
+    /// Extend metadata with the last `extend` tokens of every listed sequence new.
+    ExtendMetadata {
+        seqs: Vec<u8>,
+        extend: u8,
+    },
 }
 
 /// A whole fuzz / property case: allocator shape plus the ops to replay.
@@ -60,6 +85,8 @@ pub enum OpOutput {
     Ints(Vec<i32>),
     /// `(kv_indptr, kv_indices, kv_lens, kv_last_page_len)` of decode metadata.
     Csr([Vec<i32>; 4]),
+    /// `(qo_indptr, kv_indices, out_cache_loc, positions)` of extend metadata.
+    Extend([Vec<i32>; 4]),
 }
 
 /// Runs `op` on the allocator.
@@ -97,6 +124,16 @@ pub fn apply_op(a: &mut BlockAllocator, op: &BlocksOp) -> Result<OpOutput> {
                 f("kv_last_page_len"),
             ])
         }
+        BlocksOp::ExtendMetadata { ref seqs, extend } => {
+            let m = a.extend_metadata(&ids(seqs), &vec![i32::from(extend); seqs.len()])?;
+            let f = |n: &str| m.field(n).expect("extend field").to_vec();
+            OpOutput::Extend([
+                f("qo_indptr"),
+                f("kv_indices"),
+                f("out_cache_loc"),
+                f("positions"),
+            ])
+        }
     })
 }
 
@@ -128,6 +165,8 @@ pub enum Expected {
     Tables(Vec<Vec<u64>>, usize),
     /// Decode: (model blocks, len) per sequence.
     Decode(Vec<(Vec<u64>, usize)>),
+    /// Extend: (model blocks, len) per sequence, and the new-token count of each.
+    Extend(Vec<(Vec<u64>, usize)>, usize),
     Err(ErrKind),
 }
 
@@ -271,6 +310,16 @@ impl NaiveBlocks {
                 }
                 Expected::Decode(rows)
             }
+            BlocksOp::ExtendMetadata { ref seqs, extend } => {
+                let Some(rows) = self.rows(seqs) else {
+                    return Expected::Err(ErrKind::Unknown);
+                };
+                let e = usize::from(extend);
+                if rows.iter().any(|&(_, len)| len == 0 || e > len) {
+                    return Expected::Err(ErrKind::Invalid);
+                }
+                Expected::Extend(rows, e)
+            }
         }
     }
 
@@ -379,6 +428,20 @@ pub fn step(
             let e_lens: Vec<i32> = rows.iter().map(|&(_, l)| l as i32).collect();
             let e_last: Vec<i32> = e_lens.iter().map(|&l| (l - 1) % bs + 1).collect();
             (indptr, indices, lens, last) == (&e_ptr, &e_idx, &e_lens, &e_last)
+        }
+        (Ok(OpOutput::Extend([qo, indices, loc, pos])), Expected::Extend(rows, e)) => {
+            let e_qo: Vec<i32> = (0..=rows.len()).map(|i| (i * e) as i32).collect();
+            let e_idx: Vec<i32> = rows.iter().flat_map(|(r, _)| r.iter().map(phys)).collect();
+            let new_positions = || rows.iter().flat_map(|&(_, l)| l - e..l);
+            let e_pos: Vec<i32> = new_positions().map(|p| p as i32).collect();
+            let e_loc: Vec<i32> = rows
+                .iter()
+                .flat_map(|(r, l)| {
+                    (l - e..*l)
+                        .map(move |p| phys(&r[p / bs as usize]) * bs + (p % bs as usize) as i32)
+                })
+                .collect();
+            (qo, indices, loc, pos) == (&e_qo, &e_idx, &e_loc, &e_pos)
         }
         _ => false,
     };

@@ -155,9 +155,17 @@ fn tables_and_metadata() {
     let m = a.decode_metadata(&[10, 20]).unwrap();
     assert_eq!(m.field("kv_indices").unwrap(), [0, 1, 2, 3]);
     assert_eq!(m.field("kv_last_page_len").unwrap(), [1, 2]);
+    assert_eq!(m.field("out_cache_loc").unwrap(), [8, 13]);
+    // Prefill of seq 20 (2 new tokens) and a 3-token chunk appended to seq 10.
+    a.append_slots(10, 3).unwrap();
+    let m = a.extend_metadata(&[20, 10], &[2, 3]).unwrap();
+    assert_eq!(m.field("out_cache_loc").unwrap(), [12, 13, 9, 10, 11]);
+    assert_eq!(m.field("positions").unwrap(), [0, 1, 9, 10, 11]);
+    assert_eq!(m.field("kv_indices").unwrap(), [3, 0, 1, 2]);
+    assert!(a.extend_metadata(&[20], &[3]).is_err());
     let m = a.block_table_metadata(&[10, 20], None).unwrap();
     assert_eq!(m.field("block_tables").unwrap(), [0, 1, 2, 3, 0, 0]);
-    assert_eq!(m.field("seq_lens").unwrap(), [9, 2]);
+    assert_eq!(m.field("seq_lens").unwrap(), [12, 2]);
 }
 
 #[test]

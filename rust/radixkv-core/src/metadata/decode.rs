@@ -1,74 +1,8 @@
 //! Decode batch metadata: CSR over slots or pages (`FlashInfer`'s form), or a padded block table.
 
 use super::buffer::{checked_total, push_indptr, BufBuilder, MetadataBuf};
+use super::paged::{last_page_len, last_slot, request_lens};
 use crate::{CoreError, Result};
-
-/// Valid-token count of every request, checked against its page list.
-///
-/// With `kv_lens == None` the request's length is its page count, which only makes sense for
-/// `page_size == 1`. Each request needs at least one token (the decode query attends itself) and
-/// exactly `ceil(kv_len / page_size)` pages; no page id may be negative.
-fn request_lens<P: AsRef<[i32]>>(
-    pages: &[P],
-    kv_lens: Option<&[i32]>,
-    page_size: usize,
-) -> Result<Vec<usize>> {
-    if page_size == 0 || page_size > i32::MAX as usize {
-        return Err(CoreError::invalid(format!(
-            "page_size must be in 1..2^31, got {page_size}"
-        )));
-    }
-    let lens: Vec<usize> = match kv_lens {
-        None if page_size == 1 => pages.iter().map(|p| p.as_ref().len()).collect(),
-        None => {
-            return Err(CoreError::invalid(format!(
-                "kv_lens is required when page_size > 1 (got page_size={page_size})"
-            )))
-        }
-        Some(l) if l.len() != pages.len() => {
-            return Err(CoreError::invalid(format!(
-                "kv_lens has {} entries but there are {} requests",
-                l.len(),
-                pages.len()
-            )))
-        }
-        Some(l) => l
-            .iter()
-            .enumerate()
-            .map(|(b, &x)| {
-                usize::try_from(x)
-                    .map_err(|_| CoreError::invalid(format!("kv_lens[{b}] = {x} is negative")))
-            })
-            .collect::<Result<_>>()?,
-    };
-    for (b, (p, &len)) in pages.iter().zip(&lens).enumerate() {
-        let p = p.as_ref();
-        if len == 0 {
-            return Err(CoreError::invalid(format!(
-                "request {b} has no KV tokens; a decode request attends at least itself"
-            )));
-        }
-        let want = len.div_ceil(page_size);
-        if p.len() != want {
-            return Err(CoreError::invalid(format!(
-                "request {b}: {len} tokens need {want} pages of {page_size}, got {}",
-                p.len()
-            )));
-        }
-        if let Some(i) = p.iter().position(|&x| x < 0) {
-            return Err(CoreError::invalid(format!(
-                "request {b}: page [{i}] = {} is negative",
-                p[i]
-            )));
-        }
-    }
-    Ok(lens)
-}
-
-/// Tokens held by the last page of a request of `len >= 1` tokens.
-fn last_page_len(len: usize, page_size: usize) -> i32 {
-    ((len - 1) % page_size + 1) as i32
-}
 
 /// Builds CSR decode metadata: one query per request over its whole context.
 ///
@@ -77,7 +11,8 @@ fn last_page_len(len: usize, page_size: usize) -> i32 {
 ///
 /// Fields (int32; `n` requests, `P = Σ|pages|`): `qo_indptr` [n+1] = `0..=n`,
 /// `kv_indptr` [n+1] = `[0, cumsum(|pages|)]`, `kv_indices` [P], `kv_lens` [n],
-/// `kv_last_page_len` [n] = `(kv_lens - 1) % page_size + 1`.
+/// `kv_last_page_len` [n] = `(kv_lens - 1) % page_size + 1`, `out_cache_loc` [n] = the slot of
+/// each request's last token (position `kv_len - 1`, where this step's K/V is written).
 /// Scalars: `batch_size`, `page_size`, `max_seq_len`, `max_pages`.
 pub fn decode_metadata<P: AsRef<[i32]>>(
     pages: &[P],
@@ -88,7 +23,7 @@ pub fn decode_metadata<P: AsRef<[i32]>>(
     let n = pages.len();
     let np = |b: usize| pages[b].as_ref().len();
     let total = checked_total((0..n).map(np), "total pages")?;
-    let mut bb = BufBuilder::new(&[n + 1, n + 1, total, n, n])?;
+    let mut bb = BufBuilder::new(&[n + 1, n + 1, total, n, n, n])?;
     bb.field("qo_indptr", &[n + 1], |o| {
         o.extend((0..=n).map(|b| b as i32));
     })
@@ -103,6 +38,9 @@ pub fn decode_metadata<P: AsRef<[i32]>>(
     })
     .field("kv_last_page_len", &[n], |o| {
         o.extend(lens.iter().map(|&l| last_page_len(l, page_size)));
+    })
+    .field("out_cache_loc", &[n], |o| {
+        o.extend((0..n).map(|b| last_slot(pages[b].as_ref(), page_size, lens[b])));
     })
     .scalar("batch_size", n)
     .scalar("page_size", page_size)
@@ -137,7 +75,8 @@ pub(crate) fn table_width<P: AsRef<[i32]>>(tables: &[P], width: Option<usize>) -
 /// Builds block-table decode metadata (vLLM's form).
 ///
 /// Fields (int32): `block_tables` [n, width] zero-padded (width defaults to the longest table;
-/// pass a fixed one for CUDA graphs), `seq_lens` [n], `kv_last_page_len` [n].
+/// pass a fixed one for CUDA graphs), `seq_lens` [n], `kv_last_page_len` [n], `out_cache_loc` [n]
+/// (slot of each sequence's last token).
 /// Scalars: `batch_size`, `page_size`, `max_seq_len`, `max_blocks` (= width).
 pub fn block_table_metadata<P: AsRef<[i32]>>(
     pages: &[P],
@@ -152,7 +91,7 @@ pub fn block_table_metadata<P: AsRef<[i32]>>(
         .checked_mul(width)
         .filter(|&c| i32::try_from(c).is_ok())
         .ok_or_else(|| CoreError::invalid("block table size exceeds int32 range"))?;
-    let mut bb = BufBuilder::new(&[cells, n, n])?;
+    let mut bb = BufBuilder::new(&[cells, n, n, n])?;
     bb.field("block_tables", &[n, width], |o| {
         fill_block_table(pages, width, o);
     })
@@ -161,6 +100,9 @@ pub fn block_table_metadata<P: AsRef<[i32]>>(
     })
     .field("kv_last_page_len", &[n], |o| {
         o.extend(lens.iter().map(|&l| last_page_len(l, page_size)));
+    })
+    .field("out_cache_loc", &[n], |o| {
+        o.extend((0..n).map(|b| last_slot(pages[b].as_ref(), page_size, lens[b])));
     })
     .scalar("batch_size", n)
     .scalar("page_size", page_size)

@@ -5,6 +5,7 @@
 //! field as a view of it, so moving a whole batch to the GPU is a single host-to-device copy.
 //!
 //! - [`extend_metadata`]: prefix-prefill batches (`qo_indptr`, `kv_indptr`, `kv_indices`, ...).
+//! - [`paged_extend_metadata`]: extend batches over pages (e.g. from a `BlockAllocator`).
 //! - [`decode_metadata`]: decode batches in CSR form, over slots (`page_size == 1`) or pages.
 //! - [`block_table_metadata`]: decode batches as a zero-padded `[batch, max_blocks]` block table.
 //!
@@ -13,12 +14,13 @@
 mod buffer;
 mod decode;
 mod extend;
+mod paged;
 
 pub(crate) use buffer::try_vec;
 pub use buffer::{Field, MetadataBuf, FIELD_ALIGN};
 pub(crate) use decode::table_width;
 pub use decode::{block_table_metadata, decode_metadata, fill_block_table};
-pub use extend::extend_metadata;
+pub use extend::{extend_metadata, paged_extend_metadata};
 
 #[cfg(test)]
 mod tests;

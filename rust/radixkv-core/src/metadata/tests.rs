@@ -99,3 +99,55 @@ fn block_table_form() {
     assert_eq!(f(&wide, "block_tables").len(), 15);
     assert!(block_table_metadata(&pages, Some(&[5, 4, 9]), 4, Some(2)).is_err());
 }
+
+#[test]
+fn paged_extend_with_one_slot_pages_equals_slot_extend() {
+    let prefix: [&[i32]; 3] = [&[108, 109, 110, 111], &[], &[80, 81, 82, 83, 84]];
+    let new: [&[i32]; 3] = [&[42, 43], &[201, 202, 203], &[99]];
+    let slots: Vec<Vec<i32>> = prefix
+        .iter()
+        .zip(&new)
+        .map(|(p, n)| [*p, *n].concat())
+        .collect();
+    let paged = paged_extend_metadata(&slots, &[6, 3, 6], &[2, 3, 1], 1).unwrap();
+    assert_eq!(paged, extend_metadata(&prefix, &new).unwrap());
+}
+
+#[test]
+fn paged_extend_over_pages() {
+    // Request 0: 6 tokens in pages [7, 2] (page 4), the last 3 new (positions 3, 4, 5).
+    // Request 1: 4 tokens in page [5], all new.
+    let pages: [&[i32]; 2] = [&[7, 2], &[5]];
+    let m = paged_extend_metadata(&pages, &[6, 4], &[3, 4], 4).unwrap();
+    assert_eq!(f(&m, "qo_indptr"), [0, 3, 7]);
+    assert_eq!(f(&m, "kv_indptr"), [0, 2, 3]);
+    assert_eq!(f(&m, "kv_indices"), [7, 2, 5]);
+    assert_eq!(f(&m, "seq_lens"), [6, 4]);
+    assert_eq!(f(&m, "extend_prefix_lens"), [3, 0]);
+    assert_eq!(f(&m, "kv_last_page_len"), [2, 4]);
+    assert_eq!(f(&m, "out_cache_loc"), [31, 8, 9, 20, 21, 22, 23]);
+    assert_eq!(f(&m, "positions"), [3, 4, 5, 0, 1, 2, 3]);
+    assert_eq!(m.scalar("max_pages"), Some(2));
+    assert!(paged_extend_metadata(&pages, &[6, 4], &[7, 4], 4).is_err());
+    assert!(paged_extend_metadata(&pages, &[6, 4], &[-1, 4], 4).is_err());
+    assert!(paged_extend_metadata(&pages, &[6, 4], &[1], 4).is_err());
+}
+
+#[test]
+fn decode_out_cache_loc_is_the_last_slot() {
+    let pages: [&[i32]; 2] = [&[4, 2], &[7]];
+    let m = decode_metadata(&pages, Some(&[5, 3]), 4).unwrap();
+    assert_eq!(f(&m, "out_cache_loc"), [8, 30]);
+    let m = block_table_metadata(&pages, Some(&[5, 3]), 4, None).unwrap();
+    assert_eq!(f(&m, "out_cache_loc"), [8, 30]);
+}
+
+#[test]
+fn slots_beyond_int32_are_rejected() {
+    // Page p of size 8 holds slots 8p .. 8p + 7: the last page that fits is 2^28 - 1.
+    let fits: [&[i32]; 1] = [&[(1 << 28) - 1]];
+    let m = decode_metadata(&fits, Some(&[8]), 8).unwrap();
+    assert_eq!(m.field("out_cache_loc").unwrap(), [i32::MAX]);
+    let beyond: [&[i32]; 1] = [&[1 << 28]];
+    assert!(decode_metadata(&beyond, Some(&[1]), 8).is_err());
+}
