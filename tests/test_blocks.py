@@ -215,6 +215,10 @@ BAD_CALLS: list[tuple[str, Callable[[rk.BlockAllocator], object], type[Exception
     ("decode_metadata unknown", lambda b: b.decode_metadata([77]), rk.UnknownSequence),
     ("decode_metadata empty seq", lambda b: b.decode_metadata([3]), rk.InvalidArgument),
     ("table metadata narrow", lambda b: b.block_table_metadata([1], width=0), rk.InvalidArgument),
+    ("extend_metadata too long", lambda b: b.extend_metadata([1], [7]), rk.InvalidArgument),
+    ("extend_metadata empty seq", lambda b: b.extend_metadata([3], 0), rk.InvalidArgument),
+    ("extend_metadata negative", lambda b: b.extend_metadata([1], -1), rk.InvalidArgument),
+    ("extend_metadata unknown", lambda b: b.extend_metadata([77], 1), rk.UnknownSequence),
 ]
 
 

@@ -253,6 +253,15 @@ class BlocksMachine(RuleBasedStateMachine):
         assert md.kv_indices.tolist() == [x for r in rows for x in r]
         assert md.kv_indptr.tolist() == np.cumsum([0] + [len(r) for r in rows]).tolist()
         assert md.kv_last_page_len.tolist() == [(n - 1) % self.m.block_size + 1 for n in lens]
+        # Extend form: the last e tokens of each sequence are new; their slots and positions.
+        e = min(lens, default=0)
+        ext = self.b.extend_metadata(seqs, e)
+        bs = self.m.block_size
+        assert ext.out_cache_loc.tolist() == [
+            r[p // bs] * bs + p % bs for r, n in zip(rows, lens) for p in range(n - e, n)
+        ]
+        assert ext.positions.tolist() == [p for n in lens for p in range(n - e, n)]
+        assert ext.kv_indices.tolist() == md.kv_indices.tolist()
 
     @invariant()
     def consistent(self) -> None:

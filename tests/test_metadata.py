@@ -168,6 +168,60 @@ def test_allocator_decode_metadata_forms() -> None:
     np.testing.assert_array_equal(again.buffer, csr.buffer)
 
 
+def test_paged_extend_over_pages() -> None:
+    # Request 0: 6 tokens in pages [7, 2] of 4, the last 3 new; request 1: 4 tokens, all new.
+    md = rk.build_paged_extend_metadata([[7, 2], np.array([5])], [6, 4], [3, 4], page_size=4)
+    assert md.qo_indptr.tolist() == [0, 3, 7]
+    assert md.kv_indptr.tolist() == [0, 2, 3]
+    assert md.kv_indices.tolist() == [7, 2, 5]
+    assert md.seq_lens.tolist() == md.kv_lens.tolist() == [6, 4]
+    assert md.extend_prefix_lens.tolist() == [3, 0]
+    assert md.kv_last_page_len.tolist() == [2, 4]
+    assert md.out_cache_loc.tolist() == [31, 8, 9, 20, 21, 22, 23]
+    assert md.positions.tolist() == [3, 4, 5, 0, 1, 2, 3]
+    assert (md.page_size, md.max_prefix_len, md.scalars["max_pages"]) == (4, 3, 2)
+
+
+def test_paged_extend_with_unit_pages_equals_slot_extend() -> None:
+    slots = [p + n for p, n in zip(GOLDEN_PREFIX, GOLDEN_NEW)]
+    paged = rk.build_paged_extend_metadata(slots, [6, 3, 6], [2, 3, 1])
+    flat = rk.build_extend_metadata(GOLDEN_PREFIX, GOLDEN_NEW)
+    np.testing.assert_array_equal(paged.buffer, flat.buffer)
+    assert paged.scalars == flat.scalars and paged.page_size == 1
+    assert flat.kv_last_page_len.tolist() == [1, 1, 1]
+
+
+def test_decode_out_cache_loc_is_each_last_slot() -> None:
+    md = rk.build_decode_metadata([[4, 2], [7]], [5, 3], page_size=4)
+    assert md.out_cache_loc.tolist() == [8, 30]
+    bt = rk.build_block_table_metadata([[4, 2], [7]], [5, 3], page_size=4)
+    assert bt.out_cache_loc.tolist() == [8, 30]
+
+
+def test_allocator_extend_metadata_after_prefill_and_chunk() -> None:
+    b = rk.BlockAllocator(16, 4)
+    b.allocate(1, 6)  # prefill of 6 tokens: blocks 0, 1
+    b.allocate(2, 9)  # blocks 2, 3, 4
+    b.fork(2, 3)
+    copies = b.append_slots(3, 2)  # 2 more tokens for the fork: copy-on-write of block 4
+    md = b.extend_metadata([1, 3], [6, 2])
+    assert copies == [(4, 5)]
+    assert md.kv_indices.tolist() == [0, 1, 2, 3, 5]
+    assert md.out_cache_loc.tolist() == [*range(6), 21, 22]
+    assert md.out_cache_loc.tolist()[-2:] == b.slot_mapping(3, 9, 11).tolist()
+    assert md.positions.tolist() == [0, 1, 2, 3, 4, 5, 9, 10]
+    assert md.extend_prefix_lens.tolist() == [0, 9]
+    same = b.extend_metadata([1, 3], np.array([6, 2]))
+    np.testing.assert_array_equal(same.buffer, md.buffer)
+    assert b.extend_metadata([1, 2], 1).out_cache_loc.tolist() == [5, 16]
+    with pytest.raises(rk.InvalidArgument):
+        b.extend_metadata([1], [7])
+    with pytest.raises(rk.UnknownSequence):
+        b.extend_metadata([9], [1])
+    t = md.to("cpu")
+    assert t.out_cache_loc.dtype == torch.int32 and t.kv_lens.tolist() == [6, 11]
+
+
 def test_empty_batches() -> None:
     md = rk.build_extend_metadata([], [])
     assert md.qo_indptr.tolist() == [0] and md.kv_indices.size == 0
@@ -193,6 +247,11 @@ BAD_BUILDS: list[tuple[str, Callable[[], object]]] = [
     ("decode page_size float", lambda: rk.build_decode_metadata([[1]], [1], page_size=2.0)),
     ("table too narrow", lambda: rk.build_block_table_metadata([[1, 2]], width=1)),
     ("table negative page", lambda: rk.build_block_table_metadata([[-1]])),
+    ("page slots beyond int32", lambda: rk.build_decode_metadata([[2**28]], [1], page_size=8)),
+    ("paged extend too long", lambda: rk.build_paged_extend_metadata([[1]], [2], [3], 2)),
+    ("paged extend negative", lambda: rk.build_paged_extend_metadata([[1]], [2], [-1], 2)),
+    ("paged extend count", lambda: rk.build_paged_extend_metadata([[1]], [2], [1, 1], 2)),
+    ("paged extend pages", lambda: rk.build_paged_extend_metadata([[1, 2]], [2], [1], 2)),
 ]
 
 

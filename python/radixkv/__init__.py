@@ -26,6 +26,7 @@ from radixkv._core import (
     build_block_table_metadata,
     build_decode_metadata,
     build_extend_metadata,
+    build_paged_extend_metadata,
 )
 from radixkv.metadata import BatchMetadata, BlockTableMetadata, DecodeMetadata, ExtendMetadata
 
@@ -52,4 +53,5 @@ __all__ = [
     "build_block_table_metadata",
     "build_decode_metadata",
     "build_extend_metadata",
+    "build_paged_extend_metadata",
 ]

@@ -215,13 +215,21 @@ class BlockAllocator:
         ``0 <= start <= end <= len``."""
     def decode_metadata(self, seq_ids: _SeqIds) -> DecodeMetadata[_Int32Array]:
         """CSR decode metadata over these sequences' blocks (``page_size = block_size``):
-        ``qo_indptr``, ``kv_indptr``, ``kv_indices`` (blocks), ``kv_lens``, ``kv_last_page_len``.
-        Every sequence needs at least one token."""
+        ``qo_indptr``, ``kv_indptr``, ``kv_indices`` (blocks), ``kv_lens``, ``kv_last_page_len``,
+        ``out_cache_loc`` (slot of each last token). Every sequence needs at least one token."""
+    def extend_metadata(
+        self, seq_ids: _SeqIds, extend_lens: Union[int, _IntSeq]
+    ) -> ExtendMetadata[_Int32Array]:
+        """Extend metadata over these sequences' blocks, the last ``extend_lens[i]`` tokens of
+        each (one count per sequence, or one int for all) being new: call it after ``allocate``
+        / ``append_slots`` made room for them. ``kv_indptr`` / ``kv_indices`` list blocks;
+        ``out_cache_loc`` gives the new tokens' slots. ``InvalidArgument`` if a count exceeds
+        its sequence's length or a sequence is empty."""
     def block_table_metadata(
         self, seq_ids: _SeqIds, width: Optional[int] = None
     ) -> BlockTableMetadata[_Int32Array]:
         """Block-table decode metadata: ``block_tables [n, width]``, ``seq_lens``,
-        ``kv_last_page_len``."""
+        ``kv_last_page_len``, ``out_cache_loc``."""
     def check(self) -> None:
         """Verify every invariant (ref counts equal table references; the free list holds
         exactly the blocks with count 0, once each; table sizes match lengths).
@@ -233,16 +241,29 @@ def build_extend_metadata(
     """Extend (prefix-prefill) metadata, one entry per request: ``prefix_slots[b]`` are cached,
     ``new_slots[b]`` receive the new tokens. Fields (int32, views of one buffer): ``qo_indptr``
     [n+1], ``kv_indptr`` [n+1], ``seq_lens``, ``extend_seq_lens``, ``extend_prefix_lens``,
-    ``extend_start_loc`` [n], ``kv_indices`` [sum seq_lens], ``out_cache_loc`` and ``positions``
-    [sum extend_seq_lens]. ``InvalidArgument`` for unequal lengths, negative slots or totals
-    beyond int32."""
+    ``extend_start_loc``, ``kv_last_page_len`` (all 1) [n], ``kv_indices`` [sum seq_lens],
+    ``out_cache_loc`` and ``positions`` [sum extend_seq_lens]. ``InvalidArgument`` for unequal
+    lengths, negative slots or totals beyond int32."""
+
+def build_paged_extend_metadata(
+    pages: _PerRequest,
+    kv_lens: _IntSeq,
+    extend_lens: _IntSeq,
+    page_size: Optional[int] = None,
+) -> ExtendMetadata[_Int32Array]:
+    """Extend metadata over pages: request b holds ``kv_lens[b]`` tokens in ``pages[b]``
+    (``ceil(kv_len / page_size)`` pages), the last ``extend_lens[b]`` of them new. Same fields as
+    :func:`build_extend_metadata`, with ``kv_indptr`` / ``kv_indices`` over pages; with
+    ``page_size`` 1 (the default) the result equals it."""
 
 def build_decode_metadata(
     pages: _PerRequest, kv_lens: Optional[_IntSeq] = None, page_size: Optional[int] = None
 ) -> DecodeMetadata[_Int32Array]:
     """CSR decode metadata. ``pages[b]``: request b's pages in order (its slots when
     ``page_size`` is 1, the default); ``kv_lens[b]``: its valid tokens (required when
-    ``page_size > 1``; must match ``ceil(kv_len / page_size)`` pages and be >= 1)."""
+    ``page_size > 1``; must match ``ceil(kv_len / page_size)`` pages and be >= 1). Fields:
+    ``qo_indptr``, ``kv_indptr``, ``kv_indices``, ``kv_lens``, ``kv_last_page_len``,
+    ``out_cache_loc`` (slot of each request's last token)."""
 
 def build_block_table_metadata(
     pages: _PerRequest,

@@ -104,6 +104,10 @@ class BatchMetadata(Generic[ArrayT]):
 class ExtendMetadata(BatchMetadata[ArrayT]):
     """Metadata of an extend (prefix-prefill) batch of ``n`` requests (SPEC §3).
 
+    Built over slots by :func:`radixkv.build_extend_metadata` (``page_size`` 1), or over pages by
+    :func:`radixkv.build_paged_extend_metadata` / ``BlockAllocator.extend_metadata``; then
+    ``kv_indptr`` / ``kv_indices`` count and list pages, as FlashInfer's paged prefill does.
+
     ============================ ======= =====================================================
     field                        shape   value
     ============================ ======= =====================================================
@@ -113,13 +117,14 @@ class ExtendMetadata(BatchMetadata[ArrayT]):
     ``extend_seq_lens``          [n]     new tokens (L_q)
     ``extend_prefix_lens``       [n]     cached prefix tokens
     ``extend_start_loc``         [n]     ``qo_indptr[:-1]``
-    ``kv_indices``               [K]     per request: prefix slots, then new slots
+    ``kv_last_page_len``         [n]     ``(seq_lens - 1) % page_size + 1`` (1 over slots)
+    ``kv_indices``               [K]     per request: prefix slots, then new slots (or pages)
     ``out_cache_loc``            [Q]     new slots, concatenated (where ``store_kv`` writes)
     ``positions``                [Q]     positions of the new tokens (``prefix_len..seq_len``)
     ============================ ======= =====================================================
 
-    Scalars: ``batch_size``, ``num_tokens`` (Q), ``max_seq_len``, ``max_extend_len``,
-    ``max_prefix_len``.
+    Scalars: ``batch_size``, ``num_tokens`` (Q), ``page_size``, ``max_seq_len``,
+    ``max_extend_len``, ``max_prefix_len``, ``max_pages``.
     """
 
     __slots__ = ()
@@ -151,6 +156,19 @@ class ExtendMetadata(BatchMetadata[ArrayT]):
     @property
     def extend_start_loc(self) -> ArrayT:
         return self._fields["extend_start_loc"]
+
+    @property
+    def kv_lens(self) -> ArrayT:
+        """``seq_lens`` under the name the kernels take (``kv_lens``)."""
+        return self._fields["seq_lens"]
+
+    @property
+    def kv_last_page_len(self) -> ArrayT:
+        return self._fields["kv_last_page_len"]
+
+    @property
+    def page_size(self) -> int:
+        return self.scalars["page_size"]
 
     @property
     def out_cache_loc(self) -> ArrayT:
@@ -191,6 +209,7 @@ class DecodeMetadata(BatchMetadata[ArrayT]):
     ``kv_indices``         [P]     the pages (slots) of request 0, then 1, ...
     ``kv_lens``            [n]     valid tokens per request (``seq_lens`` alias)
     ``kv_last_page_len``   [n]     tokens in each request's last page
+    ``out_cache_loc``      [n]     slot of each request's last token (its K/V)
     ====================== ======= =============================================
 
     Scalars: ``batch_size``, ``page_size``, ``max_seq_len``, ``max_pages``.
@@ -223,6 +242,11 @@ class DecodeMetadata(BatchMetadata[ArrayT]):
         return self._fields["kv_last_page_len"]
 
     @property
+    def out_cache_loc(self) -> ArrayT:
+        """Slot of each request's last token: where this step's K/V is written."""
+        return self._fields["out_cache_loc"]
+
+    @property
     def page_size(self) -> int:
         return self.scalars["page_size"]
 
@@ -240,6 +264,7 @@ class BlockTableMetadata(BatchMetadata[ArrayT]):
     ``block_tables``       [n, width]   physical blocks per sequence, 0-padded
     ``seq_lens``           [n]          valid tokens per sequence
     ``kv_last_page_len``   [n]          ``(seq_lens - 1) % page_size + 1``
+    ``out_cache_loc``      [n]          slot of each sequence's last token
     ====================== ============ ===========================================
 
     ``width`` is the longest table unless a fixed one was asked for (e.g. for CUDA graphs).
@@ -263,6 +288,11 @@ class BlockTableMetadata(BatchMetadata[ArrayT]):
     @property
     def page_size(self) -> int:
         return self.scalars["page_size"]
+
+    @property
+    def out_cache_loc(self) -> ArrayT:
+        """Slot of each request's last token: where this step's K/V is written."""
+        return self._fields["out_cache_loc"]
 
     @property
     def max_blocks(self) -> int:

@@ -149,9 +149,34 @@ fn build_block_table_metadata<'py>(
     wrap_metadata(py, "BlockTableMetadata", m)
 }
 
+/// `build_paged_extend_metadata(pages, kv_lens, extend_lens, page_size=1) -> ExtendMetadata`
+#[pyfunction]
+#[pyo3(signature = (pages, kv_lens, extend_lens, page_size = None))]
+fn build_paged_extend_metadata<'py>(
+    py: Python<'py>,
+    pages: &Bound<'py, PyAny>,
+    kv_lens: &Bound<'py, PyAny>,
+    extend_lens: &Bound<'py, PyAny>,
+    page_size: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let page_size = page_size_arg(page_size)?;
+    let pages = per_request(pages, "pages")?;
+    let lens = i32_input(kv_lens, "kv_lens")?;
+    let ext = i32_input(extend_lens, "extend_lens")?;
+    let p = slices(&pages);
+    let (l, e) = (lens.as_slice(), ext.as_slice());
+    let work = p.iter().map(|s| s.len()).sum::<usize>() * page_size;
+    let m = maybe_detach(py, work, || {
+        metadata::paged_extend_metadata(&p, l, e, page_size)
+    })
+    .py()?;
+    wrap_metadata(py, "ExtendMetadata", m)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(build_extend_metadata, m)?)?;
     m.add_function(wrap_pyfunction!(build_decode_metadata, m)?)?;
     m.add_function(wrap_pyfunction!(build_block_table_metadata, m)?)?;
+    m.add_function(wrap_pyfunction!(build_paged_extend_metadata, m)?)?;
     Ok(())
 }

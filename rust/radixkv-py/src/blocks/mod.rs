@@ -5,9 +5,10 @@ pub(crate) mod args;
 use numpy::ndarray::Array2;
 use numpy::{IntoPyArray, PyArray1, PyArray2};
 use pyo3::prelude::*;
+use pyo3::types::PyInt;
 use radixkv_core::blocks::BlockAllocator;
 
-use crate::convert::to_numpy;
+use crate::convert::{i32_input, to_numpy};
 use crate::errors::{CoreResultExt, InvalidArgument};
 use crate::metadata::wrap_metadata;
 
@@ -193,6 +194,28 @@ impl PyBlockAllocator {
     ) -> PyResult<Bound<'py, PyAny>> {
         let ids = args::seq_ids(seq_ids, "seq_ids")?;
         wrap_metadata(py, "DecodeMetadata", self.inner.decode_metadata(&ids).py()?)
+    }
+
+    /// `extend_lens`: one count per sequence, or one int for all.
+    fn extend_metadata<'py>(
+        &self,
+        py: Python<'py>,
+        seq_ids: &Bound<'py, PyAny>,
+        extend_lens: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let ids = args::seq_ids(seq_ids, "seq_ids")?;
+        let lens = if extend_lens.is_instance_of::<PyInt>() {
+            let e = i32::try_from(args::count(extend_lens, "extend_lens")?)
+                .map_err(|_| InvalidArgument::new_err("extend_lens: beyond int32"))?;
+            vec![e; ids.len()]
+        } else {
+            i32_input(extend_lens, "extend_lens")?.as_slice().to_vec()
+        };
+        wrap_metadata(
+            py,
+            "ExtendMetadata",
+            self.inner.extend_metadata(&ids, &lens).py()?,
+        )
     }
 
     #[pyo3(signature = (seq_ids, width = None))]
