@@ -80,7 +80,10 @@ fn slices<'a>(v: &'a [I32Input<'_>]) -> Vec<&'a [i32]> {
     v.iter().map(I32Input::as_slice).collect()
 }
 
-/// `build_extend_metadata(prefix_slots, new_slots) -> ExtendMetadata`
+/// Extend (prefix-prefill) metadata: `prefix_slots[b]` are request b's cached slots,
+/// `new_slots[b]` the slots its new tokens go to. Returns `radixkv.ExtendMetadata` (`qo_indptr`,
+/// `kv_indptr`, `kv_indices`, `seq_lens`, `extend_seq_lens`, `extend_prefix_lens`,
+/// `extend_start_loc`, `out_cache_loc`, `positions`, ...: NumPy int32 views of one buffer).
 #[pyfunction]
 fn build_extend_metadata<'py>(
     py: Python<'py>,
@@ -106,7 +109,9 @@ fn page_size_arg(page_size: Option<&Bound<'_, PyAny>>) -> PyResult<usize> {
     Ok(args::opt_count(page_size, "page_size")?.unwrap_or(1))
 }
 
-/// `build_decode_metadata(pages, kv_lens=None, page_size=1) -> DecodeMetadata`
+/// CSR decode metadata (`radixkv.DecodeMetadata`): `pages[b]` lists request b's pages (its
+/// slots when `page_size` is 1, the default); `kv_lens[b]` its valid tokens (required when
+/// `page_size > 1`).
 #[pyfunction]
 #[pyo3(signature = (pages, kv_lens = None, page_size = None))]
 fn build_decode_metadata<'py>(
@@ -125,7 +130,8 @@ fn build_decode_metadata<'py>(
     wrap_metadata(py, "DecodeMetadata", m)
 }
 
-/// `build_block_table_metadata(pages, kv_lens=None, page_size=1, width=None) -> BlockTableMetadata`
+/// Block-table decode metadata (`radixkv.BlockTableMetadata`): `[n, width]` tables padded with
+/// 0, from the same inputs as `build_decode_metadata`; `width` defaults to the longest.
 #[pyfunction]
 #[pyo3(signature = (pages, kv_lens = None, page_size = None, width = None))]
 fn build_block_table_metadata<'py>(
@@ -149,7 +155,8 @@ fn build_block_table_metadata<'py>(
     wrap_metadata(py, "BlockTableMetadata", m)
 }
 
-/// `build_paged_extend_metadata(pages, kv_lens, extend_lens, page_size=1) -> ExtendMetadata`
+/// Extend metadata over pages (`radixkv.ExtendMetadata`): request b holds `kv_lens[b]` tokens
+/// in `pages[b]`, the last `extend_lens[b]` of them new; `kv_indptr` / `kv_indices` list pages.
 #[pyfunction]
 #[pyo3(signature = (pages, kv_lens, extend_lens, page_size = None))]
 fn build_paged_extend_metadata<'py>(

@@ -7,8 +7,8 @@
 //!
 //! Blocks carry a reference count: `fork` shares the parent's blocks (zero copy, counts + 1), and a
 //! write into a shared last block first moves the writer onto a fresh block (copy-on-write), the
-//! returned `(src, dst)` pair being the copy the GPU must do before attention. A block is on the free
-//! list exactly when its count is 0.
+//! returned `(src, dst)` pair being the copy the GPU must do before attention. A block is on the
+//! free list exactly when its count is 0.
 //!
 //! Every method validates all of its input and plans the whole change before touching anything,
 //! so an error leaves the allocator as it was.
@@ -240,7 +240,7 @@ impl BlockAllocator {
     /// Adds `num_tokens` tokens to `seq`, allocating blocks as the last one fills.
     ///
     /// Returns the copy-on-write pairs `(src_block, dst_block)` the GPU must copy before attention:
-    /// at most one, when the tokens land in a partly filled last block that another sequence shares.
+    /// at most one, when the tokens land in a partly filled last block another sequence shares.
     /// Fails with `OutOfBlocks` (changing nothing) if the copy plus the new blocks do not fit.
     pub fn append_slots(&mut self, seq: SeqId, num_tokens: usize) -> Result<Vec<(i32, i32)>> {
         let plan = self.plan_append(self.seq(seq)?, num_tokens)?;

@@ -74,22 +74,27 @@ impl PyBlockAllocator {
         )
     }
 
+    /// Live sequence ids, ascending.
     fn seq_ids(&self) -> Vec<u64> {
         self.inner.seq_ids()
     }
 
+    /// `ceil(num_tokens / block_size)`: blocks a new sequence of that length takes.
     fn blocks_needed(&self, num_tokens: &Bound<'_, PyAny>) -> PyResult<usize> {
         Ok(self
             .inner
             .blocks_needed(args::count(num_tokens, "num_tokens")?))
     }
 
+    /// Whether `allocate(new_id, num_tokens)` would find enough free blocks.
     fn can_allocate(&self, num_tokens: &Bound<'_, PyAny>) -> PyResult<bool> {
         Ok(self
             .inner
             .can_allocate(args::count(num_tokens, "num_tokens")?))
     }
 
+    /// Whether `append_slots(seq_id, num_tokens)` (default 1) would succeed, counting the
+    /// copy-on-write block.
     #[pyo3(signature = (seq_id, num_tokens = None))]
     fn can_append(
         &self,
@@ -100,6 +105,8 @@ impl PyBlockAllocator {
         self.inner.can_append(seq(seq_id, "seq_id")?, n).py()
     }
 
+    /// Maps `ceil(num_tokens / block_size)` fresh blocks to a new sequence.
+    /// `UnknownSequence` if `seq_id` exists; `OutOfBlocks` (nothing changed) if too few are free.
     fn allocate(
         &mut self,
         seq_id: &Bound<'_, PyAny>,
@@ -109,6 +116,8 @@ impl PyBlockAllocator {
         self.inner.allocate(seq(seq_id, "seq_id")?, n).py()
     }
 
+    /// Adds `num_tokens` (default 1) tokens; returns the copy-on-write pairs `[(src, dst)]`
+    /// to copy on the GPU before attention (at most one). `OutOfBlocks` changes nothing.
     #[pyo3(signature = (seq_id, num_tokens = None))]
     fn append_slots(
         &mut self,
@@ -119,23 +128,28 @@ impl PyBlockAllocator {
         self.inner.append_slots(seq(seq_id, "seq_id")?, n).py()
     }
 
+    /// Shares the parent's blocks with a new sequence (zero copy, ref counts + 1).
     fn fork(&mut self, parent_id: &Bound<'_, PyAny>, child_id: &Bound<'_, PyAny>) -> PyResult<()> {
         let (p, c) = (seq(parent_id, "parent_id")?, seq(child_id, "child_id")?);
         self.inner.fork(p, c).py()
     }
 
+    /// Drops a sequence; each block loses a reference and is free again at 0.
     fn free(&mut self, seq_id: &Bound<'_, PyAny>) -> PyResult<()> {
         self.inner.free(seq(seq_id, "seq_id")?).py()
     }
 
+    /// Number of tokens of the sequence.
     fn seq_len(&self, seq_id: &Bound<'_, PyAny>) -> PyResult<usize> {
         self.inner.seq_len(seq(seq_id, "seq_id")?).py()
     }
 
+    /// References to physical `block`.
     fn ref_count(&self, block: &Bound<'_, PyAny>) -> PyResult<u32> {
         self.inner.ref_count(args::count(block, "block")?).py()
     }
 
+    /// int32 `[ceil(len / block_size)]`: the sequence's physical blocks.
     fn block_table<'py>(
         &self,
         py: Python<'py>,
@@ -150,6 +164,7 @@ impl PyBlockAllocator {
         ))
     }
 
+    /// int32 `[len(seq_ids), width]` block tables padded with 0 (`width`: longest by default).
     #[pyo3(signature = (seq_ids, width = None))]
     fn block_tables<'py>(
         &self,
@@ -166,6 +181,7 @@ impl PyBlockAllocator {
         Ok(table.into_pyarray(py))
     }
 
+    /// int32 physical slot of each token position `start..end` (default: the whole sequence).
     #[pyo3(signature = (seq_id, start = None, end = None))]
     fn slot_mapping<'py>(
         &self,
@@ -187,6 +203,7 @@ impl PyBlockAllocator {
         Ok(to_numpy(py, v.py()?))
     }
 
+    /// CSR decode metadata over the sequences' blocks (`radixkv.DecodeMetadata`).
     fn decode_metadata<'py>(
         &self,
         py: Python<'py>,
@@ -196,7 +213,8 @@ impl PyBlockAllocator {
         wrap_metadata(py, "DecodeMetadata", self.inner.decode_metadata(&ids).py()?)
     }
 
-    /// `extend_lens`: one count per sequence, or one int for all.
+    /// Extend metadata (`radixkv.ExtendMetadata`) over the sequences' blocks, the last
+    /// `extend_lens` tokens of each being new (one count per sequence, or one int for all).
     fn extend_metadata<'py>(
         &self,
         py: Python<'py>,
@@ -218,6 +236,7 @@ impl PyBlockAllocator {
         )
     }
 
+    /// Block-table decode metadata (`radixkv.BlockTableMetadata`).
     #[pyo3(signature = (seq_ids, width = None))]
     fn block_table_metadata<'py>(
         &self,
@@ -231,6 +250,7 @@ impl PyBlockAllocator {
         wrap_metadata(py, "BlockTableMetadata", m)
     }
 
+    /// Verifies every invariant; `InvariantViolation` names the first one broken.
     fn check(&self) -> PyResult<()> {
         self.inner.check().py()
     }
