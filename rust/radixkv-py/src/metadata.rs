@@ -83,7 +83,7 @@ fn slices<'a>(v: &'a [I32Input<'_>]) -> Vec<&'a [i32]> {
 /// Extend (prefix-prefill) metadata: `prefix_slots[b]` are request b's cached slots,
 /// `new_slots[b]` the slots its new tokens go to. Returns `radixkv.ExtendMetadata` (`qo_indptr`,
 /// `kv_indptr`, `kv_indices`, `seq_lens`, `extend_seq_lens`, `extend_prefix_lens`,
-/// `extend_start_loc`, `out_cache_loc`, `positions`, ...: NumPy int32 views of one buffer).
+/// `extend_start_loc`, `out_cache_loc`, `positions`, ...: `NumPy` int32 views of one buffer).
 #[pyfunction]
 fn build_extend_metadata<'py>(
     py: Python<'py>,
