@@ -61,6 +61,27 @@ struct Tile {
   static constexpr int kMinBlocks = GC * kElems <= 32 ? 4 : 2;
 };
 
+// One level of the reduce-scatter per instantiation, so that every array index is a
+// compile-time constant (a loop whose trip count depends on the level left `val` in local memory).
+template <int N, int LPR, int LVL, int LEVELS>
+RK_DEVICE void scatter_levels(float (&val)[N], int lane) {
+  if constexpr (LVL < LEVELS) {
+    constexpr int mask = LPR >> (LVL + 1);
+    constexpr int half = N >> (LVL + 1);
+    const bool upper = (lane & mask) != 0;
+#pragma unroll
+    for (int k = 0; k < half; ++k) {
+      // Select values, not addresses: a select between two array slots can also send the array
+      // to local memory.
+      const float lo = val[k], hi = val[k + half];
+      const float send = upper ? lo : hi;
+      const float keep = upper ? hi : lo;
+      val[k] = keep + shfl_xor(send, mask);
+    }
+    scatter_levels<N, LPR, LVL + 1, LEVELS>(val, lane);
+  }
+}
+
 template <typename T, int D, int PS, int GC, int MODE>
 __global__ void __launch_bounds__(kThreads, (Tile<D, GC>::kMinBlocks))
     paged_decode_kernel(const PagedDecodeParams p) {
@@ -204,18 +225,7 @@ __global__ void __launch_bounds__(kThreads, (Tile<D, GC>::kMinBlocks))
       for (int g = 0; g < GC; ++g)
 #pragma unroll
         for (int u = 0; u < U; ++u) val[g * U + u] = s[g][u];
-#pragma unroll
-      for (int lvl = 0; lvl < LEVELS; ++lvl) {
-        const int mask = LPR >> (lvl + 1);
-        const int half = N >> (lvl + 1);
-        const bool upper = (lane & mask) != 0;
-#pragma unroll
-        for (int k = 0; k < half; ++k) {
-          const float send = upper ? val[k] : val[k + half];
-          const float keep = upper ? val[k + half] : val[k];
-          val[k] = keep + shfl_xor(send, mask);
-        }
-      }
+      scatter_levels<N, LPR, 0, LEVELS>(val, lane);
 #pragma unroll
       for (int mask = DUP / 2; mask > 0; mask /= 2) val[0] += shfl_xor(val[0], mask);
 
@@ -252,6 +262,7 @@ __global__ void __launch_bounds__(kThreads, (Tile<D, GC>::kMinBlocks))
       }
 #pragma unroll
       for (int mask = LG / 2; mask > 0; mask /= 2) hsum += shfl_xor(hsum, mask);
+      hsum *= 1.f / DUP;  // each value sat on DUP lanes of the group (exact: DUP is a power of 2)
 #pragma unroll
       for (int g = 0; g < GC; ++g) {
         l[g] = l[g] * alpha[g] + shfl(hsum, g * LG, LPR);
