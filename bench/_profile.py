@@ -1,6 +1,6 @@
 """Where radixkv's per-request time goes: µs per request spent in each cache/pool call.
 
-One extra, instrumented replay per trace: the driver's ``cache`` and ``pool`` are
+Three extra, instrumented replays per trace (median per call): the driver's ``cache`` and ``pool`` are
 wrapped in proxies that time every method call and property read (for example
 ``pool.available``). What the calls do not account for is the driver's own Python
 glue (NumPy slicing, the row table, attribute lookups); it is reported as the
@@ -10,6 +10,7 @@ instrumented total.
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections import defaultdict
 from typing import Any, Dict, List
@@ -50,25 +51,36 @@ class _Timed:
 
 
 def breakdown(rk: Any, trace: Any, capacity: int, max_running: int, split_prompt: bool,
-              plain_mean_us: float) -> Dict[str, Any]:
-    ns: Dict[str, int] = defaultdict(int)
-    calls: Dict[str, int] = defaultdict(int)
+              plain_mean_us: float, passes: int = 3) -> Dict[str, Any]:
+    """Median over ``passes`` instrumented replays of each call's µs per request."""
+    per_pass: List[Dict[str, float]] = []
+    calls_pass: List[Dict[str, float]] = []
+    instrumented = []
+    for _ in range(passes):
+        ns: Dict[str, int] = defaultdict(int)
+        calls: Dict[str, int] = defaultdict(int)
 
-    def instrument(drv: _replay.RadixkvDriver) -> None:
-        drv.cache = _Timed(drv.cache, "cache", ns, calls)
-        drv.pool = _Timed(drv.pool, "pool", ns, calls)
+        def instrument(drv: _replay.RadixkvDriver) -> None:
+            drv.cache = _Timed(drv.cache, "cache", ns, calls)
+            drv.pool = _Timed(drv.pool, "pool", ns, calls)
 
-    res = _replay.replay(rk, trace, capacity, max_running, split_prompt, instrument=instrument)
-    n = res.requests
-    # calls made once after the replay (final sizes) are not per-request work
-    per = {k: v / 1e3 / n for k, v in sorted(ns.items(), key=lambda kv: -kv[1])
-           if calls[k] >= n / 100}
+        res = _replay.replay(rk, trace, capacity, max_running, split_prompt,
+                             instrument=instrument)
+        n = res.requests
+        # calls made once after the replay (final sizes) are not per-request work
+        per_pass.append({k: v / 1e3 / n for k, v in ns.items() if calls[k] >= n / 100})
+        calls_pass.append({k: calls[k] / n for k in per_pass[-1]})
+        instrumented.append(res.summary()["mean_us"])
+    keys = sorted(per_pass[0], key=lambda k: -per_pass[0][k])
+    per = {k: statistics.median(p.get(k, 0.0) for p in per_pass) for k in keys}
+    per = dict(sorted(per.items(), key=lambda kv: -kv[1]))
     return {
         "trace": trace.name,
+        "passes": passes,
         "plain_mean_us": plain_mean_us,
-        "instrumented_mean_us": res.summary()["mean_us"],
+        "instrumented_mean_us": statistics.median(instrumented),
         "us_per_request": per,
-        "calls_per_request": {k: calls[k] / n for k in per},
+        "calls_per_request": {k: calls_pass[0][k] for k in per},
         "glue_us_per_request": plain_mean_us - sum(per.values()),
     }
 

@@ -194,7 +194,7 @@ def main(argv: List[str]) -> int:
           "Median µs per request (ratio: anchor / radixkv):", "",
           _report.median_table(comp, present), ""]
     if breakdown:
-        md += ["## Where radixkv's time goes (instrumented pass)", "",
+        md += ["## Where radixkv's time goes (3 instrumented passes, median per call)", "",
                _profile.table(breakdown), ""]
     if micro:
         md += ["## Single operations", "", _report.micro_table(micro), ""]
