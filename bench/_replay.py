@@ -249,6 +249,12 @@ def median_of(results: List[ReplayResult]) -> Dict[str, Any]:
     for k, v in rows[0].items():
         out[k] = statistics.median(r[k] for r in rows) if isinstance(v, (int, float)) else v
     out["runs"] = [{k: r[k] for k in ("wall_s", "cache_s", "mean_us", "p99_us")} for r in rows]
+    # Each request's fastest repeat: what is left when preemption by other processes is
+    # filtered out (a diagnostic of a shared machine; the anchor reports no such figure).
+    floor = sorted(min(xs) for xs in zip(*(r.per_req_us for r in results)))
+    out["floor_mean_us"] = statistics.fmean(floor)
+    out["floor_p50_us"] = floor[len(floor) // 2]
+    out["floor_p99_us"] = floor[max(0, math.ceil(0.99 * len(floor)) - 1)]
     return out
 
 

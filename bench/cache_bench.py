@@ -191,6 +191,7 @@ def main(argv: List[str]) -> int:
           "Mean (p99) µs of cache work per request; bold: anchor mean / radixkv mean.", "",
           _report.table(comp, present), "",
           _report.variant_line(variant, anchors["results"], not a.split_prompt), "",
+          _report.floor_line(mine), "",
           "Median µs per request (ratio: anchor / radixkv):", "",
           _report.median_table(comp, present), ""]
     if breakdown:
