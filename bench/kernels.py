@@ -74,9 +74,8 @@ def stream_ceilings(timer: Timer, nbytes: int = 4 << 30) -> dict[str, float]:
     """Read-only stream and device copy bandwidth in TB/s (best of a few ways to read)."""
     x = torch.randn(nbytes // 2, dtype=torch.bfloat16, device="cuda")
     y = torch.empty_like(x)
-    out = torch.empty((), dtype=torch.float32, device="cuda")
     reads = {
-        "sum": lambda: torch.sum(x, dtype=torch.float32, out=out),
+        "sum": lambda: torch.sum(x, dtype=torch.float32),
         "amax": lambda: torch.amax(x),
     }
     try:
