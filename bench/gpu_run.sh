@@ -6,7 +6,12 @@
 #        "python/radixkv/_core.abi3.so"]):
 #   bash bench/gpu_run.sh [tests|bench|all]        (default: all)
 # env: RADIXKV_TEST_ARGS  extra pytest args (e.g. "-k decode");  RADIXKV_BENCH_ARGS  extra
-#      bench/kernels.py args;  RADIXKV_HEAD_DIMS etc. narrow a JIT build (hip/README.md).
+#      bench/kernels.py args;  RADIXKV_HEAD_DIMS etc. narrow a JIT build (hip/README.md);
+#      RADIXKV_FORCE_PREBUILT=1  use .carry's library even if hip/ changed since it was built;
+#      RADIXKV_BENCH_VARIANTS  tuning modes to time (tuning builds; bench/kernels.py).
+# Before a call: `bash bench/prebuild.sh` (the kernel library, no device time), and put a Rust
+# extension built from the current sources at .carry/_core.abi3.so if python/radixkv's is older
+# (`import radixkv` must work there; runs 1 and 4a died on that).
 set -uo pipefail
 what="${1:-all}"
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -15,7 +20,7 @@ OUT="${OUT:-$repo/bench/results/run}"
 mkdir -p "$OUT"
 log="$OUT/gpu_run.log"
 exec > >(tee -a "$log") 2>&1
-export PYTHONUNBUFFERED=1 RADIXKV_VERSION="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+export PYTHONUNBUFFERED=1 RADIXKV_VERSION="${RADIXKV_VERSION:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 echo "=== radixkv gpu_run ($what) version $RADIXKV_VERSION at $(date -u +%H:%M:%S)"
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version --format=csv,noheader || true
 
@@ -41,7 +46,9 @@ if [[ "$(cat .carry/radixkv_kernels_sm90.variants 2>/dev/null)" == 1 ]]; then ex
 # Kernel library: the prebuilt one if it matches hip/ (bench/prebuild.sh), else a JIT build here.
 export TORCH_CUDA_ARCH_LIST="${TORCH_CUDA_ARCH_LIST:-9.0}" MAX_JOBS="${MAX_JOBS:-16}"
 export RADIXKV_BUILD_DIR=/tmp/radixkv-build
-if [[ -f .carry/radixkv_kernels_sm90.so && "$(bash bench/hip_hash.sh)" == "$(cat .carry/radixkv_kernels_sm90.hash 2>/dev/null)" ]]; then
+# RADIXKV_FORCE_PREBUILT=1 takes the prebuilt library even if hip/ changed since (e.g. another
+# op's sources are mid-edit in the working tree that travels).
+if [[ -f .carry/radixkv_kernels_sm90.so && ( "${RADIXKV_FORCE_PREBUILT:-0}" == 1 || "$(bash bench/hip_hash.sh)" == "$(cat .carry/radixkv_kernels_sm90.hash 2>/dev/null)" ) ]]; then
   export RADIXKV_PREBUILT_LIB="$repo/.carry/radixkv_kernels_sm90.so"
   if ! python3 -c "import torch; torch.ops.load_library('$RADIXKV_PREBUILT_LIB'); print('prebuilt library loads')"; then
     echo "prebuilt library does not load here; JIT build instead"
