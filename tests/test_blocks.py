@@ -124,6 +124,33 @@ def test_can_append_counts_the_copy() -> None:
     assert b.can_append(2)
 
 
+def test_append_slots_batch_equals_sequential_appends() -> None:
+    def setup() -> rk.BlockAllocator:
+        b = rk.BlockAllocator(32, 4)
+        b.allocate(1, 6)
+        b.fork(1, 2)
+        b.fork(1, 3)
+        b.allocate(4, 4)
+        return b
+
+    batch, seq = setup(), setup()
+    copies, slots = batch.append_slots_batch([2, 4, 3, 1], 3)
+    want_copies: list[tuple[int, int]] = []
+    want_slots: list[int] = []
+    for s in [2, 4, 3, 1]:
+        start = seq.seq_len(s)
+        want_copies += seq.append_slots(s, 3)
+        want_slots += seq.slot_mapping(s, start, start + 3).tolist()
+    assert copies.dtype == np.int32 and copies.shape == (len(want_copies), 2)
+    assert [tuple(p) for p in copies.tolist()] == want_copies
+    assert slots.dtype == np.int32 and slots.tolist() == want_slots
+    assert snapshot(batch) == snapshot(seq)
+    none, one = batch.append_slots_batch([])
+    assert none.shape == (0, 2) and one.size == 0
+    assert batch.append_slots_batch(np.array([1, 2]))[1].size == 2
+    batch.check()
+
+
 def test_free_returns_blocks_exactly_at_zero() -> None:
     b = rk.BlockAllocator(4, 2)
     b.allocate(1, 4)
@@ -192,6 +219,10 @@ BAD_CALLS: list[tuple[str, Callable[[rk.BlockAllocator], object], type[Exception
     # 32 tokens need 8 new blocks (8 free) but the shared last block must be copied too.
     ("append out of blocks after cow", lambda b: b.append_slots(2, 32), rk.OutOfBlocks),
     ("append np.float", lambda b: b.append_slots(1, np.float32(1)), rk.InvalidArgument),
+    ("batch append unknown", lambda b: b.append_slots_batch([1, 77]), rk.UnknownSequence),
+    ("batch append twice", lambda b: b.append_slots_batch([1, 2, 1]), rk.InvalidArgument),
+    ("batch append out of blocks", lambda b: b.append_slots_batch([1, 2], 16), rk.OutOfBlocks),
+    ("batch append negative", lambda b: b.append_slots_batch([1], -1), rk.InvalidArgument),
     ("fork unknown parent", lambda b: b.fork(77, 78), rk.UnknownSequence),
     ("fork onto existing", lambda b: b.fork(1, 2), rk.UnknownSequence),
     ("fork onto itself", lambda b: b.fork(1, 1), rk.UnknownSequence),

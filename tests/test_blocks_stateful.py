@@ -197,6 +197,30 @@ class BlocksMachine(RuleBasedStateMachine):
             event("copy-on-write" if want else "append without copy")
 
     @precondition(lambda self: bool(self.m.seqs))
+    @rule(data=st.data(), n=st.one_of(st.just(1), st.integers(0, 6)))
+    def batch_append(self, data: st.DataObject, n: int) -> None:
+        """append_slots_batch: sequential appends, all or nothing."""
+        seqs = data.draw(st.lists(st.sampled_from(sorted(self.m.seqs)), max_size=5, unique=True))
+
+        def model(m: Model) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+            copies: list[tuple[int, int]] = []
+            slots: list[tuple[int, int]] = []
+            for s in seqs:
+                start = m.seqs[s][1]
+                copies += m.append(s, n)
+                blocks = m.seqs[s][0]
+                bs = m.block_size
+                slots += [(blocks[p // bs], p % bs) for p in range(start, start + n)]
+            return copies, slots
+
+        got, want = self.run(lambda: self.b.append_slots_batch(seqs, n), model)
+        if want is not None:
+            fwd = self.iso()
+            bs = self.m.block_size
+            assert [tuple(p) for p in got[0].tolist()] == [(fwd[s], fwd[d]) for s, d in want[0]]
+            assert got[1].tolist() == [fwd[b] * bs + o for b, o in want[1]]
+
+    @precondition(lambda self: bool(self.m.seqs))
     @rule()
     def decode_step(self) -> None:
         """One token for every live sequence, as a decode iteration (beam search after forks)."""

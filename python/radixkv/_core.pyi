@@ -194,6 +194,16 @@ class BlockAllocator:
         attention (at most one: when the tokens land in a partly filled last block another
         sequence shares). ``OutOfBlocks`` (nothing changed) if the copy plus the new blocks do
         not fit."""
+    def append_slots_batch(
+        self, seq_ids: _SeqIds, num_tokens: Optional[int] = None
+    ) -> tuple[_Int32Array, _Int32Array]:
+        """``append_slots(seq_id, num_tokens)`` (default 1) for each of ``seq_ids`` in order, all
+        or nothing: ``OutOfBlocks`` if the whole batch does not fit, and nothing changes then;
+        ``InvalidArgument`` if an id is listed twice. One call per decode step.
+
+        Returns ``(copies, slots)``: int32 ``[k, 2]`` copy-on-write pairs ``(src, dst)``, ready
+        for ``copy_blocks``, and int32 ``[len(seq_ids) * num_tokens]`` slots of the new tokens
+        (where their K/V is written), sequence by sequence."""
     def fork(self, parent_id: int, child_id: int) -> None:
         """Share the parent's blocks with a new sequence (zero copy, ref counts + 1).
         ``UnknownSequence`` if the parent is unknown or the child exists."""

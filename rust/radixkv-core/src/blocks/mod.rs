@@ -21,13 +21,41 @@ mod proptests;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::metadata::{self, MetadataBuf};
 use crate::{CoreError, Result};
 
 /// Sequence ids are opaque non-negative integers chosen by the caller.
 pub type SeqId = u64;
+
+/// Sequence ids are caller-chosen integers, not adversarial input: one multiply (`FxHash`'s
+/// constant) hashes them several times faster than the default `SipHash` on this hot path.
+#[derive(Debug, Default, Clone, Copy)]
+struct SeqHasher(u64);
+
+impl Hasher for SeqHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+type FastHash = BuildHasherDefault<SeqHasher>;
+type SeqMap<V> = HashMap<SeqId, V, FastHash>;
+
+/// What `append_slots_batch` returns: the copy-on-write pairs and the new tokens' slots.
+pub type BatchAppend = (Vec<(i32, i32)>, Vec<i32>);
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 struct Seq {
@@ -50,7 +78,7 @@ pub struct BlockAllocator {
     ref_counts: Vec<u32>,
     /// Stack of free blocks; `pop` gives the next one. Starts as `[n-1, ..., 1, 0]`.
     free: Vec<i32>,
-    seqs: HashMap<SeqId, Seq>,
+    seqs: SeqMap<Seq>,
 }
 
 fn unknown(seq: SeqId) -> CoreError {
@@ -81,7 +109,7 @@ impl BlockAllocator {
             block_size,
             ref_counts,
             free,
-            seqs: HashMap::new(),
+            seqs: SeqMap::default(),
         })
     }
 
@@ -244,19 +272,104 @@ impl BlockAllocator {
     /// Fails with `OutOfBlocks` (changing nothing) if the copy plus the new blocks do not fit.
     pub fn append_slots(&mut self, seq: SeqId, num_tokens: usize) -> Result<Vec<(i32, i32)>> {
         let plan = self.plan_append(self.seq(seq)?, num_tokens)?;
-        let mut fresh = self.take_free(plan.fresh)?.into_iter();
-        let s = self.seqs.get_mut(&seq).expect("checked above");
-        let mut copies = Vec::new();
+        if plan.fresh > self.free.len() {
+            return Err(CoreError::OutOfBlocks {
+                requested: plan.fresh,
+                free: self.free.len(),
+            });
+        }
+        Ok(self.apply_append(seq, &plan, None)?.into_iter().collect())
+    }
+
+    /// Carries out `plan` (from `plan_append`, with its blocks known to be free) for `seq`;
+    /// returns the copy-on-write pair, and pushes the new tokens' slots to `slots` if given.
+    fn apply_append(
+        &mut self,
+        seq: SeqId,
+        plan: &AppendPlan,
+        slots: Option<&mut Vec<i32>>,
+    ) -> Result<Option<(i32, i32)>> {
+        let BlockAllocator {
+            block_size,
+            ref_counts,
+            free,
+            seqs,
+        } = self;
+        let s = seqs.get_mut(&seq).ok_or_else(|| unknown(seq))?;
+        let short = || CoreError::InvariantViolation("planned blocks are not free".into());
+        let mut copy = None;
         if plan.cow {
-            let last = s.blocks.last_mut().expect("a partly filled block exists");
-            let new = fresh.next().expect("planned");
-            self.ref_counts[*last as usize] -= 1;
-            copies.push((*last, new));
+            let new = free.pop().ok_or_else(short)?;
+            let last = s.blocks.last_mut().ok_or_else(short)?;
+            ref_counts[new as usize] = 1;
+            ref_counts[*last as usize] -= 1;
+            copy = Some((*last, new));
             *last = new;
         }
-        s.blocks.extend(fresh);
+        for _ in usize::from(plan.cow)..plan.fresh {
+            let b = free.pop().ok_or_else(short)?;
+            ref_counts[b as usize] = 1;
+            s.blocks.push(b);
+        }
+        if let Some(out) = slots {
+            let bs = *block_size;
+            out.extend(
+                (s.len..plan.new_len).map(|p| s.blocks[p / bs] * bs as i32 + (p % bs) as i32),
+            );
+        }
         s.len = plan.new_len;
-        Ok(copies)
+        Ok(copy)
+    }
+
+    /// Appends `num_tokens` tokens to each of `seqs`, in order, all or nothing: the result is that
+    /// of calling [`append_slots`](Self::append_slots) for each in turn, or, if the batch does not
+    /// fit, `OutOfBlocks` with nothing changed. One call per decode step instead of one per
+    /// sequence.
+    ///
+    /// Returns every copy-on-write pair (in sequence order) and the slots of the new tokens
+    /// (`num_tokens` per sequence, concatenated: where this step's K/V goes). A sequence listed
+    /// twice is an `InvalidArgument`.
+    pub fn append_slots_batch(&mut self, seqs: &[SeqId], num_tokens: usize) -> Result<BatchAppend> {
+        // Plan first. Appends interact only through copy-on-write: an earlier sequence's copy
+        // drops the shared block's count, so a later one may then write it in place.
+        let mut dropped: HashMap<i32, u32, FastHash> = HashMap::default();
+        let mut seen: HashSet<SeqId, FastHash> = HashSet::default();
+        seen.reserve(seqs.len());
+        let mut plans = Vec::with_capacity(seqs.len());
+        let mut fresh = 0usize;
+        for &id in seqs {
+            let s = self.seq(id)?;
+            if !seen.insert(id) {
+                return Err(CoreError::invalid(format!(
+                    "sequence id {id} is listed twice in append_slots_batch"
+                )));
+            }
+            let mut plan = self.plan_append(s, num_tokens)?;
+            if let (true, Some(&last)) = (plan.cow, s.blocks.last()) {
+                let d = dropped.entry(last).or_default();
+                if self.ref_counts[last as usize] - *d > 1 {
+                    *d += 1;
+                } else {
+                    // Earlier copies left this sequence the block's only holder: write in place.
+                    plan.cow = false;
+                    plan.fresh -= 1;
+                }
+            }
+            fresh += plan.fresh;
+            plans.push(plan);
+        }
+        if fresh > self.free.len() {
+            return Err(CoreError::OutOfBlocks {
+                requested: fresh,
+                free: self.free.len(),
+            });
+        }
+        let mut copies = Vec::new();
+        let mut slots = Vec::with_capacity(seqs.len().saturating_mul(num_tokens));
+        for (&id, plan) in seqs.iter().zip(&plans) {
+            copies.extend(self.apply_append(id, plan, Some(&mut slots))?);
+        }
+        Ok((copies, slots))
     }
 
     /// Physical slot of each token position `start..end` of `seq`.

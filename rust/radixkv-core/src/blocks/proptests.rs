@@ -27,6 +27,8 @@ impl ReferenceStateMachine for Reference {
         prop_oneof![
             3 => (seq(), tokens()).prop_map(|(seq, tokens)| BlocksOp::Allocate { seq, tokens }),
             5 => (seq(), tokens()).prop_map(|(seq, tokens)| BlocksOp::Append { seq, tokens }),
+            2 => (proptest::collection::vec(seq(), 0..5), prop_oneof![Just(1u8), 0..=toks])
+                .prop_map(|(seqs, tokens)| BlocksOp::AppendBatch { seqs, tokens }),
             3 => (seq(), seq()).prop_map(|(parent, child)| BlocksOp::Fork { parent, child }),
             2 => seq().prop_map(|seq| BlocksOp::Free { seq }),
             1 => (seq(), 0u8..20, 0u8..20)

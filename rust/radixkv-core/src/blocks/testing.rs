@@ -32,6 +32,11 @@ pub enum BlocksOp {
         seq: u8,
         tokens: u8,
     },
+    /// `append_slots_batch` over several sequences.
+    AppendBatch {
+        seqs: Vec<u8>,
+        tokens: u8,
+    },
     Fork {
         parent: u8,
         child: u8,
@@ -85,6 +90,8 @@ pub enum OpOutput {
     Ints(Vec<i32>),
     /// `(kv_indptr, kv_indices, kv_lens, kv_last_page_len)` of decode metadata.
     Csr([Vec<i32>; 4]),
+    /// Copy pairs and new-token slots of `append_slots_batch`.
+    Batch(Vec<(i32, i32)>, Vec<i32>),
     /// `(qo_indptr, kv_indices, out_cache_loc, positions)` of extend metadata.
     Extend([Vec<i32>; 4]),
 }
@@ -99,6 +106,10 @@ pub fn apply_op(a: &mut BlockAllocator, op: &BlocksOp) -> Result<OpOutput> {
         }
         BlocksOp::Append { seq, tokens } => {
             OpOutput::Copies(a.append_slots(seq_id(seq), usize::from(tokens))?)
+        }
+        BlocksOp::AppendBatch { ref seqs, tokens } => {
+            let (c, s) = a.append_slots_batch(&ids(seqs), usize::from(tokens))?;
+            OpOutput::Batch(c, s)
         }
         BlocksOp::Fork { parent, child } => {
             a.fork(seq_id(parent), seq_id(child))?;
@@ -165,6 +176,8 @@ pub enum Expected {
     Tables(Vec<Vec<u64>>, usize),
     /// Decode: (model blocks, len) per sequence.
     Decode(Vec<(Vec<u64>, usize)>),
+    /// Batched append: copies, then (model block, offset) of each new token.
+    Batch(Vec<(u64, u64)>, Vec<(u64, usize)>),
     /// Extend: (model blocks, len) per sequence, and the new-token count of each.
     Extend(Vec<(Vec<u64>, usize)>, usize),
     Err(ErrKind),
@@ -222,6 +235,7 @@ impl NaiveBlocks {
         r
     }
 
+    #[allow(clippy::too_many_lines)] // one arm per op, side by side with `apply_op`
     fn apply_unchecked(&mut self, op: &BlocksOp) -> Expected {
         let bs = self.block_size;
         match *op {
@@ -257,6 +271,32 @@ impl NaiveBlocks {
                 }
                 self.seqs.insert(seq_id(seq), (blocks, len));
                 Expected::Copies(copies)
+            }
+            BlocksOp::AppendBatch { ref seqs, tokens } => {
+                // Sequential appends; `apply` rejects the whole batch if it overflows the pool.
+                let mut copies = Vec::new();
+                let mut slots = Vec::new();
+                for (i, &x) in seqs.iter().enumerate() {
+                    if !self.seqs.contains_key(&seq_id(x)) {
+                        return Expected::Err(ErrKind::Unknown);
+                    }
+                    if seqs[..i].iter().any(|&y| seq_id(y) == seq_id(x)) {
+                        return Expected::Err(ErrKind::Invalid);
+                    }
+                }
+                for &x in seqs {
+                    let start = self.seqs[&seq_id(x)].1;
+                    let Expected::Copies(c) =
+                        self.apply_unchecked(&BlocksOp::Append { seq: x, tokens })
+                    else {
+                        unreachable!("the sequence exists")
+                    };
+                    copies.extend(c);
+                    let blocks = &self.seqs[&seq_id(x)].0;
+                    let n = usize::from(tokens);
+                    slots.extend((start..start + n).map(|p| (blocks[p / bs], p % bs)));
+                }
+                Expected::Batch(copies, slots)
             }
             BlocksOp::Fork { parent, child } => {
                 let Some(p) = self.seqs.get(&seq_id(parent)).cloned() else {
@@ -428,6 +468,17 @@ pub fn step(
             let e_lens: Vec<i32> = rows.iter().map(|&(_, l)| l as i32).collect();
             let e_last: Vec<i32> = e_lens.iter().map(|&l| (l - 1) % bs + 1).collect();
             (indptr, indices, lens, last) == (&e_ptr, &e_idx, &e_lens, &e_last)
+        }
+        (Ok(OpOutput::Batch(c, sl)), Expected::Batch(wc, ws)) => {
+            *c == wc
+                .iter()
+                .map(|(s, d)| (phys(s), phys(d)))
+                .collect::<Vec<_>>()
+                && *sl
+                    == ws
+                        .iter()
+                        .map(|(b, o)| phys(b) * bs + *o as i32)
+                        .collect::<Vec<_>>()
         }
         (Ok(OpOutput::Extend([qo, indices, loc, pos])), Expected::Extend(rows, e)) => {
             let e_qo: Vec<i32> = (0..=rows.len()).map(|i| (i * e) as i32).collect();

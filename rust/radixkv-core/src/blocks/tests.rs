@@ -239,3 +239,64 @@ fn harness_catches_a_divergence() {
     a.free(testing::seq_id(1)).unwrap();
     assert!(testing::step(&mut a, &mut m, &case.ops[2]).is_err());
 }
+
+#[test]
+fn batch_append_equals_sequential_appends() {
+    let mut a = alloc(16, 4);
+    a.allocate(1, 6).unwrap();
+    a.fork(1, 2).unwrap();
+    a.fork(1, 3).unwrap();
+    a.allocate(4, 3).unwrap();
+    let mut seq = a.clone();
+    let (copies, slots) = a.append_slots_batch(&[2, 4, 3, 1], 3).unwrap();
+    let mut want_copies = Vec::new();
+    let mut want_slots = Vec::new();
+    for id in [2, 4, 3, 1] {
+        let start = seq.seq_len(id).unwrap();
+        want_copies.extend(seq.append_slots(id, 3).unwrap());
+        want_slots.extend(seq.slot_mapping(id, start, start + 3).unwrap());
+    }
+    assert_eq!((copies, slots), (want_copies, want_slots));
+    assert_eq!(a, seq);
+    a.check().unwrap();
+}
+
+#[test]
+fn batch_append_counts_a_shared_block_copy_once() {
+    // Two sequences share a partly filled block; one free block is enough for the batch:
+    // the first copies, after which the second owns the original alone and writes in place.
+    let mut a = alloc(3, 4);
+    a.allocate(1, 6).unwrap();
+    a.fork(1, 2).unwrap();
+    assert_eq!(a.num_free_blocks(), 1);
+    let (copies, slots) = a.append_slots_batch(&[1, 2], 1).unwrap();
+    assert_eq!(copies, [(1, 2)]);
+    assert_eq!(slots, [10, 6]);
+    a.check().unwrap();
+}
+
+#[test]
+fn batch_append_is_all_or_nothing() {
+    let mut a = alloc(4, 2);
+    a.allocate(1, 2).unwrap();
+    a.allocate(2, 2).unwrap();
+    let before = a.clone();
+    // 1 needs 2 blocks, 2 needs 2 more: 4 > 2 free.
+    assert!(matches!(
+        a.append_slots_batch(&[1, 2], 3),
+        Err(CoreError::OutOfBlocks {
+            requested: 4,
+            free: 2
+        })
+    ));
+    assert!(matches!(
+        a.append_slots_batch(&[1, 1], 1),
+        Err(CoreError::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        a.append_slots_batch(&[1, 9], 1),
+        Err(CoreError::UnknownSequence(_))
+    ));
+    assert_eq!(a, before);
+    assert_eq!(a.append_slots_batch(&[], 5).unwrap(), (vec![], vec![]));
+}

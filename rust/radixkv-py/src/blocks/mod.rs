@@ -128,6 +128,26 @@ impl PyBlockAllocator {
         self.inner.append_slots(seq(seq_id, "seq_id")?, n).py()
     }
 
+    /// `append_slots` for each of `seq_ids` in order, all or nothing (one call per decode step).
+    /// Returns `(copies, slots)`: int32 `[k, 2]` copy-on-write pairs, ready for `copy_blocks`, and
+    /// int32 `[len(seq_ids) * num_tokens]` slots of the new tokens (where their K/V goes).
+    #[pyo3(signature = (seq_ids, num_tokens = None))]
+    fn append_slots_batch<'py>(
+        &mut self,
+        py: Python<'py>,
+        seq_ids: &Bound<'py, PyAny>,
+        num_tokens: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<(Bound<'py, PyArray2<i32>>, Bound<'py, PyArray1<i32>>)> {
+        let ids = args::seq_ids(seq_ids, "seq_ids")?;
+        let n = args::opt_count(num_tokens, "num_tokens")?.unwrap_or(1);
+        let (copies, slots) = self.inner.append_slots_batch(&ids, n).py()?;
+        let k = copies.len();
+        let flat: Vec<i32> = copies.into_iter().flat_map(|(s, d)| [s, d]).collect();
+        let pairs = Array2::from_shape_vec((k, 2), flat)
+            .map_err(|e| InvalidArgument::new_err(format!("copy pairs shape: {e}")))?;
+        Ok((pairs.into_pyarray(py), to_numpy(py, slots)))
+    }
+
     /// Shares the parent's blocks with a new sequence (zero copy, ref counts + 1).
     fn fork(&mut self, parent_id: &Bound<'_, PyAny>, child_id: &Bound<'_, PyAny>) -> PyResult<()> {
         let (p, c) = (seq(parent_id, "parent_id")?, seq(child_id, "child_id")?);
