@@ -63,8 +63,12 @@ fn per_request<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Vec<I32Inpu
 /// through `i32_input`.
 fn narrow_fast(item: &Bound<'_, PyAny>) -> Option<Vec<i32>> {
     if let Ok(a) = item.cast::<PyArray1<i32>>() {
+        // Contiguous int32 is borrowed by `i32_input`; look without registering a borrow.
+        if a.is_contiguous() {
+            return None;
+        }
         let ro = a.try_readonly().ok()?;
-        return (!ro.is_contiguous()).then(|| ro.as_array().iter().copied().collect());
+        return Some(ro.as_array().iter().copied().collect());
     }
     let a = item.cast::<PyArray1<i64>>().ok()?;
     let ro = a.try_readonly().ok()?;

@@ -57,7 +57,11 @@ pub(crate) fn request_lens<P: AsRef<[i32]>>(
                 p.len()
             )));
         }
-        if let Some(i) = p.iter().position(|&x| x < 0 || x > max_page) {
+        // One branch-free max over the pages as u32 (a negative id wraps above any valid
+        // one); the culprit is looked up only on failure.
+        let widest = p.iter().fold(0u32, |m, &x| m.max(x as u32));
+        if widest > max_page as u32 {
+            let i = p.iter().position(|&x| x < 0 || x > max_page).unwrap_or(0);
             return Err(CoreError::invalid(format!(
                 "request {b}: page [{i}] = {} is negative or its slots exceed int32 \
                  (page_size {page_size})",
