@@ -19,6 +19,9 @@ pub struct PyBlockAllocator {
     inner: BlockAllocator,
 }
 
+/// `append_slots_batch`'s result: copy pairs `[k, 2]` and new-token slots.
+type BatchArrays<'py> = (Bound<'py, PyArray2<i32>>, Bound<'py, PyArray1<i32>>);
+
 fn seq(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
     args::non_negative(obj, what)
 }
@@ -137,7 +140,7 @@ impl PyBlockAllocator {
         py: Python<'py>,
         seq_ids: &Bound<'py, PyAny>,
         num_tokens: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<(Bound<'py, PyArray2<i32>>, Bound<'py, PyArray1<i32>>)> {
+    ) -> PyResult<BatchArrays<'py>> {
         let ids = args::seq_ids(seq_ids, "seq_ids")?;
         let n = args::opt_count(num_tokens, "num_tokens")?.unwrap_or(1);
         let (copies, slots) = self.inner.append_slots_batch(&ids, n).py()?;
