@@ -68,15 +68,6 @@ constexpr int kKKUnroll = RADIXKV_EXT_KK_UNROLL;
 using mma::Acc;
 using mma::Frag;
 
-// Warp vote: does any lane hold `pred`?
-RK_DEVICE bool warp_any(bool pred) {
-#if RK_AMD
-  return __any(pred);
-#else
-  return __any_sync(0xffffffffu, pred);
-#endif
-}
-
 // Shuffle-up for the tile lookup's prefix sum (platform.h has xor and indexed shuffles only).
 RK_DEVICE int shfl_up_int(int v, int delta) {
 #if RK_AMD

@@ -30,6 +30,20 @@ from radixkv._core import (
 )
 from radixkv.metadata import BatchMetadata, BlockTableMetadata, DecodeMetadata, ExtendMetadata
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from radixkv import ops
+
+
+def __getattr__(name: str) -> object:
+    # `radixkv.ops` imports torch; load it on first use so `import radixkv` stays light.
+    if name == "ops":
+        import importlib
+
+        return importlib.import_module("radixkv.ops")
+    raise AttributeError(f"module 'radixkv' has no attribute {name!r}")
+
+
 __all__ = [
     "BatchMetadata",
     "BlockAllocator",

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import os
 import warnings
-from typing import Any, Optional
+from typing import Any, NoReturn, Optional
 
 import torch
 
@@ -74,7 +74,7 @@ def backend(device: Optional[torch.device] = None) -> str:
 # ----------------------------------------------------------------------------- validation
 
 
-def _fail(msg: str) -> None:
+def _fail(msg: str) -> NoReturn:
     raise InvalidArgument(msg)
 
 
@@ -152,6 +152,41 @@ def _check_pages(
         assert kv_indptr is not None
         if kv_indptr.numel() != batch + 1:
             _fail(f"{name}: kv_indptr has {kv_indptr.numel()} entries, expected batch + 1 = {batch + 1}")
+
+
+def check_extend_metadata(
+    qo_indptr: torch.Tensor, kv_lens: torch.Tensor, num_q_tokens: int, max_q_len: Optional[int] = None
+) -> None:
+    """Host-side checks of extend metadata (reads the tensors: synchronises with the GPU).
+
+    Raises :class:`radixkv.InvalidArgument` naming the first offending request.
+    """
+    qo = qo_indptr.detach().to("cpu", torch.int64)
+    lk = kv_lens.detach().to("cpu", torch.int64)
+    if qo.numel() == 0:
+        _fail("qo_indptr must have at least one entry (B + 1 for B requests)")
+    if lk.numel() != qo.numel() - 1:
+        _fail(f"kv_lens has {lk.numel()} entries, qo_indptr {qo.numel()} (expected B, B + 1)")
+    if int(qo[0]) != 0:
+        _fail(f"qo_indptr must start at 0, got {int(qo[0])}")
+    lq = qo[1:] - qo[:-1]
+    if (lq < 0).any():
+        b = int((lq < 0).nonzero()[0])
+        _fail(f"qo_indptr decreases at request {b}: {int(qo[b])} -> {int(qo[b + 1])}")
+    if int(qo[-1]) != num_q_tokens:
+        _fail(f"qo_indptr ends at {int(qo[-1])} but q has {num_q_tokens} rows")
+    if (lk < 0).any():
+        b = int((lk < 0).nonzero()[0])
+        _fail(f"kv_lens[{b}] = {int(lk[b])} is negative")
+    bad = lq > lk
+    if bad.any():
+        b = int(bad.nonzero()[0])
+        _fail(
+            f"request {b} has more queries than keys: L_q = {int(lq[b])} > L_k = kv_lens[{b}] = "
+            f"{int(lk[b])} (the keys must include the new tokens: L_k = prefix + L_q)"
+        )
+    if max_q_len is not None and lq.numel() and int(lq.max()) > int(max_q_len):
+        _fail(f"max_q_len = {max_q_len} but a request has L_q = {int(lq.max())}")
 
 
 def _host_check_pages(
@@ -432,6 +467,7 @@ def extend_attention(
     layout: str = "bshd",
     out: Optional[torch.Tensor] = None,
     max_q_len: Optional[int] = None,
+    check: Optional[bool] = None,
 ) -> torch.Tensor:
     """Prefix-prefill ("extend") attention over paged KV with the shifted causal mask.
 
@@ -440,7 +476,16 @@ def extend_attention(
     i sees key j iff ``j <= i + L_k - L_q``. Pages and caches as in :func:`paged_decode`. Returns
     ``[N_q, H_q, D]`` in q's dtype. ``max_q_len`` (optional) bounds ``L_q`` so the kernel's grid
     can be sized without reading qo_indptr on the host; by default ``N_q`` is the bound.
+    ``sm_scale`` must be positive. ``check``: read the index tensors on the host and reject bad
+    metadata naming the request (a request with more queries than keys, a ``qo_indptr`` that
+    decreases or does not end at ``N_q``, pages out of range); default ``RADIXKV_OPS_CHECK=1``.
+    It synchronises, so leave it off inside CUDA-graph capture. Unchecked, a request with more
+    queries than keys gets NaN rows, never garbage.
     """
+    if sm_scale is not None and not float(sm_scale) > 0.0:
+        _fail(f"sm_scale must be > 0, got {sm_scale!r}")
+    if max_q_len is not None and int(max_q_len) < 0:
+        _fail(f"max_q_len must be >= 0, got {max_q_len}")
     code = _check_layout(layout)
     num_pages, page_size, h_kv, dim = _check_caches(k_cache, v_cache, layout)
     if not isinstance(q, torch.Tensor) or q.dim() != 3:
@@ -460,12 +505,9 @@ def extend_attention(
         _fail("qo_indptr must have at least one entry")
     _check_pages("extend_attention", batch, kv_indptr, kv_indices, kv_lens, block_tables, q.device)
     assert kv_lens is not None
-    if os.environ.get("RADIXKV_OPS_CHECK") == "1":
+    if os.environ.get("RADIXKV_OPS_CHECK") == "1" if check is None else bool(check):
         _host_check_pages(num_pages, page_size, kv_indptr, kv_indices, kv_lens, block_tables)
-        qo = qo_indptr.cpu().long()
-        lq = qo[1:] - qo[:-1]
-        if (lq < 0).any() or int(qo[-1]) != n_q or (lq > kv_lens.cpu().long()).any():
-            _fail("qo_indptr must be non-decreasing, end at N_q, and give L_q <= kv_lens per request")
+        check_extend_metadata(qo_indptr, kv_lens, n_q, max_q_len)
     if out is not None and (out.shape != q.shape or out.dtype != q.dtype or out.device != q.device):
         _fail(f"out must be {tuple(q.shape)} {q.dtype} on {q.device}")
     scale = _scale(sm_scale, dim)
