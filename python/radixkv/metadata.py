@@ -55,7 +55,7 @@ class BatchMetadata(Generic[ArrayT]):
     launch parameters, so they never need reading back from the device.
     """
 
-    __slots__ = ("_fields", "_layout", "buffer", "scalars")
+    __slots__ = ("_fields", "_host", "_layout", "buffer", "scalars")
 
     def __init__(
         self,
@@ -70,6 +70,8 @@ class BatchMetadata(Generic[ArrayT]):
         self._fields: dict[str, ArrayT] = {
             name: _view(buffer, off, shape) for name, off, shape in self._layout
         }
+        # After .to(device): the host buffer the copy came from, kept alive with the result.
+        self._host: Any = None
 
     def field(self, name: str) -> ArrayT:
         """The field called ``name`` (``KeyError`` if this kind of metadata has none)."""
@@ -94,7 +96,10 @@ class BatchMetadata(Generic[ArrayT]):
         host = torch.from_numpy(buf) if isinstance(buf, np.ndarray) else buf
         # One copy of the whole batch; the new object's fields are views of it.
         moved = host.to(device, non_blocking=non_blocking)
-        return type(self)(moved, self._layout, self.scalars)
+        out = type(self)(moved, self._layout, self.scalars)
+        # A non-blocking copy may still read the host buffer after this returns.
+        out._host = buf
+        return out
 
     def __repr__(self) -> str:
         shapes = ", ".join(f"{n}{list(s)}" for n, _, s in self._layout)
