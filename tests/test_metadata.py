@@ -191,6 +191,14 @@ def test_paged_extend_with_unit_pages_equals_slot_extend() -> None:
     assert flat.kv_last_page_len.tolist() == [1, 1, 1]
 
 
+def test_strided_length_arrays() -> None:
+    lens = np.array([5, -1, 3], np.int32)[::2]  # a non-contiguous view: [5, 3]
+    md = rk.build_decode_metadata([[4, 2], [7]], lens, page_size=4)
+    assert md.kv_lens.tolist() == [5, 3]
+    ext = rk.build_paged_extend_metadata([[4, 2], [7]], lens, np.array([1, 0, 2])[::2], 4)
+    assert ext.extend_seq_lens.tolist() == [1, 2]
+
+
 def test_decode_out_cache_loc_is_each_last_slot() -> None:
     md = rk.build_decode_metadata([[4, 2], [7]], [5, 3], page_size=4)
     assert md.out_cache_loc.tolist() == [8, 30]

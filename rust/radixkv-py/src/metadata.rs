@@ -49,12 +49,20 @@ fn per_request<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Vec<I32Inpu
     let mut out = Vec::with_capacity(obj.len()?);
     for (b, item) in obj.try_iter()?.enumerate() {
         let item = item?;
-        match narrow_fast(&item) {
-            Some(v) => out.push(I32Input::Owned(v)),
-            None => out.push(i32_input(&item, &format!("{what}[{b}]"))?),
-        }
+        out.push(match narrow_fast(&item) {
+            Some(v) => I32Input::Owned(v),
+            None => i32_input(&item, &format!("{what}[{b}]"))?,
+        });
     }
     Ok(out)
+}
+
+/// One int sequence (list, `NumPy` integer array, CPU tensor), through [`narrow_fast`] first.
+pub(crate) fn ints<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<I32Input<'py>> {
+    match narrow_fast(obj) {
+        Some(v) => Ok(I32Input::Owned(v)),
+        None => i32_input(obj, what),
+    }
 }
 
 /// Fast paths the general `i32_input` lacks: a contiguous int64 array (`NumPy`'s default int)
@@ -104,7 +112,7 @@ fn build_extend_metadata<'py>(
 
 fn opt_lens<'py>(kv_lens: Option<&Bound<'py, PyAny>>) -> PyResult<Option<I32Input<'py>>> {
     match kv_lens {
-        Some(o) if !o.is_none() => i32_input(o, "kv_lens").map(Some),
+        Some(o) if !o.is_none() => ints(o, "kv_lens").map(Some),
         _ => Ok(None),
     }
 }
@@ -172,8 +180,8 @@ fn build_paged_extend_metadata<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let page_size = page_size_arg(page_size)?;
     let pages = per_request(pages, "pages")?;
-    let lens = i32_input(kv_lens, "kv_lens")?;
-    let ext = i32_input(extend_lens, "extend_lens")?;
+    let lens = ints(kv_lens, "kv_lens")?;
+    let ext = ints(extend_lens, "extend_lens")?;
     let p = slices(&pages);
     let (l, e) = (lens.as_slice(), ext.as_slice());
     let work = p.iter().map(|s| s.len()).sum::<usize>() * page_size;

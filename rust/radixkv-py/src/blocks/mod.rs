@@ -8,9 +8,9 @@ use pyo3::prelude::*;
 use pyo3::types::PyInt;
 use radixkv_core::blocks::BlockAllocator;
 
-use crate::convert::{i32_input, to_numpy};
+use crate::convert::to_numpy;
 use crate::errors::{CoreResultExt, InvalidArgument};
-use crate::metadata::wrap_metadata;
+use crate::metadata::{ints, wrap_metadata};
 
 /// vLLM-style paged block allocator: per-sequence block tables over `num_blocks` physical blocks
 /// of `block_size` slots, with reference counts, zero-copy `fork` and copy-on-write appends.
@@ -250,7 +250,7 @@ impl PyBlockAllocator {
                 .map_err(|_| InvalidArgument::new_err("extend_lens: beyond int32"))?;
             vec![e; ids.len()]
         } else {
-            i32_input(extend_lens, "extend_lens")?.as_slice().to_vec()
+            ints(extend_lens, "extend_lens")?.as_slice().to_vec()
         };
         wrap_metadata(
             py,
