@@ -101,11 +101,28 @@ def parse_args(argv: List[str]) -> argparse.Namespace:
                     help="exit 1 when a hit rate differs from SGLang's")
     ap.add_argument("--out", default=str(_traces.REPO / "bench" / "results"))
     ap.add_argument("--name", default="cache_bench", help="output file stem")
+    ap.add_argument("--replot", default=None, metavar="JSON",
+                    help="only redraw the PNG from a saved cache_bench JSON")
     return ap.parse_args(argv)
 
 
 def main(argv: List[str]) -> int:
     a = parse_args(argv)
+    if a.replot:
+        import json
+
+        saved = json.loads(Path(a.replot).read_text())
+        comp_saved = saved["comparison"]
+        shown = [s for s in _anchors.DEFAULT_SYSTEMS + tuple(a.anchor_systems.split(","))
+                 if any(s in row for row in comp_saved)]
+        shown = list(dict.fromkeys(shown))
+        png = Path(a.replot).with_suffix(".png")
+        _report.chart(png, comp_saved, shown,
+                      f"Prefix-cache work per request, {saved['info']['date_utc']} "
+                      f"({saved['info']['max_running']} in flight, median of "
+                      f"{saved['info']['repeats']})")
+        _log(f"wrote {png}")
+        return 0
     shared = _traces.shared_dir(a.shared)
     rk = _import_radixkv()
     names = list(_traces.trace_names(shared)) if a.traces == "all" else a.traces.split(",")
