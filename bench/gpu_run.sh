@@ -4,8 +4,10 @@
 #
 # usage (device tool, repository root, carry [".anchors", ".carry", ".whl",
 #        "python/radixkv/_core.abi3.so"]):
-#   bash bench/gpu_run.sh [tests|bench|all]        (default: all)
-# env: RADIXKV_TEST_ARGS  extra pytest args (e.g. "-k decode");  RADIXKV_BENCH_ARGS  extra
+#   bash bench/gpu_run.sh [tests|bench|all|validate]        (default: all)
+#   validate = the GPU tests of RADIXKV_TEST_FILES, then the demo with --device cuda
+# env: RADIXKV_TEST_FILES  test files (default tests/test_kernels_gpu.py);
+#      RADIXKV_TEST_ARGS  extra pytest args (e.g. "-k decode");  RADIXKV_BENCH_ARGS  extra
 #      bench/kernels.py args;  RADIXKV_HEAD_DIMS etc. narrow a JIT build (hip/README.md);
 #      RADIXKV_FORCE_PREBUILT=1  use .carry's library even if hip/ changed since it was built;
 #      RADIXKV_BENCH_VARIANTS  tuning modes to time (tuning builds; bench/kernels.py).
@@ -37,6 +39,11 @@ if ! python3 -c "import pytest" 2>/dev/null && ls .whl/pytest-*.whl >/dev/null 2
   python3 -m pip install -q --no-index --no-deps --target /tmp/pyt .whl/pytest-*.whl \
     .whl/pluggy-*.whl .whl/iniconfig-*.whl .whl/pygments-*.whl && export PYTHONPATH="$PYTHONPATH:/tmp/pyt"
 fi
+# rich, for the demo's progress bar and report (also carried in .whl/).
+if ! python3 -c "import rich" 2>/dev/null && ls .whl/rich-*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --target /tmp/rich .whl/rich-*.whl \
+    .whl/markdown_it_py-*.whl .whl/mdurl-*.whl .whl/pygments-*.whl && export PYTHONPATH="$PYTHONPATH:/tmp/rich"
+fi
 
 # The Rust extension, if a fresher one than the checkout's was carried (.carry/_core.abi3.so).
 if [[ -f .carry/_core.abi3.so ]]; then cp .carry/_core.abi3.so python/radixkv/_core.abi3.so; fi
@@ -66,14 +73,19 @@ print('kernel library ready')
 echo "library ready in $((SECONDS - t0)) s"
 
 rc=0
-if [[ "$what" == all || "$what" == tests ]]; then
+if [[ "$what" == all || "$what" == tests || "$what" == validate ]]; then
   echo "=== GPU tests ($(date -u +%H:%M:%S))"
   # shellcheck disable=SC2086
-  timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_kernels_gpu.py \
+  timeout 300 python3 -m pytest -q -p no:cacheprovider ${RADIXKV_TEST_FILES:-tests/test_kernels_gpu.py} \
     --junitxml="$OUT/pytest_gpu.xml" ${RADIXKV_TEST_ARGS:-} > "$OUT/pytest_gpu.log" 2>&1
   rc=$?
   tail -25 "$OUT/pytest_gpu.log"
   echo "pytest exit $rc"
+fi
+if [[ "$what" == validate ]]; then
+  # The whole pipeline on the GPU: the serving demo with the kernels (bf16), its report as JSON.
+  echo "=== demo on cuda ($(date -u +%H:%M:%S))"
+  timeout 120 python3 -m radixkv demo --device cuda --json "$OUT/demo_cuda.json" || rc=1
 fi
 if [[ "$what" == all || "$what" == bench ]]; then
   echo "=== decode benchmark ($(date -u +%H:%M:%S))"
