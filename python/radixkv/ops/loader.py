@@ -42,10 +42,16 @@ _VARIANTS = {
 
 
 def hip_dir() -> Path:
+    """The kernel sources: ``RADIXKV_HIP_DIR``, else ``hip/`` of the checkout this package runs from
+    (an editable install, as ``make`` does). A plain wheel does not ship them."""
     env = os.environ.get("RADIXKV_HIP_DIR")
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parents[3] / "hip"
+    path = Path(env) if env else Path(__file__).resolve().parents[3] / "hip"
+    if not (path / "platform.h").is_file():
+        raise FileNotFoundError(
+            f"radixkv kernel sources not found at {path}: install radixkv editable from a checkout "
+            "(`maturin develop` / `pip install -e .`) or set RADIXKV_HIP_DIR to its hip/ folder"
+        )
+    return path
 
 
 def variant_defines() -> list[str]:
