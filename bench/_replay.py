@@ -14,8 +14,10 @@ drives SGLang with, so the per-request µs compare like for like:
 - finish: checkpoint prompt + output[:-1], free what the tree does not hold, unlock.
 
 A checkpoint inserts the row's tokens, frees the row's own slots for the span that
-another request inserted meanwhile, re-matches to get the node of the inserted path
-(and the tree's slots for that span), and moves the lock onto that node.
+another request inserted meanwhile (and copies the tree's slots for that span into the
+row), and moves the lock onto the node of the inserted path. SGLang re-matches after the
+insert to learn that node; radixkv's ``insert_node`` returns it (the tree ends up the
+same: the path is touched and the node it ends inside is split, as a match would).
 
 SGLang's scheduler also inserts the bare prompt at finish, splitting the leaf at the
 prompt boundary for its priority bookkeeping; the anchor driver copies that, but it is
@@ -149,18 +151,18 @@ class RadixkvDriver:
         key = st.full[:up_to]
         row = st.rowv
         kv = row[:up_to]
-        present = cache.insert(key, kv)
+        present, node = cache.insert_node(key, kv)
         if self.split_prompt and 0 < st.plen < up_to:
+            # SGLang's extra insert splits at the prompt boundary; the lock stays at the end
             cache.insert(st.full[: st.plen], kv[: st.plen])
         p = st.protected
-        m = cache.match_prefix(key)
         if present > p:
             # another request inserted [p, present) meanwhile: ours are duplicates
             self.pool.free(kv[p:present])
-            row[p:present] = m.slots[p:present]
-        cache.lock(m.node)
+            row[p:present] = cache.path_slots(node)[p:present]
+        cache.lock(node)
         cache.unlock(st.node)
-        st.node = m.node
+        st.node = node
         st.protected = up_to
 
     # -- untimed -----------------------------------------------------------

@@ -117,3 +117,29 @@ def test_one_cache_per_pool() -> None:
     del cache  # dropping the cache gives its slots back and frees the pool for another
     assert pool.available == 4
     rk.RadixCache(pool).check()
+
+
+@pytest.mark.parametrize("page_size", [1, 4])
+def test_eviction_returns_slots_in_bulk_and_reuses_them(page_size: int) -> None:
+    pool = rk.TokenPool(64, page_size)
+    cache = rk.RadixCache(pool)
+    for i in range(4):
+        cache.insert(list(range(100 * i, 100 * i + 16)), cache.alloc(16))
+    assert pool.available == 0 and pool.num_cached == 64
+    freed = cache.evict_slots(32)
+    assert sorted(freed.tolist()) == sorted(set(freed.tolist())) and len(freed) == 32
+    assert pool.available == 32 and pool.num_cached == 32
+    pool.check()
+    again = pool.alloc(32)
+    assert sorted(again.tolist()) == sorted(freed.tolist())
+    pool.free(again)
+    cache.check()
+
+
+def test_alloc_order_is_ascending_then_lifo() -> None:
+    pool = rk.TokenPool(8)
+    a = pool.alloc(3)
+    assert a.tolist() == [0, 1, 2]
+    pool.free(a[::-1].copy())  # freed 2, 1, 0: the last freed comes back first
+    assert pool.alloc(4).tolist() == [0, 1, 2, 3]
+    pool.check()

@@ -264,3 +264,99 @@ def test_repr() -> None:
     cache.insert([1], cache.alloc(1))
     m = cache.match_prefix([1])
     assert "Match(length=1)" == repr(m) and "Node(" in repr(m.node)
+
+
+def test_insert_node_returns_the_path_end() -> None:
+    pool = rk.TokenPool(64)
+    cache = rk.RadixCache(pool)
+    s = cache.alloc(6)
+    present, node = cache.insert_node(tok("ABCDEF"), s)
+    assert present == 0 and node.depth == 6 and node.length == 6
+    assert node == cache.match_prefix(tok("ABCDEF")).node
+    assert cache.path_slots(node).tolist() == s.tolist()
+    # Already present and ending inside a node: split there, as match_prefix does.
+    before = rows(cache)
+    present, mid = cache.insert_node(tok("ABC"), s[:3])
+    assert present == 3 and mid.depth == 3 and mid.length == 3
+    assert mid == cache.match_prefix(tok("ABC")).node
+    assert [p for p, _ in rows(cache)] == [tok("ABC"), tok("ABCDEF")] != [p for p, _ in before]
+    # An extension: the new leaf is the end.
+    t = cache.alloc(2)
+    present, leaf = cache.insert_node(tok("ABCDEFGH"), np.concatenate([s, t]))
+    assert present == 6 and leaf.depth == 8 and leaf.length == 2
+    assert cache.path_slots(leaf).tolist() == s.tolist() + t.tolist()
+    # Nothing to insert: the root handle.
+    assert cache.insert_node([], [])[1].is_root
+    cache.check()
+
+
+def test_insert_node_handle_survives_later_splits_and_locks() -> None:
+    pool = rk.TokenPool(64)
+    cache = rk.RadixCache(pool)
+    s = cache.alloc(8)
+    _, node = cache.insert_node(tok("ABCDEFGH"), s)
+    cache.lock(node)
+    u = cache.alloc(2)
+    assert cache.insert(tok("ABZZ"), np.concatenate([s[:2], u])) == 2  # splits node at 2
+    cache.match_prefix(tok("ABCD"))  # splits it again at 4
+    assert node.depth == 8 and node.length == 4 and node.lock_ref == 1
+    assert cache.path_slots(node).tolist() == s.tolist()
+    assert cache.protected_size == 8
+    cache.unlock(node)
+    assert cache.protected_size == 0
+    cache.check()
+
+
+def test_insert_node_agrees_with_insert_then_match() -> None:
+    """Same tree (dump minus access times and hit counts) as insert + match_prefix."""
+    seqs = [tok("ABCDEF"), tok("ABCXYZ"), tok("AB"), tok("ABCDEFGH"), tok("QRS"), tok("ABCX")]
+    a, b = rk.RadixCache(None), rk.RadixCache(None)
+    for i, q in enumerate(seqs):
+        slots = [100 * i + k for k in range(len(q))]
+        pa = a.insert(q, slots)
+        na = a.match_prefix(q).node
+        pb, nb = b.insert_node(q, slots)
+        assert pa == pb and na.depth == nb.depth == len(q)
+        assert a.path_slots(na).tolist() == b.path_slots(nb).tolist()
+    assert [r[:4] for r in a.dump()] == [r[:4] for r in b.dump()]
+    b.check()
+
+
+def test_insert_node_pages() -> None:
+    pool = rk.TokenPool(32, page_size=4)
+    cache = rk.RadixCache(pool)
+    s = cache.alloc(12)
+    # 10 tokens: two whole pages go in, the partial last page stays the caller's.
+    present, node = cache.insert_node(list(range(1, 11)), s[:10])
+    assert present == 0 and node.depth == 8
+    assert cache.path_slots(node).tolist() == s[:8].tolist()
+    # Present up to inside the node, at a page boundary: split at 4.
+    present, mid = cache.insert_node(list(range(1, 7)), s[:6])
+    assert present == 4 and mid.depth == 4 and node.length == 4
+    # Fewer tokens than a page: nothing inserted, the root.
+    present, root = cache.insert_node([1, 2, 3], s[:3])
+    assert present == 0 and root.is_root
+    # Slots that are not whole pool pages are refused, and nothing changes.
+    before = snapshot(cache)
+    with pytest.raises(rk.InvalidArgument, match="whole pool page"):
+        cache.insert_node(list(range(1, 13)), np.concatenate([s[:8], s[9:12], s[8:9]]))
+    assert snapshot(cache) == before
+    cache.check()
+
+
+@pytest.mark.parametrize("kind", INPUT_KINDS)
+def test_insert_node_input_kinds_and_bad_input(kind: Callable[[list[int]], Any]) -> None:
+    pool = rk.TokenPool(16)
+    cache = rk.RadixCache(pool)
+    s = cache.alloc(3).tolist()
+    before = snapshot(cache)
+    with pytest.raises(rk.InvalidArgument, match="negative token"):
+        cache.insert_node(kind([1, -2, 3]), kind(s))
+    with pytest.raises(rk.InvalidArgument, match="out of range"):
+        cache.insert_node(kind([1, 2, 3]), kind([s[0], s[1], 16]))
+    with pytest.raises(rk.InvalidArgument, match="tokens but"):
+        cache.insert_node(kind([1, 2]), kind(s))
+    assert snapshot(cache) == before
+    present, node = cache.insert_node(kind([1, 2, 3]), kind(s))
+    assert present == 0 and node.depth == 3
+    cache.check()

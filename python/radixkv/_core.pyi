@@ -110,6 +110,13 @@ class RadixCache:
     def peek_prefix(self, tokens: _IntSeq, namespace: _Namespace = None) -> int:
         """Hit length only; no split, no LRU or hit-count change."""
     def insert(self, tokens: _IntSeq, slots: _IntSeq, namespace: _Namespace = None) -> int: ...
+    def insert_node(
+        self, tokens: _IntSeq, slots: _IntSeq, namespace: _Namespace = None
+    ) -> tuple[int, Node]:
+        """As ``insert``, also returning the ``Node`` where the inserted whole pages end: what a
+        scheduler locks next, without a second ``match_prefix``. A path already cached that
+        ends inside a node splits it there, as ``match_prefix`` would; the node survives later
+        splits like any handle. The root node when ``tokens`` holds no whole page."""
     def lock(self, node: Node) -> None: ...
     def unlock(self, node: Node) -> None:
         """Undo one ``lock`` taken through this node; ``NotLocked`` if none is left."""

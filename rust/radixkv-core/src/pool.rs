@@ -116,14 +116,22 @@ impl TokenPool {
             });
         }
         let mut out = Vec::with_capacity(n);
-        for _ in 0..pages {
-            let page = self.free_pages.pop().expect("checked above") as usize;
-            let first = page * self.page_size;
-            for s in first..first + self.page_size {
-                self.state[s] = SlotState::Out;
-                out.push(s as i32);
+        if self.page_size == 1 {
+            // Pages are slots: take the tail of the free list in pop order, in bulk.
+            let start = self.free_pages.len() - pages;
+            out.extend(self.free_pages[start..].iter().rev().map(|&s| s as i32));
+            self.free_pages.truncate(start);
+            for &s in &out {
+                self.state[s as usize] = SlotState::Out;
             }
-            if self.page_size > 1 {
+        } else {
+            for _ in 0..pages {
+                let page = self.free_pages.pop().expect("checked above") as usize;
+                let first = page * self.page_size;
+                for s in first..first + self.page_size {
+                    self.state[s] = SlotState::Out;
+                    out.push(s as i32);
+                }
                 self.page_free[page] = 0;
             }
         }
@@ -135,9 +143,7 @@ impl TokenPool {
     /// already free, one listed twice, or one the radix cache holds.
     pub fn free(&mut self, slots: &[i32]) -> Result<()> {
         self.transition(slots, SlotState::Out, SlotState::Free)?;
-        for &s in slots {
-            self.release_one(s as usize);
-        }
+        self.release_all(slots);
         self.num_out -= slots.len();
         Ok(())
     }
@@ -145,7 +151,14 @@ impl TokenPool {
     /// Range check of caller-given slot ids, without looking at states.
     pub fn check_range(&self, slots: &[i32], what: &str) -> Result<()> {
         let n = self.num_slots();
-        if let Some(&bad) = slots.iter().find(|&&s| s < 0 || s as usize >= n) {
+        // Branch-free max over the ids as unsigned (a negative id becomes huge): vectorises,
+        // unlike an early-exit `find`, which only runs to name the offender.
+        let max = slots.iter().fold(0u32, |m, &s| m.max(s as u32));
+        if max as usize >= n {
+            let bad = slots
+                .iter()
+                .find(|&&s| s < 0 || s as usize >= n)
+                .expect("an id out of range exists");
             return Err(CoreError::invalid(format!(
                 "{what}: slot {bad} is out of range [0, {n})"
             )));
@@ -184,11 +197,15 @@ impl TokenPool {
         }
     }
 
-    fn release_one(&mut self, s: usize) {
+    /// Puts slots already marked `Free` back on the free list (whole pages only).
+    fn release_all(&mut self, slots: &[i32]) {
         if self.page_size == 1 {
-            self.free_pages.push(s as u32);
-        } else {
-            let page = s / self.page_size;
+            // One bulk append instead of a push per slot (eviction frees thousands at once).
+            self.free_pages.extend(slots.iter().map(|&s| s as u32));
+            return;
+        }
+        for &s in slots {
+            let page = s as usize / self.page_size;
             self.page_free[page] += 1;
             if self.page_free[page] as usize == self.page_size {
                 self.free_pages.push(page as u32);
@@ -223,8 +240,8 @@ impl TokenPool {
         for &s in slots {
             debug_assert_eq!(self.state[s as usize], SlotState::Cached);
             self.state[s as usize] = SlotState::Free;
-            self.release_one(s as usize);
         }
+        self.release_all(slots);
         self.num_cached -= slots.len();
     }
 

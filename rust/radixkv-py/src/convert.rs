@@ -45,22 +45,8 @@ fn narrow(what: &str, v: i64) -> PyResult<i32> {
 
 /// Reads `obj` as a 1-D sequence of int32. `what` names the argument in error messages.
 pub fn i32_input<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<I32Input<'py>> {
-    // Torch CPU tensors: go through .numpy(), which shares memory.
-    if is_torch_tensor(obj) {
-        let is_cuda: bool = obj.getattr("is_cuda")?.extract()?;
-        if is_cuda {
-            return Err(bad(what, "expected a CPU tensor, got a CUDA tensor"));
-        }
-        let dtype = obj.getattr("dtype")?.str()?.to_string();
-        if !matches!(
-            dtype.as_str(),
-            "torch.int32" | "torch.int64" | "torch.int16" | "torch.int8" | "torch.uint8"
-        ) {
-            return Err(bad(what, format!("expected an integer tensor, got dtype {dtype}")));
-        }
-        let arr = obj.call_method0("numpy")?;
-        return i32_input(&arr, what);
-    }
+    // The common case first: a C-contiguous int32 array is borrowed as is. Type checks are
+    // pointer compares; a torch tensor never passes them, so its (slower) test comes last.
     if let Ok(a) = obj.cast::<PyArray1<i32>>() {
         if a.is_c_contiguous() {
             return Ok(I32Input::Borrowed(a.readonly()));
@@ -71,20 +57,6 @@ pub fn i32_input<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<I32Input<
         let ro = a.readonly();
         let v = ro.as_array().iter().map(|&x| narrow(what, x)).collect::<PyResult<Vec<_>>>()?;
         return Ok(I32Input::Owned(v));
-    }
-    if is_numpy_array(obj) {
-        // Other dtypes / ndim: let NumPy tell us what it is, then accept only 1-D integers.
-        let ndim: usize = obj.getattr("ndim")?.extract()?;
-        let kind: String = obj.getattr("dtype")?.getattr("kind")?.extract()?;
-        if ndim != 1 {
-            return Err(bad(what, format!("expected a 1-D array, got {ndim} dimensions")));
-        }
-        if kind != "i" && kind != "u" {
-            let dt = obj.getattr("dtype")?.str()?.to_string();
-            return Err(bad(what, format!("expected an integer array, got dtype {dt}")));
-        }
-        let as64 = obj.call_method1("astype", ("int64",))?;
-        return i32_input(&as64, what);
     }
     if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
         let n = obj.len()?;
@@ -104,6 +76,37 @@ pub fn i32_input<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<I32Input<
             v.push(narrow(what, x)?);
         }
         return Ok(I32Input::Owned(v));
+    }
+    // Torch CPU tensors go through .numpy(), which shares memory. Tested after the NumPy casts
+    // and lists: the test builds the type's module name.
+    if is_torch_tensor(obj) {
+        let is_cuda: bool = obj.getattr("is_cuda")?.extract()?;
+        if is_cuda {
+            return Err(bad(what, "expected a CPU tensor, got a CUDA tensor"));
+        }
+        let dtype = obj.getattr("dtype")?.str()?.to_string();
+        if !matches!(
+            dtype.as_str(),
+            "torch.int32" | "torch.int64" | "torch.int16" | "torch.int8" | "torch.uint8"
+        ) {
+            return Err(bad(what, format!("expected an integer tensor, got dtype {dtype}")));
+        }
+        let arr = obj.call_method0("numpy")?;
+        return i32_input(&arr, what);
+    }
+    if is_numpy_array(obj) {
+        // Other dtypes / ndim: let NumPy tell us what it is, then accept only 1-D integers.
+        let ndim: usize = obj.getattr("ndim")?.extract()?;
+        let kind: String = obj.getattr("dtype")?.getattr("kind")?.extract()?;
+        if ndim != 1 {
+            return Err(bad(what, format!("expected a 1-D array, got {ndim} dimensions")));
+        }
+        if kind != "i" && kind != "u" {
+            let dt = obj.getattr("dtype")?.str()?.to_string();
+            return Err(bad(what, format!("expected an integer array, got dtype {dt}")));
+        }
+        let as64 = obj.call_method1("astype", ("int64",))?;
+        return i32_input(&as64, what);
     }
     let tn = obj.get_type().name().map_or_else(|_| "?".to_string(), |s| s.to_string());
     Err(bad(

@@ -275,6 +275,32 @@ impl PyRadixCache {
         maybe_detach(py, t.len(), || cache.insert(&ns, t, s)).py()
     }
 
+    /// As `insert`, also returning the node where the inserted whole pages end (a node the
+    /// path ends inside is split there, as `match_prefix` does): the node a scheduler moves
+    /// its lock to, without matching again.
+    #[pyo3(signature = (tokens, slots, namespace = None))]
+    fn insert_node(
+        slf: &Bound<'_, Self>,
+        tokens: &Bound<'_, PyAny>,
+        slots: &Bound<'_, PyAny>,
+        namespace: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<(usize, PyNode)> {
+        let py = slf.py();
+        let t = i32_input(tokens, "tokens")?;
+        let s = i32_input(slots, "slots")?;
+        let mut ns = Vec::new();
+        encode_namespace(namespace, &mut ns)?;
+        let (present, h, id) = {
+            let mut this = slf.borrow_mut();
+            let id = this.id;
+            let (t, s) = (t.as_slice(), s.as_slice());
+            let cache = &mut this.inner;
+            let (present, h) = maybe_detach(py, t.len(), || cache.insert_node(&ns, t, s)).py()?;
+            (present, h, id)
+        };
+        Ok((present, make_node(slf, h, id)))
+    }
+
     /// `lock_ref` += 1 on the node and its ancestors.
     fn lock(&mut self, node: &Bound<'_, PyAny>) -> PyResult<()> {
         let h = self.handle(node)?;

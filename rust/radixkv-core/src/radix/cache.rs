@@ -102,9 +102,33 @@ impl RadixCache {
     /// cached. The caller keeps ownership of `slots[..returned]` (duplicates: free them) and of
     /// the partial last page.
     pub fn insert(&mut self, ns: &[u8], tokens: &[i32], slots: &[i32]) -> Result<usize> {
+        Ok(self.insert_impl(ns, tokens, slots, false)?.0)
+    }
+
+    /// As `insert`, also returning the handle of the inserted path's end (whole pages; a node
+    /// the path ends inside is split there, as `match_prefix` does). `NodeHandle::ROOT` when
+    /// `tokens` holds no whole page.
+    pub fn insert_node(
+        &mut self,
+        ns: &[u8],
+        tokens: &[i32],
+        slots: &[i32],
+    ) -> Result<(usize, NodeHandle)> {
+        let (present, end) = self.insert_impl(ns, tokens, slots, true)?;
+        Ok((present, self.tree.end_handle(end)))
+    }
+
+    fn insert_impl(
+        &mut self,
+        ns: &[u8],
+        tokens: &[i32],
+        slots: &[i32],
+        split_end: bool,
+    ) -> Result<(usize, u32)> {
         check_insert_args(tokens, slots)?;
         let Some(pool) = &self.pool else {
-            return self.tree.insert(ns, tokens, slots);
+            let plan = self.tree.plan_insert(ns, tokens);
+            return Ok(self.tree.commit_insert(ns, plan, tokens, slots, split_end));
         };
         let mut pool = lock_pool(pool);
         pool.check_range(slots, "insert")?;
@@ -113,7 +137,7 @@ impl RadixCache {
         let new = &slots[matched..self.tree.usable(tokens.len())];
         check_whole_pages(new, pool.page_size())?;
         pool.take_for_cache(new)?;
-        Ok(self.tree.commit_insert(ns, plan, tokens, slots))
+        Ok(self.tree.commit_insert(ns, plan, tokens, slots, split_end))
     }
 
     pub fn lock(&mut self, h: NodeHandle) -> Result<()> {

@@ -274,3 +274,49 @@ fn harness_smoke() {
         h.apply(op).unwrap_or_else(|e| panic!("{op:?}: {e}"));
     }
 }
+
+#[test]
+fn insert_node_is_insert_then_match() {
+    // Same structure, slots and path ends as insert followed by match_prefix of the same key.
+    let seqs = ["ABCDEF", "ABCXYZ", "AB", "ABCDEFGH", "QRS", "ABCX"];
+    let mut a = RadixTree::new(1).unwrap();
+    let mut b = RadixTree::new(1).unwrap();
+    for (i, q) in seqs.iter().enumerate() {
+        let slots: Vec<i32> = (0..q.len() as i32).map(|k| 100 * i as i32 + k).collect();
+        let pa = a.insert(b"", &t(q), &slots).unwrap();
+        let ma = a.match_prefix(b"", &t(q)).unwrap();
+        let (pb, nb) = b.insert_node(b"", &t(q), &slots).unwrap();
+        assert_eq!(pa, pb);
+        assert_eq!(b.node_info(nb).unwrap().depth, q.len());
+        assert_eq!(a.path_slots(ma.node).unwrap(), b.path_slots(nb).unwrap());
+        b.check().unwrap();
+    }
+    let shape = |c: &RadixTree| {
+        c.dump()
+            .into_iter()
+            .map(|r| (r.0, r.1, r.2, r.3))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(shape(&a), shape(&b));
+    assert_eq!(b.insert_node(b"", &[], &[]).unwrap(), (0, NodeHandle::ROOT));
+}
+
+#[test]
+fn insert_node_pooled_pages() {
+    let (mut c, pool) = pooled(32, 4);
+    let s = c.alloc(12).unwrap();
+    let toks: Vec<i32> = (1..=10).collect();
+    let (present, end) = c.insert_node(b"", &toks, &s[..10]).unwrap();
+    assert_eq!(present, 0);
+    assert_eq!(c.node_info(end).unwrap().depth, 8);
+    let (present, mid) = c.insert_node(b"", &toks[..6], &s[..6]).unwrap();
+    assert_eq!(present, 4);
+    assert_eq!(c.node_info(mid).unwrap().depth, 4);
+    assert_eq!(c.node_info(end).unwrap().length, 4); // the old end survived the split
+    assert_eq!(
+        c.insert_node(b"", &toks[..3], &s[..3]).unwrap(),
+        (0, NodeHandle::ROOT)
+    );
+    assert_eq!(lock_pool(&pool).num_cached(), 8);
+    c.check().unwrap();
+}

@@ -93,8 +93,20 @@ pub(crate) fn common_prefix(a: &[i32], b: &[i32]) -> usize {
     i
 }
 
+/// True if any value is negative. An OR of all values has the sign bit set exactly then; the
+/// fold has no early exit, so it vectorises (an `iter().find` stays scalar: it was most of a
+/// long `match_prefix`). Callers `find` the offender only on failure, to name it.
+#[inline]
+pub(crate) fn any_negative(v: &[i32]) -> bool {
+    v.iter().fold(0i32, |acc, &x| acc | x) < 0
+}
+
 pub(crate) fn check_tokens(tokens: &[i32]) -> Result<()> {
-    if let Some(&t) = tokens.iter().find(|&&t| t < 0) {
+    if any_negative(tokens) {
+        let t = tokens
+            .iter()
+            .find(|&&t| t < 0)
+            .expect("a negative value exists");
         return Err(CoreError::invalid(format!("tokens: negative token id {t}")));
     }
     Ok(())
@@ -304,27 +316,32 @@ impl RadixTree {
     }
 
     /// Mutating part of an insert; cannot fail. `plan` must come from `plan_insert` on the
-    /// same, unchanged tree. Returns the number of leading tokens already present.
+    /// same, unchanged tree. Returns the number of leading tokens already present and the node
+    /// where the inserted whole pages end (`NIL` for the empty path). With `split_end`, a path
+    /// that was already present and ends inside a node splits it there, as `match_prefix`
+    /// would, so the returned node is exactly the path end; without it no split is made and
+    /// the returned node is meaningless in that case.
     pub(crate) fn commit_insert(
         &mut self,
         ns: &[u8],
         plan: Option<Walk>,
         tokens: &[i32],
         slots: &[i32],
-    ) -> usize {
+        split_end: bool,
+    ) -> (usize, u32) {
         let usable = self.usable(tokens.len());
         let Some(w) = plan else {
             if usable == 0 {
-                return 0;
+                return (0, NIL);
             }
             // A namespace's first insert: its root is made here.
             self.clock += 1;
             let root = self.root_or_create(ns);
-            self.add_leaf(root, &tokens[..usable], &slots[..usable]);
-            return 0;
+            let leaf = self.add_leaf(root, &tokens[..usable], &slots[..usable]);
+            return (0, leaf);
         };
         if w.matched == 0 && usable == 0 {
-            return 0;
+            return (0, NIL);
         }
         self.clock += 1;
         let now = self.clock;
@@ -333,33 +350,64 @@ impl RadixTree {
             if let Some((child, c)) = w.partial {
                 at = self.split(child, c);
             }
-            self.add_leaf(at, &tokens[w.matched..usable], &slots[w.matched..usable]);
-        } else if let Some((child, _)) = w.partial {
-            // Everything is present and ends inside `child`: no need to split it.
-            at = child;
+            at = self.add_leaf(at, &tokens[w.matched..usable], &slots[w.matched..usable]);
+        } else if let Some((child, c)) = w.partial {
+            // Everything is present and ends inside `child`: split only if the caller wants
+            // the exact path end.
+            at = if split_end {
+                self.split(child, c)
+            } else {
+                child
+            };
         }
+        let end = at;
         // The reused prefix counts as an access, as in match_prefix.
         while !self.node(at).is_root() {
             self.touch(at, now);
             at = self.node(at).parent;
         }
-        w.matched
+        (w.matched, end)
     }
 
-    /// Adds a fresh unlocked leaf under `at` stamped with the current clock.
-    fn add_leaf(&mut self, at: u32, key: &[i32], value: &[i32]) {
+    /// Adds a fresh unlocked leaf under `at` stamped with the current clock; returns it.
+    fn add_leaf(&mut self, at: u32, key: &[i32], value: &[i32]) -> u32 {
         self.lru_remove_if_leaf(at);
         let leaf = self.alloc_node(Self::new_node(pack(key, value), at, self.clock));
         self.add_child(at, leaf);
         self.evictable += key.len();
         self.lru_add_if_leaf(leaf);
+        leaf
+    }
+
+    /// The handle of an end returned by `commit_insert` (`NIL`: the empty path).
+    pub(crate) fn end_handle(&self, end: u32) -> NodeHandle {
+        if end == NIL || self.node(end).is_root() {
+            NodeHandle::ROOT
+        } else {
+            self.handle(end)
+        }
     }
 
     /// Inserts without any slot validation beyond non-negativity (caller-owned slots).
     pub fn insert(&mut self, ns: &[u8], tokens: &[i32], slots: &[i32]) -> Result<usize> {
         check_insert_args(tokens, slots)?;
         let plan = self.plan_insert(ns, tokens);
-        Ok(self.commit_insert(ns, plan, tokens, slots))
+        Ok(self.commit_insert(ns, plan, tokens, slots, false).0)
+    }
+
+    /// As `insert`, also returning the node where the inserted whole pages end (splitting a
+    /// node the path ends inside, as `match_prefix` does): what a scheduler locks next,
+    /// without a second descent. `NodeHandle::ROOT` when no whole page was given.
+    pub fn insert_node(
+        &mut self,
+        ns: &[u8],
+        tokens: &[i32],
+        slots: &[i32],
+    ) -> Result<(usize, NodeHandle)> {
+        check_insert_args(tokens, slots)?;
+        let plan = self.plan_insert(ns, tokens);
+        let (present, end) = self.commit_insert(ns, plan, tokens, slots, true);
+        Ok((present, self.end_handle(end)))
     }
 
     /// `lock_ref` += 1 on the node and every ancestor below the namespace root.
@@ -492,7 +540,11 @@ pub(crate) fn check_insert_args(tokens: &[i32], slots: &[i32]) -> Result<()> {
         )));
     }
     check_tokens(tokens)?;
-    if let Some(&s) = slots.iter().find(|&&s| s < 0) {
+    if any_negative(slots) {
+        let s = slots
+            .iter()
+            .find(|&&s| s < 0)
+            .expect("a negative value exists");
         return Err(CoreError::invalid(format!("insert: negative slot id {s}")));
     }
     Ok(())
