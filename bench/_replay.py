@@ -10,7 +10,11 @@ drives SGLang with, so the per-request µs compare like for like:
   always recomputed, so its logits exist), lock the matched node, evict if the pool
   is short, allocate the prompt remainder plus the decode slots (``output_len - 1``:
   the last sampled token never gets KV), write the request's row, then checkpoint
-  the prompt (insert, free duplicates, move the lock);
+  the prompt (insert, free duplicates, move the lock). radixkv's ``alloc`` evicts
+  ``need - available`` tokens itself when the pool is short, the same call SGLang's
+  scheduler makes with ``evict`` before its ``alloc``; when even that cannot be
+  enough, ``alloc`` changes nothing and the driver evicts everything evictable, as
+  SGLang does before its allocation fails;
 - finish: checkpoint prompt + output[:-1], free what the tree does not hold, unlock.
 
 A checkpoint inserts the row's tokens, frees the row's own slots for the span that
@@ -104,7 +108,6 @@ class RadixkvDriver:
         self.rows = np.zeros((max_running + 2, max_context), dtype=np.int32)
         self.free_rows = list(range(max_running + 2))
         self.split_prompt = split_prompt
-        self.evicted = 0
         self.matched = 0
 
     def prepare(self, r: Any) -> _Req:
@@ -119,12 +122,12 @@ class RadixkvDriver:
         node = m.node
         cache.lock(node)
         need = plen - pl + st.olen - 1
-        short = need - self.pool.available
-        if short > 0:
-            self.evicted += cache.evict(short)
         try:
+            # evicts exactly what SGLang's evict(need - available) would, when short
             new = cache.alloc(need)
         except self.rk.OutOfSlots:
+            # alloc evicted nothing; SGLang evicts all it can before failing: so do we
+            cache.evict(need - self.pool.available)
             cache.unlock(node)
             return False
         row_id = self.free_rows.pop()
@@ -236,7 +239,7 @@ def replay(rk: Any, trace: Any, capacity: int, max_running: int = 16,
         wall_s=wall,
         matched_tokens=drv.matched,
         prompt_tokens=sum(s.plen for s in states),
-        evicted_tokens=drv.evicted,
+        evicted_tokens=int(drv.cache.evicted_tokens),
         admission_retries=retries,
         capacity_tokens=capacity,
         tree_tokens_end=drv.tree_tokens(),

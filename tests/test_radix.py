@@ -360,3 +360,19 @@ def test_insert_node_input_kinds_and_bad_input(kind: Callable[[list[int]], Any])
     present, node = cache.insert_node(kind([1, 2, 3]), kind(s))
     assert present == 0 and node.depth == 3
     cache.check()
+
+
+def test_evicted_tokens_counts_evict_and_alloc() -> None:
+    pool = rk.TokenPool(8)
+    cache = rk.RadixCache(pool)
+    cache.insert([1, 2, 3], cache.alloc(3))
+    cache.insert([4, 5, 6, 7], cache.alloc(4))
+    assert cache.evicted_tokens == 0
+    assert cache.evict(1) == 3  # whole LRU leaf
+    assert cache.evicted_tokens == 3
+    s = cache.alloc(8)  # 4 free, evicts the other leaf
+    assert len(s) == 8 and cache.evicted_tokens == 7 and cache.total_size == 0
+    with pytest.raises(rk.OutOfSlots):
+        cache.alloc(1)
+    assert cache.evicted_tokens == 7
+    cache.check()

@@ -139,6 +139,10 @@ class RadixCache:
     @property
     def page_size(self) -> int: ...
     @property
+    def evicted_tokens(self) -> int:
+        """Tokens evicted since the cache was made, by ``evict`` / ``evict_slots`` and by
+        ``alloc`` when the pool was short."""
+    @property
     def num_nodes(self) -> int: ...
     @property
     def memory_bytes(self) -> int:

@@ -148,13 +148,17 @@ impl TokenPool {
         Ok(())
     }
 
+    /// Whether every id is in `[0, num_slots)`: a branch-free max over the ids as unsigned (a
+    /// negative id becomes huge) vectorises, unlike an early-exit `find`.
+    pub fn in_range(&self, slots: &[i32]) -> bool {
+        let max = slots.iter().fold(0u32, |m, &s| m.max(s as u32));
+        (max as usize) < self.num_slots()
+    }
+
     /// Range check of caller-given slot ids, without looking at states.
     pub fn check_range(&self, slots: &[i32], what: &str) -> Result<()> {
         let n = self.num_slots();
-        // Branch-free max over the ids as unsigned (a negative id becomes huge): vectorises,
-        // unlike an early-exit `find`, which only runs to name the offender.
-        let max = slots.iter().fold(0u32, |m, &s| m.max(s as u32));
-        if max as usize >= n {
+        if !self.in_range(slots) {
             let bad = slots
                 .iter()
                 .find(|&&s| s < 0 || s as usize >= n)
@@ -213,9 +217,10 @@ impl TokenPool {
         }
     }
 
-    /// `Out` -> `Cached` for slots a radix cache takes over (insert). All or nothing.
+    /// `Out` -> `Cached` for slots a radix cache takes over (insert). All or nothing. The
+    /// caller has range-checked the ids (insert checks all of its slots in one pass).
     pub(crate) fn take_for_cache(&mut self, slots: &[i32]) -> Result<()> {
-        self.check_range(slots, "insert")?;
+        debug_assert!(self.in_range(slots));
         for (i, &s) in slots.iter().enumerate() {
             let st = self.state[s as usize];
             if st != SlotState::Out {

@@ -377,6 +377,13 @@ impl PyRadixCache {
         self.inner.page_size()
     }
 
+    /// Tokens evicted since the cache was made, by `evict` / `evict_slots` and by `alloc`
+    /// when the pool was short.
+    #[getter]
+    fn evicted_tokens(&self) -> u64 {
+        self.inner.evicted_tokens()
+    }
+
     /// Live tree nodes, one root per namespace in use included.
     #[getter]
     fn num_nodes(&self) -> usize {

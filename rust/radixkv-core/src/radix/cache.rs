@@ -13,7 +13,10 @@
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::node::NodeHandle;
-use super::tree::{check_insert_args, NodeInfo, PrefixMatch, RadixTree};
+use super::tree::{
+    check_lengths, check_slots_nonneg, check_tokens, plan_matched, NodeInfo, PrefixMatch,
+    RadixTree,
+};
 use crate::error::{CoreError, Result};
 use crate::pool::{SlotState, TokenPool};
 
@@ -85,6 +88,11 @@ impl RadixCache {
         self.tree.total_size()
     }
 
+    /// Tokens evicted since the cache was made, by `evict` and by `alloc`.
+    pub fn evicted_tokens(&self) -> u64 {
+        self.tree.evicted_tokens()
+    }
+
     /// Approximate heap bytes of the tree's bookkeeping (the pool's are separate).
     pub fn heap_bytes(&self) -> usize {
         self.tree.heap_bytes()
@@ -125,15 +133,22 @@ impl RadixCache {
         slots: &[i32],
         split_end: bool,
     ) -> Result<(usize, u32)> {
-        check_insert_args(tokens, slots)?;
+        check_lengths(tokens, slots)?;
+        // Plan first (read-only): matched tokens equal stored, non-negative ones, so only the
+        // rest needs the sign check.
+        let plan = self.tree.plan_insert(ns, tokens);
+        let matched = plan_matched(plan.as_ref());
+        check_tokens(&tokens[matched..])?;
         let Some(pool) = &self.pool else {
-            let plan = self.tree.plan_insert(ns, tokens);
+            check_slots_nonneg(slots)?;
             return Ok(self.tree.commit_insert(ns, plan, tokens, slots, split_end));
         };
         let mut pool = lock_pool(pool);
-        pool.check_range(slots, "insert")?;
-        let plan = self.tree.plan_insert(ns, tokens);
-        let matched = plan.as_ref().map_or(0, |w| w.matched);
+        // One pass decides sign and range together; the detailed checks only name the offender.
+        if !pool.in_range(slots) {
+            check_slots_nonneg(slots)?;
+            pool.check_range(slots, "insert")?;
+        }
         let new = &slots[matched..self.tree.usable(tokens.len())];
         check_whole_pages(new, pool.page_size())?;
         pool.take_for_cache(new)?;

@@ -39,6 +39,8 @@ pub struct RadixTree {
     pub(crate) clock: u64,
     pub(crate) evictable: usize,
     pub(crate) protected: usize,
+    /// Tokens evicted over the tree's life (a metric; `alloc` evicts on its own).
+    pub(crate) evicted_total: u64,
 }
 
 /// What `match_prefix` found.
@@ -129,6 +131,7 @@ impl RadixTree {
             clock: 0,
             evictable: 0,
             protected: 0,
+            evicted_total: 0,
         })
     }
 
@@ -146,6 +149,11 @@ impl RadixTree {
 
     pub fn total_size(&self) -> usize {
         self.evictable + self.protected
+    }
+
+    /// Tokens evicted since the tree was made, by `evict` and by a pooled `alloc`.
+    pub fn evicted_tokens(&self) -> u64 {
+        self.evicted_total
     }
 
     /// Live nodes, namespace roots included.
@@ -257,28 +265,31 @@ impl RadixTree {
 
     /// Hit length only: no split, no clock tick, no LRU or hit-count change.
     pub fn peek_prefix(&self, ns: &[u8], tokens: &[i32]) -> Result<usize> {
-        check_tokens(tokens)?;
         let Some(root) = self.root_of(ns) else {
+            check_tokens(tokens)?;
             return Ok(0);
         };
-        Ok(self
-            .walk(root, &tokens[..self.usable(tokens.len())])
-            .matched)
+        let matched = self.walk(root, &tokens[..self.usable(tokens.len())]).matched;
+        check_tokens(&tokens[matched..])?;
+        Ok(matched)
     }
 
     /// Longest cached prefix, in whole pages. A match ending inside a node splits it there.
     /// Every node on the matched path gets the current time and one more hit.
     pub fn match_prefix(&mut self, ns: &[u8], tokens: &[i32]) -> Result<PrefixMatch> {
-        check_tokens(tokens)?;
         let empty = PrefixMatch {
             length: 0,
             slots: Vec::new(),
             node: NodeHandle::ROOT,
         };
         let Some(root) = self.root_of(ns) else {
+            check_tokens(tokens)?;
             return Ok(empty);
         };
+        // The read-only walk comes first: matched tokens equal stored, non-negative ones, so
+        // only the rest needs the sign check (before anything changes).
         let w = self.walk(root, &tokens[..self.usable(tokens.len())]);
+        check_tokens(&tokens[w.matched..])?;
         let end = match w.partial {
             Some((child, at)) => self.split(child, at),
             None => w.node,
@@ -390,9 +401,17 @@ impl RadixTree {
 
     /// Inserts without any slot validation beyond non-negativity (caller-owned slots).
     pub fn insert(&mut self, ns: &[u8], tokens: &[i32], slots: &[i32]) -> Result<usize> {
-        check_insert_args(tokens, slots)?;
-        let plan = self.plan_insert(ns, tokens);
+        let plan = self.checked_plan(ns, tokens, slots)?;
         Ok(self.commit_insert(ns, plan, tokens, slots, false).0)
+    }
+
+    /// Validates an insert without a pool and plans it (read-only).
+    fn checked_plan(&self, ns: &[u8], tokens: &[i32], slots: &[i32]) -> Result<Option<Walk>> {
+        check_lengths(tokens, slots)?;
+        let plan = self.plan_insert(ns, tokens);
+        check_tokens(&tokens[plan_matched(plan.as_ref())..])?;
+        check_slots_nonneg(slots)?;
+        Ok(plan)
     }
 
     /// As `insert`, also returning the node where the inserted whole pages end (splitting a
@@ -404,8 +423,7 @@ impl RadixTree {
         tokens: &[i32],
         slots: &[i32],
     ) -> Result<(usize, NodeHandle)> {
-        check_insert_args(tokens, slots)?;
-        let plan = self.plan_insert(ns, tokens);
+        let plan = self.checked_plan(ns, tokens, slots)?;
         let (present, end) = self.commit_insert(ns, plan, tokens, slots, true);
         Ok((present, self.end_handle(end)))
     }
@@ -479,6 +497,7 @@ impl RadixTree {
                 self.lru_add_if_leaf(parent);
             }
         }
+        self.evicted_total += freed as u64;
         freed
     }
 
@@ -531,7 +550,12 @@ impl RadixTree {
     }
 }
 
-pub(crate) fn check_insert_args(tokens: &[i32], slots: &[i32]) -> Result<()> {
+/// Tokens already present according to a plan (none without a namespace root).
+pub(crate) fn plan_matched(plan: Option<&Walk>) -> usize {
+    plan.map_or(0, |w| w.matched)
+}
+
+pub(crate) fn check_lengths(tokens: &[i32], slots: &[i32]) -> Result<()> {
     if tokens.len() != slots.len() {
         return Err(CoreError::invalid(format!(
             "insert: {} tokens but {} slots",
@@ -539,12 +563,12 @@ pub(crate) fn check_insert_args(tokens: &[i32], slots: &[i32]) -> Result<()> {
             slots.len()
         )));
     }
-    check_tokens(tokens)?;
+    Ok(())
+}
+
+pub(crate) fn check_slots_nonneg(slots: &[i32]) -> Result<()> {
     if any_negative(slots) {
-        let s = slots
-            .iter()
-            .find(|&&s| s < 0)
-            .expect("a negative value exists");
+        let s = slots.iter().find(|&&s| s < 0).expect("a negative value exists");
         return Err(CoreError::invalid(format!("insert: negative slot id {s}")));
     }
     Ok(())
