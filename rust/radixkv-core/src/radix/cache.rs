@@ -215,7 +215,7 @@ impl RadixCache {
             }
             let mut out = Vec::new();
             self.tree.evict_into(n - available, &mut out);
-            g.release_from_cache(&out);
+            return g.alloc_after_evict(&out, n);
         }
         g.alloc(n)
     }

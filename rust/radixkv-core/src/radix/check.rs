@@ -62,6 +62,12 @@ impl RadixTree {
         if self.roots.len() != self.root_ns.len() {
             return fail("namespace maps differ in size".into());
         }
+        if self.roots.get(&b""[..]).copied().unwrap_or(NIL) != self.default_root {
+            return fail(format!(
+                "cached default root {} is not the default namespace's",
+                self.default_root
+            ));
+        }
         for (ns, &r) in &self.roots {
             let ok = self
                 .nodes

@@ -12,6 +12,9 @@ use super::tree::RadixTree;
 
 impl RadixTree {
     pub(crate) fn root_of(&self, ns: &[u8]) -> Option<u32> {
+        if ns.is_empty() {
+            return (self.default_root != NIL).then_some(self.default_root);
+        }
         self.roots.get(ns).copied()
     }
 
@@ -26,6 +29,9 @@ impl RadixTree {
         let r = self.alloc_node(node);
         self.roots.insert(ns.into(), r);
         self.root_ns.insert(r, ns.into());
+        if ns.is_empty() {
+            self.default_root = r;
+        }
         r
     }
 
@@ -36,6 +42,9 @@ impl RadixTree {
         }
         if let Some(ns) = self.root_ns.remove(&r) {
             self.roots.remove(&ns);
+        }
+        if self.default_root == r {
+            self.default_root = NIL;
         }
         self.retire_node(r);
     }

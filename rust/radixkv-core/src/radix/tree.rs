@@ -33,6 +33,9 @@ pub struct RadixTree {
     pub(crate) edges: FxHashMap<(u32, i32), u32>,
     pub(crate) roots: FxHashMap<Box<[u8]>, u32>,
     pub(crate) root_ns: FxHashMap<u32, Box<[u8]>>,
+    /// `roots[b""]` (or `NIL`), cached: the default namespace is on every call's path and
+    /// skips the byte-string hash.
+    pub(crate) default_root: u32,
     /// Unlocked leaves by (`last_access`, id).
     pub(crate) lru: BTreeSet<(u64, u32)>,
     /// Logical clock: one tick per match / insert.
@@ -127,6 +130,7 @@ impl RadixTree {
             edges: FxHashMap::default(),
             roots: FxHashMap::default(),
             root_ns: FxHashMap::default(),
+            default_root: NIL,
             lru: BTreeSet::new(),
             clock: 0,
             evictable: 0,
