@@ -102,6 +102,14 @@ impl TokenPool {
 
     /// Hands out `n` slots (`n / page_size` whole pages). `n` must be a multiple of `page_size`.
     pub fn alloc(&mut self, n: usize) -> Result<Vec<i32>> {
+        let mut out = vec![0; n];
+        self.alloc_into(&mut out)?;
+        Ok(out)
+    }
+
+    /// `alloc(out.len())` written into `out` (a caller's buffer, e.g. a fresh NumPy array).
+    pub fn alloc_into(&mut self, out: &mut [i32]) -> Result<()> {
+        let n = out.len();
         if !n.is_multiple_of(self.page_size) {
             return Err(CoreError::invalid(format!(
                 "alloc({n}): n must be a multiple of page_size ({})",
@@ -115,28 +123,35 @@ impl TokenPool {
                 available: self.available(),
             });
         }
-        let mut out = Vec::with_capacity(n);
+        self.pop_pages_into(out);
+        self.num_out += n;
+        Ok(())
+    }
+
+    /// Fills `out` with whole free pages (availability checked by the caller), marking their
+    /// slots `Out`.
+    fn pop_pages_into(&mut self, out: &mut [i32]) {
         if self.page_size == 1 {
             // Pages are slots: take the tail of the free list in pop order, in bulk.
-            let start = self.free_pages.len() - pages;
-            out.extend(self.free_pages[start..].iter().rev().map(|&s| s as i32));
+            let start = self.free_pages.len() - out.len();
+            for (o, &s) in out.iter_mut().zip(self.free_pages[start..].iter().rev()) {
+                *o = s as i32;
+            }
             self.free_pages.truncate(start);
-            for &s in &out {
+            for &s in out.iter() {
                 self.state[s as usize] = SlotState::Out;
             }
-        } else {
-            for _ in 0..pages {
-                let page = self.free_pages.pop().expect("checked above") as usize;
-                let first = page * self.page_size;
-                for s in first..first + self.page_size {
-                    self.state[s] = SlotState::Out;
-                    out.push(s as i32);
-                }
-                self.page_free[page] = 0;
-            }
+            return;
         }
-        self.num_out += n;
-        Ok(out)
+        for chunk in out.chunks_exact_mut(self.page_size) {
+            let page = self.free_pages.pop().expect("checked by the caller") as usize;
+            let first = page * self.page_size;
+            for (k, o) in chunk.iter_mut().enumerate() {
+                self.state[first + k] = SlotState::Out;
+                *o = (first + k) as i32;
+            }
+            self.page_free[page] = 0;
+        }
     }
 
     /// Returns slots handed out by `alloc`. Rejects (changing nothing) a slot out of range, one
@@ -261,26 +276,26 @@ impl TokenPool {
     /// that feeds an allocation: at page size 1 the evicted slots that `alloc` would pop right
     /// back (the last `min(n, k)` pushed) go from `Cached` to `Out` directly, never touching
     /// the free list, which saves one pass of scattered state writes over them.
-    pub(crate) fn alloc_after_evict(&mut self, evicted: &[i32], n: usize) -> Result<Vec<i32>> {
+    pub(crate) fn alloc_after_evict(&mut self, evicted: &[i32], out: &mut [i32]) -> Result<()> {
+        let n = out.len();
         let take = n.min(evicted.len());
         if self.page_size != 1 || n - take > self.free_pages.len() {
             self.release_from_cache(evicted);
-            return self.alloc(n);
+            return self.alloc_into(out);
         }
         let (keep, reuse) = evicted.split_at(evicted.len() - take);
         self.release_from_cache(keep);
-        let mut out = Vec::with_capacity(n);
-        out.extend(reuse.iter().rev());
+        for (o, &s) in out.iter_mut().zip(reuse.iter().rev()) {
+            *o = s;
+        }
         for &s in reuse {
             debug_assert_eq!(self.state[s as usize], SlotState::Cached);
             self.state[s as usize] = SlotState::Out;
         }
         self.num_cached -= take;
-        self.num_out += take;
-        if n > take {
-            out.extend(self.alloc(n - take)?);
-        }
-        Ok(out)
+        self.pop_pages_into(&mut out[take..]);
+        self.num_out += n;
+        Ok(())
     }
 
     pub(crate) fn attach(&mut self) -> Result<()> {
@@ -421,7 +436,8 @@ mod tests {
                 let evicted: Vec<i32> = [&a[8..12], &a[2..4]].concat();
                 x.release_from_cache(&evicted);
                 let want = x.alloc(n).unwrap();
-                let got = y.alloc_after_evict(&evicted, n).unwrap();
+                let mut got = vec![0; n];
+                y.alloc_after_evict(&evicted, &mut got).unwrap();
                 assert_eq!(got, want, "page {page} n {n}");
                 assert_eq!(y.free_pages, x.free_pages);
                 assert_eq!(y.state, x.state);

@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString, PyTuple};
 use radixkv_core::radix::{NodeHandle, RadixCache};
 
-use crate::convert::{i32_input, maybe_detach, to_numpy};
+use crate::convert::{i32_input, maybe_detach, new_i32_array, to_numpy};
 use crate::errors::{CoreResultExt, InvalidArgument};
 use crate::pool::{count, PyTokenPool};
 
@@ -223,20 +223,21 @@ impl PyRadixCache {
         let t = i32_input(tokens, "tokens")?;
         let mut ns = Vec::new();
         encode_namespace(namespace, &mut ns)?;
-        let (m, id) = {
+        let (length, handle, slots, id) = {
             let mut this = slf.borrow_mut();
             let id = this.id;
             let cache = &mut this.inner;
             let t = t.as_slice();
-            (
-                maybe_detach(py, t.len(), || cache.match_prefix(&ns, t)).py()?,
-                id,
-            )
+            let (length, handle) =
+                maybe_detach(py, t.len(), || cache.match_end(&ns, t)).py()?;
+            // Gathered straight into a NumPy-owned array: no Vec, no owner object to free.
+            let slots = new_i32_array(py, length, |buf| cache.path_slots_into(handle, buf))?;
+            (length, handle, slots, id)
         };
         Ok(PyMatch {
-            length: m.length,
-            slots: to_numpy(py, m.slots).unbind(),
-            node: Py::new(py, make_node(slf, m.node, id))?,
+            length,
+            slots: slots.unbind(),
+            node: Py::new(py, make_node(slf, handle, id))?,
         })
     }
 
@@ -317,8 +318,7 @@ impl PyRadixCache {
     fn alloc<'py>(&mut self, py: Python<'py>, n: i64) -> PyResult<Bound<'py, PyArray1<i32>>> {
         let n = count(n, "n")?;
         let cache = &mut self.inner;
-        let v = maybe_detach(py, n, || cache.alloc(n)).py()?;
-        Ok(to_numpy(py, v))
+        new_i32_array(py, n, |buf| maybe_detach(py, n, || cache.alloc_into(buf)))
     }
 
     /// Evicts at least `num_tokens` tokens (whole LRU leaves) if it can; returns the number
@@ -347,7 +347,8 @@ impl PyRadixCache {
         node: &Bound<'_, PyAny>,
     ) -> PyResult<Bound<'py, PyArray1<i32>>> {
         let h = self.handle(node)?;
-        Ok(to_numpy(py, self.inner.path_slots(h).py()?))
+        let depth = self.inner.node_info(h).py()?.depth;
+        new_i32_array(py, depth, |buf| self.inner.path_slots_into(h, buf))
     }
 
     /// The empty path's handle (what a match of nothing returns).

@@ -35,6 +35,8 @@ pub fn lock_pool(pool: &SharedPool) -> MutexGuard<'_, TokenPool> {
 pub struct RadixCache {
     tree: RadixTree,
     pool: Option<SharedPool>,
+    /// Reused buffer for the slots `alloc` evicts (no allocation per eviction).
+    evicted_buf: Vec<i32>,
 }
 
 /// One row of `dump`: a node as (namespace, full path key, own value, `lock_ref`, `last_access`,
@@ -61,6 +63,7 @@ impl RadixCache {
         Ok(Self {
             tree: RadixTree::new(page_size)?,
             pool,
+            evicted_buf: Vec::new(),
         })
     }
 
@@ -100,6 +103,16 @@ impl RadixCache {
 
     pub fn match_prefix(&mut self, ns: &[u8], tokens: &[i32]) -> Result<PrefixMatch> {
         self.tree.match_prefix(ns, tokens)
+    }
+
+    /// `match_prefix` without gathering the slots: (length, path end). `path_slots_into` then
+    /// writes them wherever the caller wants (the binding: straight into a NumPy array).
+    pub fn match_end(&mut self, ns: &[u8], tokens: &[i32]) -> Result<(usize, NodeHandle)> {
+        self.tree.match_end(ns, tokens)
+    }
+
+    pub fn path_slots_into(&self, h: NodeHandle, out: &mut [i32]) -> Result<()> {
+        self.tree.path_slots_into(h, out)
     }
 
     pub fn peek_prefix(&self, ns: &[u8], tokens: &[i32]) -> Result<usize> {
@@ -190,6 +203,14 @@ impl RadixCache {
     /// `OutOfSlots`, having evicted nothing, when even evicting everything evictable would
     /// not be enough.
     pub fn alloc(&mut self, n: usize) -> Result<Vec<i32>> {
+        let mut out = vec![0; n];
+        self.alloc_into(&mut out)?;
+        Ok(out)
+    }
+
+    /// `alloc(out.len())` written into `out` (a caller's buffer, e.g. a fresh NumPy array).
+    pub fn alloc_into(&mut self, out: &mut [i32]) -> Result<()> {
+        let n = out.len();
         let Some(pool) = &self.pool else {
             return Err(CoreError::invalid(
                 "alloc: this RadixCache has no TokenPool (caller-owned slots); use your allocator",
@@ -213,11 +234,11 @@ impl RadixCache {
                     available: reachable,
                 });
             }
-            let mut out = Vec::new();
-            self.tree.evict_into(n - available, &mut out);
-            return g.alloc_after_evict(&out, n);
+            self.evicted_buf.clear();
+            self.tree.evict_into(n - available, &mut self.evicted_buf);
+            return g.alloc_after_evict(&self.evicted_buf, out);
         }
-        g.alloc(n)
+        g.alloc_into(out)
     }
 
     /// Tree invariants, plus pool conservation: every slot the tree holds is `Cached` in the

@@ -281,14 +281,22 @@ impl RadixTree {
     /// Longest cached prefix, in whole pages. A match ending inside a node splits it there.
     /// Every node on the matched path gets the current time and one more hit.
     pub fn match_prefix(&mut self, ns: &[u8], tokens: &[i32]) -> Result<PrefixMatch> {
-        let empty = PrefixMatch {
-            length: 0,
-            slots: Vec::new(),
-            node: NodeHandle::ROOT,
-        };
+        let (length, node) = self.match_end(ns, tokens)?;
+        let mut slots = vec![0; length];
+        self.path_slots_into(node, &mut slots)?;
+        Ok(PrefixMatch {
+            length,
+            slots,
+            node,
+        })
+    }
+
+    /// `match_prefix` without gathering the slots: the hit length and the path end (with the
+    /// same split, clock tick, touches and hit counts). `path_slots_into` gathers them.
+    pub fn match_end(&mut self, ns: &[u8], tokens: &[i32]) -> Result<(usize, NodeHandle)> {
         let Some(root) = self.root_of(ns) else {
             check_tokens(tokens)?;
-            return Ok(empty);
+            return Ok((0, NodeHandle::ROOT));
         };
         // The read-only walk comes first: matched tokens equal stored, non-negative ones, so
         // only the rest needs the sign check (before anything changes).
@@ -299,29 +307,18 @@ impl RadixTree {
             None => w.node,
         };
         if end == root {
-            return Ok(empty);
+            return Ok((0, NodeHandle::ROOT));
         }
         self.clock += 1;
         let now = self.clock;
-        let mut path = Vec::with_capacity(16);
         let mut i = end;
         while i != root {
             self.touch(i, now);
             let n = self.node_mut(i);
             n.hit_count = n.hit_count.saturating_add(1);
-            path.push(i);
             i = n.parent;
         }
-        let mut slots = Vec::with_capacity(w.matched);
-        for &i in path.iter().rev() {
-            slots.extend_from_slice(self.node(i).value());
-        }
-        debug_assert_eq!(slots.len(), w.matched);
-        Ok(PrefixMatch {
-            length: w.matched,
-            slots,
-            node: self.handle(end),
-        })
+        Ok((w.matched, self.handle(end)))
     }
 
     /// Read-only part of an insert: how many leading tokens are present, and where.
@@ -510,19 +507,44 @@ impl RadixTree {
         let Some(end) = self.resolve(h)? else {
             return Ok(Vec::new());
         };
-        let mut path = Vec::new();
-        let mut i = end;
-        let mut total = 0;
+        let mut slots = vec![0; self.depth(end)];
+        self.path_slots_into(h, &mut slots)?;
+        Ok(slots)
+    }
+
+    /// Writes the path's slots into `out`, whose length must be the path's depth in tokens.
+    /// Filled from the end upwards, so no list of the path's nodes is needed.
+    pub fn path_slots_into(&self, h: NodeHandle, out: &mut [i32]) -> Result<()> {
+        let depth = match self.resolve(h)? {
+            Some(end) => self.depth(end),
+            None => 0,
+        };
+        if out.len() != depth {
+            return Err(CoreError::invalid(format!(
+                "path_slots_into: buffer of {} for a path of {depth} tokens",
+                out.len()
+            )));
+        }
+        let mut i = h.idx;
+        let mut pos = depth;
+        while pos > 0 {
+            let n = self.node(i);
+            let v = n.value();
+            pos -= v.len();
+            out[pos..pos + v.len()].copy_from_slice(v);
+            i = n.parent;
+        }
+        Ok(())
+    }
+
+    /// Tokens from the namespace root to the end of node `i`.
+    fn depth(&self, mut i: u32) -> usize {
+        let mut depth = 0;
         while !self.node(i).is_root() {
-            path.push(i);
-            total += self.node(i).len();
+            depth += self.node(i).len();
             i = self.node(i).parent;
         }
-        let mut slots = Vec::with_capacity(total);
-        for &i in path.iter().rev() {
-            slots.extend_from_slice(self.node(i).value());
-        }
-        Ok(slots)
+        depth
     }
 
     pub fn node_info(&self, h: NodeHandle) -> Result<NodeInfo> {
