@@ -234,9 +234,19 @@ impl RadixCache {
                     available: reachable,
                 });
             }
-            self.evicted_buf.clear();
-            self.tree.evict_into(n - available, &mut self.evicted_buf);
-            return g.alloc_after_evict(&self.evicted_buf, out);
+            // Evicted slots go straight into `out` (the caller's buffer); only what is evicted
+            // beyond the need goes through `evicted_buf` back to the free list.
+            let surplus = &mut self.evicted_buf;
+            surplus.clear();
+            let mut reused = 0;
+            self.tree.evict_each(n - available, |v| {
+                let k = v.len().min(n - reused);
+                out[reused..reused + k].copy_from_slice(&v[..k]);
+                surplus.extend_from_slice(&v[k..]);
+                reused += k;
+            });
+            g.alloc_after_evict(reused, surplus, out);
+            return Ok(());
         }
         g.alloc_into(out)
     }

@@ -481,13 +481,18 @@ impl RadixTree {
     /// or nothing evictable is left; whole leaves go, so it may free more. Appends the freed
     /// slots to `out`. A parent whose last child went becomes a candidate itself.
     pub fn evict_into(&mut self, num_tokens: usize, out: &mut Vec<i32>) -> usize {
+        self.evict_each(num_tokens, |v| out.extend_from_slice(v))
+    }
+
+    /// As `evict_into`, handing each evicted leaf's slots to `sink` (in eviction order).
+    pub(crate) fn evict_each(&mut self, num_tokens: usize, mut sink: impl FnMut(&[i32])) -> usize {
         let mut freed = 0;
         while freed < num_tokens {
             let Some(i) = self.lru_pop() else { break };
             let n = self.node(i);
             let parent = n.parent;
             let len = n.len();
-            out.extend_from_slice(n.value());
+            sink(n.value());
             freed += len;
             self.evictable -= len;
             self.remove_child(parent, i);
