@@ -19,7 +19,8 @@ drives SGLang with, so the per-request µs compare like for like:
 
 A checkpoint inserts the row's tokens, frees the row's own slots for the span that
 another request inserted meanwhile (and copies the tree's slots for that span into the
-row), and moves the lock onto the node of the inserted path. SGLang re-matches after the
+row), and moves the lock onto the node of the inserted path (``move_lock``: the lock
+of the new end, then the unlock of the old one, in one call). SGLang re-matches after the
 insert to learn that node; radixkv's ``insert_node`` returns it (the tree ends up the
 same: the path is touched and the node it ends inside is split, as a match would).
 
@@ -163,8 +164,7 @@ class RadixkvDriver:
             # another request inserted [p, present) meanwhile: ours are duplicates
             self.pool.free(kv[p:present])
             row[p:present] = cache.path_slots(node)[p:present]
-        cache.lock(node)
-        cache.unlock(st.node)
+        cache.move_lock(st.node, node)  # lock(node), then unlock(st.node)
         st.node = node
         st.protected = up_to
 

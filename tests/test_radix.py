@@ -376,3 +376,45 @@ def test_evicted_tokens_counts_evict_and_alloc() -> None:
         cache.alloc(1)
     assert cache.evicted_tokens == 7
     cache.check()
+
+
+def test_move_lock_is_lock_then_unlock() -> None:
+    pool = rk.TokenPool(32)
+    cache = rk.RadixCache(pool)
+    s = cache.alloc(8)
+    _, prompt = cache.insert_node([1, 2, 3, 4, 5], s[:5])
+    cache.lock(prompt)
+    assert cache.protected_size == 5
+    present, full = cache.insert_node([1, 2, 3, 4, 5, 6, 7, 8], s)
+    assert present == 5
+    cache.move_lock(prompt, full)
+    assert (full.lock_ref, prompt.lock_ref, cache.protected_size) == (1, 1, 8)
+    with pytest.raises(rk.NotLocked):
+        cache.unlock(prompt)  # the lock moved: none is left through this handle
+    # Refused (nothing to release through `prompt`): nothing changes.
+    before = snapshot(cache)
+    with pytest.raises(rk.NotLocked):
+        cache.move_lock(prompt, full)
+    assert snapshot(cache) == before
+    # To the root: a plain release.
+    cache.move_lock(full, cache.root)
+    assert cache.protected_size == 0 and cache.evictable_size == 8
+    cache.check()
+
+
+def test_move_lock_across_branches_and_namespaces() -> None:
+    cache = rk.RadixCache(None)
+    _, a = cache.insert_node([1, 2, 3, 4], [10, 11, 12, 13])
+    _, b = cache.insert_node([1, 2, 9, 9], [10, 11, 22, 23])
+    _, c = cache.insert_node([1, 2], [10, 11], namespace="other")
+    cache.lock(a)
+    cache.move_lock(a, b)  # siblings under [1, 2]
+    assert (a.lock_ref, b.lock_ref, cache.protected_size) == (0, 1, 4)
+    cache.move_lock(b, c)
+    assert (b.lock_ref, c.lock_ref, cache.protected_size) == (0, 1, 2)
+    other = rk.RadixCache(None)
+    with pytest.raises(rk.InvalidArgument, match="another RadixCache"):
+        cache.move_lock(c, other.root)
+    cache.unlock(c)
+    assert cache.protected_size == 0
+    cache.check()

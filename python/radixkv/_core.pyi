@@ -120,6 +120,10 @@ class RadixCache:
     def lock(self, node: Node) -> None: ...
     def unlock(self, node: Node) -> None:
         """Undo one ``lock`` taken through this node; ``NotLocked`` if none is left."""
+    def move_lock(self, from_node: Node, to_node: Node) -> None:
+        """``lock(to_node)`` then ``unlock(from_node)`` in one call, as a scheduler moves a
+        request's lock to the end of the path it just inserted. Changes nothing if the unlock
+        would fail (``NotLocked``, ``StaleHandle``)."""
     def alloc(self, n: int) -> _Int32Array:
         """``n`` slots from the pool, evicting LRU leaves first if it is short. ``OutOfSlots``
         (nothing evicted) when the pool plus everything evictable is not enough."""

@@ -64,7 +64,11 @@ pub fn i32_input<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<I32Input<
     }
     if let Ok(a) = obj.cast::<PyArray1<i64>>() {
         let ro = a.readonly();
-        let v = ro.as_array().iter().map(|&x| narrow(what, x)).collect::<PyResult<Vec<_>>>()?;
+        let v = ro
+            .as_array()
+            .iter()
+            .map(|&x| narrow(what, x))
+            .collect::<PyResult<Vec<_>>>()?;
         return Ok(I32Input::Owned(v));
     }
     if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
@@ -98,7 +102,10 @@ pub fn i32_input<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<I32Input<
             dtype.as_str(),
             "torch.int32" | "torch.int64" | "torch.int16" | "torch.int8" | "torch.uint8"
         ) {
-            return Err(bad(what, format!("expected an integer tensor, got dtype {dtype}")));
+            return Err(bad(
+                what,
+                format!("expected an integer tensor, got dtype {dtype}"),
+            ));
         }
         let arr = obj.call_method0("numpy")?;
         return i32_input(&arr, what);
@@ -108,16 +115,25 @@ pub fn i32_input<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<I32Input<
         let ndim: usize = obj.getattr("ndim")?.extract()?;
         let kind: String = obj.getattr("dtype")?.getattr("kind")?.extract()?;
         if ndim != 1 {
-            return Err(bad(what, format!("expected a 1-D array, got {ndim} dimensions")));
+            return Err(bad(
+                what,
+                format!("expected a 1-D array, got {ndim} dimensions"),
+            ));
         }
         if kind != "i" && kind != "u" {
             let dt = obj.getattr("dtype")?.str()?.to_string();
-            return Err(bad(what, format!("expected an integer array, got dtype {dt}")));
+            return Err(bad(
+                what,
+                format!("expected an integer array, got dtype {dt}"),
+            ));
         }
         let as64 = obj.call_method1("astype", ("int64",))?;
         return i32_input(&as64, what);
     }
-    let tn = obj.get_type().name().map_or_else(|_| "?".to_string(), |s| s.to_string());
+    let tn = obj
+        .get_type()
+        .name()
+        .map_or_else(|_| "?".to_string(), |s| s.to_string());
     Err(bad(
         what,
         format!("expected a list, NumPy integer array or CPU torch tensor, got {tn}"),
@@ -126,12 +142,15 @@ pub fn i32_input<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<I32Input<
 
 fn is_torch_tensor(obj: &Bound<'_, PyAny>) -> bool {
     let ty = obj.get_type();
-    ty.module().is_ok_and(|m| m.to_string().starts_with("torch"))
+    ty.module()
+        .is_ok_and(|m| m.to_string().starts_with("torch"))
         && obj.hasattr("numpy").unwrap_or(false)
 }
 
 fn is_numpy_array(obj: &Bound<'_, PyAny>) -> bool {
-    obj.get_type().name().is_ok_and(|n| n.to_string() == "ndarray")
+    obj.get_type()
+        .name()
+        .is_ok_and(|n| n.to_string() == "ndarray")
 }
 
 /// A fresh NumPy-owned int32 array of `len`, filled by `fill`, which must write every element

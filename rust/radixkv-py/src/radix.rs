@@ -228,8 +228,7 @@ impl PyRadixCache {
             let id = this.id;
             let cache = &mut this.inner;
             let t = t.as_slice();
-            let (length, handle) =
-                maybe_detach(py, t.len(), || cache.match_end(&ns, t)).py()?;
+            let (length, handle) = maybe_detach(py, t.len(), || cache.match_end(&ns, t)).py()?;
             // Gathered straight into a NumPy-owned array: no Vec, no owner object to free.
             let slots = new_i32_array(py, length, |buf| cache.path_slots_into(handle, buf))?;
             (length, handle, slots, id)
@@ -312,6 +311,19 @@ impl PyRadixCache {
     fn unlock(&mut self, node: &Bound<'_, PyAny>) -> PyResult<()> {
         let h = self.handle(node)?;
         self.inner.unlock(h).py()
+    }
+
+    /// `lock(to_node)` then `unlock(from_node)` in one call, as a scheduler moves a request's
+    /// lock to the end of the path it just inserted. Changes nothing if the unlock would
+    /// fail (`NotLocked`, `StaleHandle`).
+    fn move_lock(
+        &mut self,
+        from_node: &Bound<'_, PyAny>,
+        to_node: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let f = self.handle(from_node)?;
+        let t = self.handle(to_node)?;
+        self.inner.move_lock(f, t).py()
     }
 
     /// `n` slots from the pool, evicting LRU leaves first if it is short.

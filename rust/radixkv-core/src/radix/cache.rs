@@ -176,6 +176,11 @@ impl RadixCache {
         self.tree.unlock(h)
     }
 
+    /// `lock(to)` then `unlock(from)` in one step (nothing changes if the unlock would fail).
+    pub fn move_lock(&mut self, from: NodeHandle, to: NodeHandle) -> Result<()> {
+        self.tree.move_lock(from, to)
+    }
+
     pub fn path_slots(&self, h: NodeHandle) -> Result<Vec<i32>> {
         self.tree.path_slots(h)
     }

@@ -320,3 +320,68 @@ fn insert_node_pooled_pages() {
     assert_eq!(lock_pool(&pool).num_cached(), 8);
     c.check().unwrap();
 }
+
+#[test]
+fn move_lock_equals_lock_then_unlock() {
+    // Paths: ABCDEF, ABCXYZ, ABQ, and "ABC" in another namespace; every (from, to) pair,
+    // root included, must leave the same tree and sizes as lock(to) + unlock(from).
+    let build = || {
+        let mut c = RadixTree::new(1).unwrap();
+        for (k, q) in ["ABCDEF", "ABCXYZ", "ABQ"].iter().enumerate() {
+            let s: Vec<i32> = (0..q.len() as i32).map(|j| 10 * k as i32 + j).collect();
+            c.insert(b"", &t(q), &s).unwrap();
+        }
+        c.insert(b"ns", &t("ABC"), &[90, 91, 92]).unwrap();
+        let ends: Vec<(Vec<u8>, &str)> = vec![
+            (b"".to_vec(), "AB"),
+            (b"".to_vec(), "ABC"),
+            (b"".to_vec(), "ABCDEF"),
+            (b"".to_vec(), "ABCXYZ"),
+            (b"".to_vec(), "ABQ"),
+            (b"ns".to_vec(), "ABC"),
+        ];
+        let mut handles = vec![NodeHandle::ROOT];
+        for (ns, q) in &ends {
+            handles.push(c.match_prefix(ns, &t(q)).unwrap().node);
+        }
+        (c, handles)
+    };
+    let n = build().1.len();
+    for from in 0..n {
+        for to in 0..n {
+            let (mut a, ha) = build();
+            let (mut b, hb) = build();
+            a.lock(ha[from]).unwrap();
+            b.lock(hb[from]).unwrap();
+            a.lock(ha[to]).unwrap();
+            a.unlock(ha[from]).unwrap();
+            b.move_lock(hb[from], hb[to]).unwrap();
+            assert_eq!(a.dump(), b.dump(), "from {from} to {to}");
+            assert_eq!(
+                (a.evictable_size(), a.protected_size()),
+                (b.evictable_size(), b.protected_size())
+            );
+            b.check().unwrap();
+            // The moved lock is released through `to`, and `from` has none left.
+            if from != to && from != 0 {
+                assert!(matches!(b.unlock(hb[from]), Err(CoreError::NotLocked(_))));
+            }
+            b.unlock(hb[to]).unwrap();
+            assert_eq!(b.protected_size(), 0);
+            b.check().unwrap();
+        }
+    }
+}
+
+#[test]
+fn move_lock_refuses_without_change() {
+    let mut c = RadixTree::new(1).unwrap();
+    c.insert(b"", &t("ABCD"), &[0, 1, 2, 3]).unwrap();
+    let x = c.match_prefix(b"", &t("AB")).unwrap().node;
+    let y = c.match_prefix(b"", &t("ABCD")).unwrap().node;
+    let before = c.dump();
+    assert!(matches!(c.move_lock(x, y), Err(CoreError::NotLocked(_))));
+    assert_eq!(c.dump(), before);
+    assert_eq!(c.protected_size(), 0);
+    c.check().unwrap();
+}

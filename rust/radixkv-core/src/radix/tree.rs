@@ -44,6 +44,8 @@ pub struct RadixTree {
     pub(crate) protected: usize,
     /// Tokens evicted over the tree's life (a metric; `alloc` evicts on its own).
     pub(crate) evicted_total: u64,
+    /// Reused scratch list of a path's nodes (`move_lock`).
+    pub(crate) path_buf: Vec<u32>,
 }
 
 /// What `match_prefix` found.
@@ -136,6 +138,7 @@ impl RadixTree {
             evictable: 0,
             protected: 0,
             evicted_total: 0,
+            path_buf: Vec::new(),
         })
     }
 
@@ -431,11 +434,76 @@ impl RadixTree {
 
     /// `lock_ref` += 1 on the node and every ancestor below the namespace root.
     pub fn lock(&mut self, h: NodeHandle) -> Result<()> {
-        let Some(mut i) = self.resolve(h)? else {
+        let Some(i) = self.resolve(h)? else {
             return Ok(());
         };
         self.node_mut(i).direct_locks += 1;
+        self.lock_up(i, NIL);
+        Ok(())
+    }
+
+    /// `lock_ref` -= 1 on the node and every ancestor; `NotLocked` unless a `lock()` was taken
+    /// through a handle naming this node and not yet released.
+    pub fn unlock(&mut self, h: NodeHandle) -> Result<()> {
+        let Some(i) = self.resolve(h)? else {
+            return Ok(());
+        };
+        self.check_locked(i, h)?;
+        self.node_mut(i).direct_locks -= 1;
+        self.unlock_up(i, NIL);
+        Ok(())
+    }
+
+    /// `lock(to)` then `unlock(from)` in one step, as a scheduler moves a request's lock to the
+    /// end of the path it just inserted; changes nothing if `unlock(from)` would fail. Above
+    /// the two paths' lowest common node the +1 and -1 cancel, so only the nodes below it are
+    /// visited (for a path that merely grew, just the new part).
+    pub fn move_lock(&mut self, from: NodeHandle, to: NodeHandle) -> Result<()> {
+        let f = self.resolve(from)?;
+        let t = self.resolve(to)?;
+        if let Some(f) = f {
+            self.check_locked(f, from)?;
+        }
+        let (f, t) = match (f, t) {
+            (Some(f), Some(t)) => (f, t),
+            (None, _) => return self.lock(to),
+            (Some(_), None) => return self.unlock(from),
+        };
+        self.node_mut(t).direct_locks += 1;
+        self.node_mut(f).direct_locks -= 1;
+        // `from`'s path (itself included), then the first node of `to`'s path on it.
+        let mut on_path = std::mem::take(&mut self.path_buf);
+        on_path.clear();
+        let mut i = f;
         while !self.node(i).is_root() {
+            on_path.push(i);
+            i = self.node(i).parent;
+        }
+        let mut stop = t;
+        while !self.node(stop).is_root() && !on_path.contains(&stop) {
+            stop = self.node(stop).parent;
+        }
+        self.path_buf = on_path;
+        // Another namespace: `stop` is `to`'s root, which `from`'s walk never meets; both
+        // walks then end at their own roots.
+        self.lock_up(t, stop);
+        self.unlock_up(f, stop);
+        Ok(())
+    }
+
+    fn check_locked(&self, i: u32, h: NodeHandle) -> Result<()> {
+        if self.node(i).direct_locks == 0 {
+            return Err(CoreError::NotLocked(format!(
+                "node ({}, gen {}) has no lock taken through this handle",
+                h.idx, h.gen
+            )));
+        }
+        Ok(())
+    }
+
+    /// `lock_ref` += 1 from `i` up to, not including, `stop` or the namespace root.
+    fn lock_up(&mut self, mut i: u32, stop: u32) {
+        while i != stop && !self.node(i).is_root() {
             if self.node(i).lock_ref == 0 {
                 self.lru_remove_if_leaf(i);
                 let len = self.node(i).len();
@@ -446,23 +514,11 @@ impl RadixTree {
             n.lock_ref += 1;
             i = n.parent;
         }
-        Ok(())
     }
 
-    /// `lock_ref` -= 1 on the node and every ancestor; `NotLocked` unless a `lock()` was taken
-    /// through a handle naming this node and not yet released.
-    pub fn unlock(&mut self, h: NodeHandle) -> Result<()> {
-        let Some(mut i) = self.resolve(h)? else {
-            return Ok(());
-        };
-        if self.node(i).direct_locks == 0 {
-            return Err(CoreError::NotLocked(format!(
-                "node ({}, gen {}) has no lock taken through this handle",
-                h.idx, h.gen
-            )));
-        }
-        self.node_mut(i).direct_locks -= 1;
-        while !self.node(i).is_root() {
+    /// `lock_ref` -= 1 from `i` up to, not including, `stop` or the namespace root.
+    fn unlock_up(&mut self, mut i: u32, stop: u32) {
+        while i != stop && !self.node(i).is_root() {
             let n = self.node_mut(i);
             n.lock_ref -= 1;
             let parent = n.parent;
@@ -474,7 +530,6 @@ impl RadixTree {
             }
             i = parent;
         }
-        Ok(())
     }
 
     /// Evicts least recently used unlocked leaves until at least `num_tokens` tokens are freed
