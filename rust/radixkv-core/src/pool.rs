@@ -107,7 +107,7 @@ impl TokenPool {
         Ok(out)
     }
 
-    /// `alloc(out.len())` written into `out` (a caller's buffer, e.g. a fresh NumPy array).
+    /// `alloc(out.len())` written into `out` (a caller's buffer, e.g. a fresh `NumPy` array).
     pub fn alloc_into(&mut self, out: &mut [i32]) -> Result<()> {
         let n = out.len();
         if !n.is_multiple_of(self.page_size) {

@@ -12,7 +12,7 @@ use pyo3::types::{PyBool, PyList, PyTuple};
 use crate::errors::{CoreResultExt, InvalidArgument};
 
 /// A 1-D int32 view of a Python sequence: read in place when it already is a non-empty,
-/// C-contiguous, aligned int32 NumPy array.
+/// C-contiguous, aligned int32 `NumPy` array.
 ///
 /// The in-place view skips rust-numpy's borrow tracking (a global hash-map insert and remove
 /// per argument, ~7% of a short `insert`). That tracking only guards against a *writable*
@@ -156,11 +156,11 @@ fn is_numpy_array(obj: &Bound<'_, PyAny>) -> bool {
 /// A fresh NumPy-owned int32 array of `len`, filled by `fill`, which must write every element
 /// (it gets the uninitialised buffer). Cheaper than `to_numpy` for results written in one go:
 /// no Vec allocation and no owner object to create and later free (~0.25 µs a dealloc).
-pub fn new_i32_array<'py>(
-    py: Python<'py>,
+pub fn new_i32_array(
+    py: Python<'_>,
     len: usize,
     fill: impl FnOnce(&mut [i32]) -> radixkv_core::Result<()>,
-) -> PyResult<Bound<'py, PyArray1<i32>>> {
+) -> PyResult<Bound<'_, PyArray1<i32>>> {
     // SAFETY: the array is fresh and uninitialised; it is returned only after `fill` succeeded,
     // and every filler writes the whole buffer (they are all "write exactly len ids"
     // functions that check the length first). On error it is dropped unread.

@@ -106,7 +106,7 @@ impl RadixCache {
     }
 
     /// `match_prefix` without gathering the slots: (length, path end). `path_slots_into` then
-    /// writes them wherever the caller wants (the binding: straight into a NumPy array).
+    /// writes them wherever the caller wants (the binding: straight into a `NumPy` array).
     pub fn match_end(&mut self, ns: &[u8], tokens: &[i32]) -> Result<(usize, NodeHandle)> {
         self.tree.match_end(ns, tokens)
     }
@@ -213,7 +213,7 @@ impl RadixCache {
         Ok(out)
     }
 
-    /// `alloc(out.len())` written into `out` (a caller's buffer, e.g. a fresh NumPy array).
+    /// `alloc(out.len())` written into `out` (a caller's buffer, e.g. a fresh `NumPy` array).
     pub fn alloc_into(&mut self, out: &mut [i32]) -> Result<()> {
         let n = out.len();
         let Some(pool) = &self.pool else {
