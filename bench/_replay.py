@@ -118,24 +118,24 @@ class RadixkvDriver:
     # -- timed -------------------------------------------------------------
     def admit(self, st: _Req) -> bool:
         cache, plen = self.cache, st.plen
-        m = cache.match_prefix(st.full[: plen - 1])
+        row_id = self.free_rows.pop()
+        row = self.rows[row_id]
+        # the matched slots are written straight into the request's row
+        m = cache.match_prefix(st.full[: plen - 1], out=row)
         pl = m.length
         node = m.node
         cache.lock(node)
         need = plen - pl + st.olen - 1
         try:
-            # evicts exactly what SGLang's evict(need - available) would, when short
-            new = cache.alloc(need)
+            # evicts exactly what SGLang's evict(need - available) would, when short; the
+            # new slots are written straight into the row
+            cache.alloc(need, out=row[pl: pl + need])
         except self.rk.OutOfSlots:
             # alloc evicted nothing; SGLang evicts all it can before failing: so do we
             cache.evict(need - self.pool.available)
             cache.unlock(node)
+            self.free_rows.append(row_id)
             return False
-        row_id = self.free_rows.pop()
-        row = self.rows[row_id]
-        if pl:
-            row[:pl] = m.slots
-        row[pl: pl + need] = new
         st.row, st.rowv, st.node, st.protected, st.prefix_len = row_id, row, node, pl, pl
         self.matched += pl
         self._checkpoint(st, plen)

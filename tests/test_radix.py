@@ -418,3 +418,51 @@ def test_move_lock_across_branches_and_namespaces() -> None:
     cache.unlock(c)
     assert cache.protected_size == 0
     cache.check()
+
+
+def test_match_prefix_writes_into_out() -> None:
+    pool = rk.TokenPool(32)
+    cache = rk.RadixCache(pool)
+    s = cache.alloc(6)
+    cache.insert([1, 2, 3, 4, 5, 6], s)
+    row = np.full(10, -7, dtype=np.int32)
+    m = cache.match_prefix([1, 2, 3, 9], out=row)
+    assert m.length == 3 and row[:3].tolist() == s[:3].tolist() and row[3:].tolist() == [-7] * 7
+    assert m.slots.tolist() == s[:3].tolist() and np.shares_memory(m.slots, row)
+    assert m.node.depth == 3  # the match split the node, as without out
+    # Nothing matched: nothing written.
+    assert cache.match_prefix([8, 8], out=row).length == 0 and row[0] == s[0]
+    # Refused before anything changes: too short, wrong dtype, read-only, not contiguous.
+    before = snapshot(cache)
+    ro = np.zeros(10, np.int32)
+    ro.flags.writeable = False
+    for bad in (np.zeros(3, np.int32), np.zeros(10, np.int64), ro, np.zeros(20, np.int32)[::2]):
+        with pytest.raises(rk.InvalidArgument, match="out"):
+            cache.match_prefix([1, 2, 3, 4, 5], out=bad)
+    assert snapshot(cache) == before
+    cache.check()
+
+
+def test_alloc_writes_into_out() -> None:
+    pool = rk.TokenPool(8)
+    cache = rk.RadixCache(pool)
+    row = np.full(6, -1, dtype=np.int32)
+    got = cache.alloc(4, out=row[1:5])
+    assert got.tolist() == row[1:5].tolist() == [0, 1, 2, 3] and np.shares_memory(got, row)
+    assert row[0] == -1 and row[5] == -1
+    cache.insert([1, 2, 3, 4], row[1:5])
+    # Short pool: evicts into the buffer; a longer buffer gets a view of its first n.
+    big = np.full(10, -1, dtype=np.int32)
+    got = cache.alloc(6, out=big)
+    assert len(got) == 6 and np.shares_memory(got, big) and big[6:].tolist() == [-1] * 4
+    assert all(0 <= x < 8 for x in got.tolist())
+    assert len(set(got.tolist())) == 6 and cache.evicted_tokens == 4
+    # Failure (and a bad out) write and change nothing.
+    before, snap = big.copy(), snapshot(cache)
+    with pytest.raises(rk.OutOfSlots):
+        cache.alloc(4, out=big)
+    with pytest.raises(rk.InvalidArgument, match="out"):
+        cache.alloc(2, out=np.zeros(1, np.int32))
+    assert big.tolist() == before.tolist() and snapshot(cache) == snap
+    pool.free(got)
+    cache.check()

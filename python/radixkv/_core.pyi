@@ -88,7 +88,9 @@ class Match:
     @property
     def length(self) -> int: ...
     @property
-    def slots(self) -> _Int32Array: ...
+    def slots(self) -> _Int32Array:
+        """The matched slots: a fresh array, or a view of ``out[:length]`` when
+        ``match_prefix`` wrote them into the caller's ``out``."""
     @property
     def node(self) -> Node: ...
 
@@ -104,9 +106,14 @@ class RadixCache:
     """
 
     def __new__(cls, pool: TokenPool | None, page_size: int | None = None) -> RadixCache: ...
-    def match_prefix(self, tokens: _IntSeq, namespace: _Namespace = None) -> Match:
+    def match_prefix(
+        self, tokens: _IntSeq, namespace: _Namespace = None, *, out: _Int32Array | None = None
+    ) -> Match:
         """Longest cached prefix (whole pages); splits the node the match ends inside, touches
-        the path (LRU time, hit count)."""
+        the path (LRU time, hit count). With ``out`` (a 1-D, C-contiguous, writeable int32
+        array of at least ``len(tokens)`` ids, e.g. the request's row of the scheduler's slot
+        table), the slots are written into ``out[:length]`` and ``Match.slots`` is a view of
+        them; a bad ``out`` raises ``InvalidArgument`` before anything changes."""
     def peek_prefix(self, tokens: _IntSeq, namespace: _Namespace = None) -> int:
         """Hit length only; no split, no LRU or hit-count change."""
     def insert(self, tokens: _IntSeq, slots: _IntSeq, namespace: _Namespace = None) -> int: ...
@@ -124,9 +131,13 @@ class RadixCache:
         """``lock(to_node)`` then ``unlock(from_node)`` in one call, as a scheduler moves a
         request's lock to the end of the path it just inserted. Changes nothing if the unlock
         would fail (``NotLocked``, ``StaleHandle``)."""
-    def alloc(self, n: int) -> _Int32Array:
+    def alloc(self, n: int, *, out: _Int32Array | None = None) -> _Int32Array:
         """``n`` slots from the pool, evicting LRU leaves first if it is short. ``OutOfSlots``
-        (nothing evicted) when the pool plus everything evictable is not enough."""
+        (nothing evicted) when the pool plus everything evictable is not enough. With ``out``
+        (a 1-D, C-contiguous, writeable int32 array of at least ``n`` ids, e.g. the free part
+        of the request's row of the slot table) the slots are written into ``out[:n]``, which
+        is returned (``out`` itself when it holds exactly ``n``); nothing is written on
+        failure."""
     def evict(self, num_tokens: int) -> int:
         """Evict whole LRU unlocked leaves until ``num_tokens`` are freed; the count freed."""
     def evict_slots(self, num_tokens: int) -> _Int32Array:

@@ -6,9 +6,9 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use numpy::PyArray1;
+use numpy::{PyArray1, PyArrayMethods, PyReadwriteArray1, PyUntypedArrayMethods};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyString, PyTuple};
+use pyo3::types::{PyBytes, PySlice, PyString, PyTuple};
 use radixkv_core::radix::{NodeHandle, RadixCache};
 
 use crate::convert::{i32_input, maybe_detach, new_i32_array, to_numpy};
@@ -145,17 +145,48 @@ impl PyNode {
 pub struct PyMatch {
     #[pyo3(get)]
     length: usize,
-    #[pyo3(get)]
+    /// A fresh array, or the caller's `out` array whose first `length` ids were written.
     slots: Py<PyArray1<i32>>,
+    into_out: bool,
     #[pyo3(get)]
     node: Py<PyNode>,
 }
 
 #[pymethods]
 impl PyMatch {
+    /// The matched slots (int32): a fresh array, or a view of `out[:length]` when
+    /// `match_prefix` wrote them into the caller's `out`.
+    #[getter]
+    fn slots<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let a = self.slots.bind(py);
+        if self.into_out {
+            return a.get_item(PySlice::new(py, 0, self.length as isize, 1));
+        }
+        Ok(a.clone().into_any())
+    }
+
     fn __repr__(&self) -> String {
         format!("Match(length={})", self.length)
     }
+}
+
+/// Checks a caller's `out` buffer (a 1-D, C-contiguous, writeable int32 `NumPy` array of at
+/// least `need` ids) and borrows it for writing.
+fn out_array<'py>(o: &Bound<'py, PyAny>, need: usize) -> PyResult<PyReadwriteArray1<'py, i32>> {
+    let a = o
+        .cast::<PyArray1<i32>>()
+        .map_err(|_| InvalidArgument::new_err("out: expected a 1-D int32 NumPy array"))?;
+    if !a.is_c_contiguous() {
+        return Err(InvalidArgument::new_err("out: expected a C-contiguous array"));
+    }
+    if a.len() < need {
+        return Err(InvalidArgument::new_err(format!(
+            "out: holds {} ids, {need} may be written",
+            a.len()
+        )));
+    }
+    a.try_readwrite()
+        .map_err(|e| InvalidArgument::new_err(format!("out: cannot write into it: {e}")))
 }
 
 #[pyclass(name = "RadixCache", module = "radixkv._core")]
@@ -213,29 +244,47 @@ impl PyRadixCache {
     }
 
     /// Longest cached prefix of `tokens` in whole pages; splits the node it ends inside.
-    #[pyo3(signature = (tokens, namespace = None))]
+    /// With `out` (a 1-D writeable int32 array of at least `len(tokens)` ids, e.g. the
+    /// request's row of the scheduler's slot table) the slots are written into its start and
+    /// `Match.slots` is a view of them: no array is made.
+    #[pyo3(signature = (tokens, namespace = None, *, out = None))]
     fn match_prefix(
         slf: &Bound<'_, Self>,
         tokens: &Bound<'_, PyAny>,
         namespace: Option<&Bound<'_, PyAny>>,
+        out: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyMatch> {
         let py = slf.py();
         let t = i32_input(tokens, "tokens")?;
         let mut ns = Vec::new();
         encode_namespace(namespace, &mut ns)?;
+        // Checked before the match changes anything.
+        let out = out.map(|o| out_array(o, t.as_slice().len())).transpose()?;
         let (length, handle, slots, id) = {
             let mut this = slf.borrow_mut();
             let id = this.id;
             let cache = &mut this.inner;
             let t = t.as_slice();
             let (length, handle) = maybe_detach(py, t.len(), || cache.match_end(&ns, t)).py()?;
-            // Gathered straight into a NumPy-owned array: no Vec, no owner object to free.
-            let slots = new_i32_array(py, length, |buf| cache.path_slots_into(handle, buf))?;
+            let slots = match out {
+                Some(mut rw) => {
+                    let buf = rw.as_slice_mut().expect("contiguous, checked");
+                    cache.path_slots_into(handle, &mut buf[..length]).py()?;
+                    let arr: &Bound<'_, PyArray1<i32>> = &rw;
+                    (arr.clone(), true)
+                }
+                // Gathered straight into a NumPy-owned array: no Vec, no owner object.
+                None => (
+                    new_i32_array(py, length, |buf| cache.path_slots_into(handle, buf))?,
+                    false,
+                ),
+            };
             (length, handle, slots, id)
         };
         Ok(PyMatch {
             length,
-            slots: slots.unbind(),
+            slots: slots.0.unbind(),
+            into_out: slots.1,
             node: Py::new(py, make_node(slf, handle, id))?,
         })
     }
@@ -326,11 +375,31 @@ impl PyRadixCache {
         self.inner.move_lock(f, t).py()
     }
 
-    /// `n` slots from the pool, evicting LRU leaves first if it is short.
-    fn alloc<'py>(&mut self, py: Python<'py>, n: i64) -> PyResult<Bound<'py, PyArray1<i32>>> {
+    /// `n` slots from the pool, evicting LRU leaves first if it is short. With `out` (a 1-D
+    /// writeable int32 array of at least `n` ids, e.g. the free part of the request's row of
+    /// the scheduler's slot table) they are written into `out[:n]`, which is returned (`out`
+    /// itself when it holds exactly `n`); nothing is written when it fails.
+    #[pyo3(signature = (n, *, out = None))]
+    fn alloc<'py>(
+        &mut self,
+        py: Python<'py>,
+        n: i64,
+        out: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let n = count(n, "n")?;
         let cache = &mut self.inner;
-        new_i32_array(py, n, |buf| maybe_detach(py, n, || cache.alloc_into(buf)))
+        let Some(o) = out else {
+            let a = new_i32_array(py, n, |buf| maybe_detach(py, n, || cache.alloc_into(buf)))?;
+            return Ok(a.into_any());
+        };
+        let mut rw = out_array(o, n)?;
+        let buf = &mut rw.as_slice_mut().expect("contiguous, checked")[..n];
+        maybe_detach(py, n, || cache.alloc_into(buf)).py()?;
+        let arr: &Bound<'py, PyArray1<i32>> = &rw;
+        if arr.len() == n {
+            return Ok(arr.clone().into_any());
+        }
+        arr.get_item(PySlice::new(py, 0, n as isize, 1))
     }
 
     /// Evicts at least `num_tokens` tokens (whole LRU leaves) if it can; returns the number
