@@ -26,12 +26,25 @@ def as_np64(x: list[int]) -> Any:
     return np.asarray(x, dtype=np.int64)
 
 
+def as_np32_strided(x: list[int]) -> Any:
+    """A non-contiguous int32 view (every other element of a twice-as-long array)."""
+    full = np.zeros(2 * len(x), dtype=np.int32)
+    full[::2] = x
+    view = full[::2]
+    assert not view.flags.c_contiguous or len(x) <= 1
+    return view
+
+
+def as_tuple(x: list[int]) -> Any:
+    return tuple(x)
+
+
 def as_torch(x: list[int]) -> Any:
     assert torch is not None
     return torch.tensor(x, dtype=torch.int64)
 
 
-INPUT_KINDS: list[Callable[[list[int]], Any]] = [as_list, as_np32, as_np64]
+INPUT_KINDS: list[Callable[[list[int]], Any]] = [as_list, as_tuple, as_np32, as_np32_strided, as_np64]
 if torch is not None:
     INPUT_KINDS.append(as_torch)
 

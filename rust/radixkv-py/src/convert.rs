@@ -60,7 +60,8 @@ pub fn i32_input<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<I32Input<
         if a.is_c_contiguous() && aligned && a.len() > 0 {
             return Ok(I32Input::Borrowed(a.clone()));
         }
-        return Ok(I32Input::Owned(a.to_vec()?));
+        // Strided, misaligned or empty: copy element by element (to_vec() refuses strides).
+        return Ok(I32Input::Owned(a.readonly().as_array().iter().copied().collect()));
     }
     if let Ok(a) = obj.cast::<PyArray1<i64>>() {
         let ro = a.readonly();
