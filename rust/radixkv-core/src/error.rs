@@ -23,7 +23,7 @@ pub enum CoreError {
     #[error("stale node handle: {0}")]
     StaleHandle(String),
 
-    /// unlock() of a node whose lock_ref is already 0.
+    /// `unlock()` of a node whose `lock_ref` is already 0.
     #[error("node is not locked: {0}")]
     NotLocked(String),
 
@@ -35,7 +35,7 @@ pub enum CoreError {
     #[error("{0}")]
     DoubleFree(String),
 
-    /// check() found a broken invariant: a bug in radixkv, never the caller's fault.
+    /// `check()` found a broken invariant: a bug in radixkv, never the caller's fault.
     #[error("invariant violated: {0}")]
     InvariantViolation(String),
 }

@@ -448,7 +448,9 @@ mod tests {
                     v
                 };
                 assert_eq!(out_or_free(&y, &got), out_or_free(&x, &want));
-                assert!(got.iter().all(|&s| y.state(s as usize) == Some(SlotState::Out)));
+                assert!(got
+                    .iter()
+                    .all(|&s| y.state(s as usize) == Some(SlotState::Out)));
                 assert_eq!(sorted(&got).windows(2).filter(|w| w[0] == w[1]).count(), 0);
                 assert_eq!((y.num_out, y.num_cached), (x.num_out, x.num_cached));
                 y.check().unwrap();

@@ -1,7 +1,7 @@
-//! Turning Python inputs into `&[i32]` and results into NumPy arrays, in one place.
+//! Turning Python inputs into `&[i32]` and results into `NumPy` arrays, in one place.
 //!
-//! Accepted for every token / slot / id sequence: a list or tuple of ints, a 1-D NumPy array of
-//! any integer dtype, or a 1-D CPU torch tensor of an integer dtype. A C-contiguous NumPy int32
+//! Accepted for every token / slot / id sequence: a list or tuple of ints, a 1-D `NumPy` array of
+//! any integer dtype, or a 1-D CPU torch tensor of an integer dtype. A C-contiguous `NumPy` int32
 //! array is borrowed without a copy; anything else is converted once, range-checked. Floats,
 //! bools, strings and GPU tensors are refused with `InvalidArgument` naming the argument.
 
@@ -33,14 +33,6 @@ impl I32Input<'_> {
             I32Input::Owned(v) => v,
         }
     }
-
-    pub fn len(&self) -> usize {
-        self.as_slice().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 fn bad(what: &str, detail: impl std::fmt::Display) -> PyErr {
@@ -61,7 +53,9 @@ pub fn i32_input<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<I32Input<
             return Ok(I32Input::Borrowed(a.clone()));
         }
         // Strided, misaligned or empty: copy element by element (to_vec() refuses strides).
-        return Ok(I32Input::Owned(a.readonly().as_array().iter().copied().collect()));
+        return Ok(I32Input::Owned(
+            a.readonly().as_array().iter().copied().collect(),
+        ));
     }
     if let Ok(a) = obj.cast::<PyArray1<i64>>() {
         let ro = a.readonly();
@@ -149,9 +143,7 @@ fn is_torch_tensor(obj: &Bound<'_, PyAny>) -> bool {
 }
 
 fn is_numpy_array(obj: &Bound<'_, PyAny>) -> bool {
-    obj.get_type()
-        .name()
-        .is_ok_and(|n| n.to_string() == "ndarray")
+    obj.get_type().name().is_ok_and(|n| n == "ndarray")
 }
 
 /// A fresh NumPy-owned int32 array of `len`, filled by `fill`, which must write every element
@@ -174,8 +166,8 @@ pub fn new_i32_array(
     Ok(arr)
 }
 
-/// Moves a Vec into a NumPy array without copying the data.
-pub fn to_numpy<'py>(py: Python<'py>, v: Vec<i32>) -> Bound<'py, PyArray1<i32>> {
+/// Moves a `Vec` into a `NumPy` array without copying the data.
+pub fn to_numpy(py: Python<'_>, v: Vec<i32>) -> Bound<'_, PyArray1<i32>> {
     v.into_pyarray(py)
 }
 

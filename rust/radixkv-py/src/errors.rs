@@ -17,16 +17,57 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use radixkv_core::CoreError;
 
-create_exception!(radixkv, RadixKVError, PyException, "Base class of every radixkv error.");
-create_exception!(radixkv, InvalidArgument, RadixKVError, "An argument is malformed or out of range.");
-create_exception!(radixkv, StaleHandle, InvalidArgument, "A node handle whose node was evicted.");
-create_exception!(radixkv, NotLocked, InvalidArgument, "unlock() of a node that is not locked.");
-create_exception!(radixkv, UnknownSequence, InvalidArgument, "A sequence id the allocator does not know.");
-create_exception!(radixkv, DoubleFree, InvalidArgument, "A slot or block freed twice, or still held by the cache.");
-create_exception!(radixkv, OutOfSlots, RadixKVError, "Not enough free slots, even after eviction.");
+create_exception!(
+    radixkv,
+    RadixKVError,
+    PyException,
+    "Base class of every radixkv error."
+);
+create_exception!(
+    radixkv,
+    InvalidArgument,
+    RadixKVError,
+    "An argument is malformed or out of range."
+);
+create_exception!(
+    radixkv,
+    StaleHandle,
+    InvalidArgument,
+    "A node handle whose node was evicted."
+);
+create_exception!(
+    radixkv,
+    NotLocked,
+    InvalidArgument,
+    "unlock() of a node that is not locked."
+);
+create_exception!(
+    radixkv,
+    UnknownSequence,
+    InvalidArgument,
+    "A sequence id the allocator does not know."
+);
+create_exception!(
+    radixkv,
+    DoubleFree,
+    InvalidArgument,
+    "A slot or block freed twice, or still held by the cache."
+);
+create_exception!(
+    radixkv,
+    OutOfSlots,
+    RadixKVError,
+    "Not enough free slots, even after eviction."
+);
 create_exception!(radixkv, OutOfBlocks, OutOfSlots, "Not enough free blocks.");
-create_exception!(radixkv, InvariantViolation, RadixKVError, "check() found a broken invariant (a radixkv bug).");
+create_exception!(
+    radixkv,
+    InvariantViolation,
+    RadixKVError,
+    "check() found a broken invariant (a radixkv bug)."
+);
 
+#[allow(clippy::needless_pass_by_value)] // consumed by `map_err(to_py)`, the one call site
 pub fn to_py(e: CoreError) -> PyErr {
     let msg = e.to_string();
     match e {

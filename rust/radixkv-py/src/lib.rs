@@ -1,4 +1,4 @@
-//! radixkv._core: the PyO3 face of radixkv-core. Each module below binds one core module;
+//! `radixkv._core`: the `PyO3` face of radixkv-core. Each module below binds one core module;
 //! the typed Python facade is `python/radixkv/`.
 
 mod blocks;

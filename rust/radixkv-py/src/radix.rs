@@ -177,7 +177,9 @@ fn out_array<'py>(o: &Bound<'py, PyAny>, need: usize) -> PyResult<PyReadwriteArr
         .cast::<PyArray1<i32>>()
         .map_err(|_| InvalidArgument::new_err("out: expected a 1-D int32 NumPy array"))?;
     if !a.is_c_contiguous() {
-        return Err(InvalidArgument::new_err("out: expected a C-contiguous array"));
+        return Err(InvalidArgument::new_err(
+            "out: expected a C-contiguous array",
+        ));
     }
     if a.len() < need {
         return Err(InvalidArgument::new_err(format!(

@@ -14,8 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::node::NodeHandle;
 use super::tree::{
-    check_lengths, check_slots_nonneg, check_tokens, plan_matched, NodeInfo, PrefixMatch,
-    RadixTree,
+    check_lengths, check_slots_nonneg, check_tokens, plan_matched, NodeInfo, PrefixMatch, RadixTree,
 };
 use crate::error::{CoreError, Result};
 use crate::pool::{SlotState, TokenPool};

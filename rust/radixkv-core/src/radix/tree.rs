@@ -276,7 +276,9 @@ impl RadixTree {
             check_tokens(tokens)?;
             return Ok(0);
         };
-        let matched = self.walk(root, &tokens[..self.usable(tokens.len())]).matched;
+        let matched = self
+            .walk(root, &tokens[..self.usable(tokens.len())])
+            .matched;
         check_tokens(&tokens[matched..])?;
         Ok(matched)
     }
@@ -654,7 +656,10 @@ pub(crate) fn check_lengths(tokens: &[i32], slots: &[i32]) -> Result<()> {
 
 pub(crate) fn check_slots_nonneg(slots: &[i32]) -> Result<()> {
     if any_negative(slots) {
-        let s = slots.iter().find(|&&s| s < 0).expect("a negative value exists");
+        let s = slots
+            .iter()
+            .find(|&&s| s < 0)
+            .expect("a negative value exists");
         return Err(CoreError::invalid(format!("insert: negative slot id {s}")));
     }
     Ok(())
