@@ -33,19 +33,8 @@ pub fn decode_metadata<P: AsRef<[i32]>>(
             o.extend_from_slice(p.as_ref());
         }
     })
-    .field("kv_lens", &[n], |o| {
-        o.extend(lens.iter().map(|&l| l as i32));
-    })
-    .field("kv_last_page_len", &[n], |o| {
-        o.extend(lens.iter().map(|&l| last_page_len(l, page_size)));
-    })
-    .field("out_cache_loc", &[n], |o| {
-        o.extend((0..n).map(|b| last_slot(pages[b].as_ref(), page_size, lens[b])));
-    })
-    .scalar("batch_size", n)
-    .scalar("page_size", page_size)
-    .scalar("max_seq_len", lens.iter().copied().max().unwrap_or(0))
     .scalar("max_pages", (0..n).map(np).max().unwrap_or(0));
+    per_request_fields(&mut bb, "kv_lens", pages, &lens, page_size);
     Ok(bb.finish())
 }
 
@@ -95,7 +84,22 @@ pub fn block_table_metadata<P: AsRef<[i32]>>(
     bb.field("block_tables", &[n, width], |o| {
         fill_block_table(pages, width, o);
     })
-    .field("seq_lens", &[n], |o| {
+    .scalar("max_blocks", width);
+    per_request_fields(&mut bb, "seq_lens", pages, &lens, page_size);
+    Ok(bb.finish())
+}
+
+/// The per-request fields both decode forms carry: the lengths (named `lens_name`),
+/// `kv_last_page_len`, `out_cache_loc`, and the scalars `batch_size`, `page_size`, `max_seq_len`.
+fn per_request_fields<P: AsRef<[i32]>>(
+    bb: &mut BufBuilder,
+    lens_name: &'static str,
+    pages: &[P],
+    lens: &[usize],
+    page_size: usize,
+) {
+    let n = pages.len();
+    bb.field(lens_name, &[n], |o| {
         o.extend(lens.iter().map(|&l| l as i32));
     })
     .field("kv_last_page_len", &[n], |o| {
@@ -106,7 +110,5 @@ pub fn block_table_metadata<P: AsRef<[i32]>>(
     })
     .scalar("batch_size", n)
     .scalar("page_size", page_size)
-    .scalar("max_seq_len", lens.iter().copied().max().unwrap_or(0))
-    .scalar("max_blocks", width);
-    Ok(bb.finish())
+    .scalar("max_seq_len", lens.iter().copied().max().unwrap_or(0));
 }
