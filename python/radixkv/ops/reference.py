@@ -151,19 +151,14 @@ def paged_decode(
     block_tables: Optional[torch.Tensor] = None,
     layout: str = "bshd",
 ) -> torch.Tensor:
-    """One query per request over its paged context. q ``[B, H_q, D]`` -> ``[B, H_q, D]`` (q.dtype)."""
-    assert kv_lens is not None
-    _, page_size, _, dim = cache_dims(k_cache, layout)
-    scale = 1.0 / math.sqrt(dim) if sm_scale is None else float(sm_scale)
-    lens = kv_lens.to("cpu", torch.int64)
-    out = torch.empty(q.shape, dtype=torch.float32, device=q.device)
-    for b in range(q.shape[0]):
-        n = int(lens[b])
-        pages = request_pages(b, n, page_size, kv_indptr, kv_indices, block_tables)
-        k = gather_kv(k_cache, pages, n, layout)
-        v = gather_kv(v_cache, pages, n, layout)
-        out[b] = _attend(q[b : b + 1], k, v, scale, None)[0]
-    return out.to(q.dtype)
+    """One query per request over its paged context. q ``[B, H_q, D]`` -> ``[B, H_q, D]`` (q.dtype).
+
+    This is extend attention with one query per request: that query is the last position, so the
+    shifted causal mask lets it see every key.
+    """
+    qo_indptr = torch.arange(q.shape[0] + 1, dtype=torch.int32)
+    return extend_attention(q, k_cache, v_cache, qo_indptr, kv_indptr, kv_indices, kv_lens,
+                            sm_scale, block_tables=block_tables, layout=layout)
 
 
 def extend_attention(
