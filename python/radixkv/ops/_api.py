@@ -189,6 +189,25 @@ def check_extend_metadata(
         _fail(f"max_q_len = {max_q_len} but a request has L_q = {int(lq.max())}")
 
 
+def _check_query(
+    q: torch.Tensor, shape: str, k_cache: torch.Tensor, h_kv: int, dim: int
+) -> tuple[int, int]:
+    """Checks q against the caches (3-D, head_dim, dtype, device, GQA divisibility);
+    returns its first dimension and H_q."""
+    if not isinstance(q, torch.Tensor) or q.dim() != 3:
+        _fail(f"q must be {shape}, got {tuple(getattr(q, 'shape', ()))}")
+    rows, h_q, qdim = q.shape
+    if qdim != dim:
+        _fail(f"q head_dim {qdim} differs from the cache's {dim}")
+    if q.dtype != k_cache.dtype:
+        _fail(f"q dtype {q.dtype} differs from the cache's {k_cache.dtype}")
+    if q.device != k_cache.device:
+        _fail(f"q is on {q.device} but the caches are on {k_cache.device}")
+    if h_q % h_kv != 0:
+        _fail(f"H_q ({h_q}) must be a multiple of H_kv ({h_kv})")
+    return int(rows), int(h_q)
+
+
 def _host_check_pages(
     num_pages: int,
     page_size: int,
@@ -401,17 +420,7 @@ def paged_decode(
     """
     code = _check_layout(layout)
     num_pages, page_size, h_kv, dim = _check_caches(k_cache, v_cache, layout)
-    if not isinstance(q, torch.Tensor) or q.dim() != 3:
-        _fail(f"q must be [B, H_q, D], got {tuple(getattr(q, 'shape', ()))}")
-    batch, h_q, qdim = q.shape
-    if qdim != dim:
-        _fail(f"q head_dim {qdim} differs from the cache's {dim}")
-    if q.dtype != k_cache.dtype:
-        _fail(f"q dtype {q.dtype} differs from the cache's {k_cache.dtype}")
-    if q.device != k_cache.device:
-        _fail(f"q is on {q.device} but the caches are on {k_cache.device}")
-    if h_q % h_kv != 0:
-        _fail(f"H_q ({h_q}) must be a multiple of H_kv ({h_kv})")
+    batch, h_q = _check_query(q, "[B, H_q, D]", k_cache, h_kv, dim)
     _check_pages("paged_decode", batch, kv_indptr, kv_indices, kv_lens, block_tables, q.device)
     assert kv_lens is not None
     if os.environ.get("RADIXKV_OPS_CHECK") == "1":
@@ -488,17 +497,7 @@ def extend_attention(
         _fail(f"max_q_len must be >= 0, got {max_q_len}")
     code = _check_layout(layout)
     num_pages, page_size, h_kv, dim = _check_caches(k_cache, v_cache, layout)
-    if not isinstance(q, torch.Tensor) or q.dim() != 3:
-        _fail(f"q must be [N_q, H_q, D], got {tuple(getattr(q, 'shape', ()))}")
-    n_q, h_q, qdim = q.shape
-    if qdim != dim:
-        _fail(f"q head_dim {qdim} differs from the cache's {dim}")
-    if q.dtype != k_cache.dtype:
-        _fail(f"q dtype {q.dtype} differs from the cache's {k_cache.dtype}")
-    if q.device != k_cache.device:
-        _fail(f"q is on {q.device} but the caches are on {k_cache.device}")
-    if h_q % h_kv != 0:
-        _fail(f"H_q ({h_q}) must be a multiple of H_kv ({h_kv})")
+    n_q, h_q = _check_query(q, "[N_q, H_q, D]", k_cache, h_kv, dim)
     _check_index("qo_indptr", qo_indptr, 1, q.device)
     batch = qo_indptr.numel() - 1
     if batch < 0:
