@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PySlice, PyString, PyTuple};
 use radixkv_core::radix::{NodeHandle, RadixCache};
 
-use crate::convert::{i32_input, maybe_detach, new_i32_array, to_numpy};
+use crate::convert::{i32_input, new_i32_array, to_numpy};
 use crate::errors::{CoreResultExt, InvalidArgument};
 use crate::pool::{count, PyTokenPool};
 
@@ -47,6 +47,16 @@ fn encode_namespace(ns: Option<&Bound<'_, PyAny>>, buf: &mut Vec<u8>) -> PyResul
         return Ok(());
     }
     Err(bad_namespace(ns))
+}
+
+/// Mutable access for a method that takes `slf`. Calls never release the GIL while they hold the
+/// cache, so calls from several threads serialize; this can only fail on re-entry (Python code
+/// run from inside a call, e.g. a finalizer), which gets a typed error instead of a panic.
+fn busy_mut<'a, 'py>(
+    slf: &'a Bound<'py, PyRadixCache>,
+) -> PyResult<PyRefMut<'py, PyRadixCache>> {
+    slf.try_borrow_mut()
+        .map_err(|e| InvalidArgument::new_err(format!("the cache is busy in another call: {e}")))
 }
 
 fn bad_namespace(o: &Bound<'_, PyAny>) -> PyErr {
@@ -263,11 +273,11 @@ impl PyRadixCache {
         // Checked before the match changes anything.
         let out = out.map(|o| out_array(o, t.as_slice().len())).transpose()?;
         let (length, handle, slots, id) = {
-            let mut this = slf.borrow_mut();
+            let mut this = busy_mut(slf)?;
             let id = this.id;
             let cache = &mut this.inner;
             let t = t.as_slice();
-            let (length, handle) = maybe_detach(py, t.len(), || cache.match_end(&ns, t)).py()?;
+            let (length, handle) = cache.match_end(&ns, t).py()?;
             let slots = match out {
                 Some(mut rw) => {
                     let buf = rw.as_slice_mut().expect("contiguous, checked");
@@ -295,7 +305,6 @@ impl PyRadixCache {
     #[pyo3(signature = (tokens, namespace = None))]
     fn peek_prefix(
         &self,
-        py: Python<'_>,
         tokens: &Bound<'_, PyAny>,
         namespace: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<usize> {
@@ -304,7 +313,7 @@ impl PyRadixCache {
         encode_namespace(namespace, &mut ns)?;
         let t = t.as_slice();
         let cache = &self.inner;
-        maybe_detach(py, t.len(), || cache.peek_prefix(&ns, t)).py()
+        cache.peek_prefix(&ns, t).py()
     }
 
     /// Caches the whole pages of `tokens` with their `slots`; returns how many leading tokens
@@ -312,7 +321,6 @@ impl PyRadixCache {
     #[pyo3(signature = (tokens, slots, namespace = None))]
     fn insert(
         &mut self,
-        py: Python<'_>,
         tokens: &Bound<'_, PyAny>,
         slots: &Bound<'_, PyAny>,
         namespace: Option<&Bound<'_, PyAny>>,
@@ -323,7 +331,7 @@ impl PyRadixCache {
         encode_namespace(namespace, &mut ns)?;
         let (t, s) = (t.as_slice(), s.as_slice());
         let cache = &mut self.inner;
-        maybe_detach(py, t.len(), || cache.insert(&ns, t, s)).py()
+        cache.insert(&ns, t, s).py()
     }
 
     /// As `insert`, also returning the node where the inserted whole pages end (a node the
@@ -336,17 +344,16 @@ impl PyRadixCache {
         slots: &Bound<'_, PyAny>,
         namespace: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<(usize, PyNode)> {
-        let py = slf.py();
         let t = i32_input(tokens, "tokens")?;
         let s = i32_input(slots, "slots")?;
         let mut ns = Vec::new();
         encode_namespace(namespace, &mut ns)?;
         let (present, h, id) = {
-            let mut this = slf.borrow_mut();
+            let mut this = busy_mut(slf)?;
             let id = this.id;
             let (t, s) = (t.as_slice(), s.as_slice());
             let cache = &mut this.inner;
-            let (present, h) = maybe_detach(py, t.len(), || cache.insert_node(&ns, t, s)).py()?;
+            let (present, h) = cache.insert_node(&ns, t, s).py()?;
             (present, h, id)
         };
         Ok((present, make_node(slf, h, id)))
@@ -391,12 +398,12 @@ impl PyRadixCache {
         let n = count(n, "n")?;
         let cache = &mut self.inner;
         let Some(o) = out else {
-            let a = new_i32_array(py, n, |buf| maybe_detach(py, n, || cache.alloc_into(buf)))?;
+            let a = new_i32_array(py, n, |buf| cache.alloc_into(buf))?;
             return Ok(a.into_any());
         };
         let mut rw = out_array(o, n)?;
         let buf = &mut rw.as_slice_mut().expect("contiguous, checked")[..n];
-        maybe_detach(py, n, || cache.alloc_into(buf)).py()?;
+        cache.alloc_into(buf).py()?;
         let arr: &Bound<'py, PyArray1<i32>> = &rw;
         if arr.len() == n {
             return Ok(arr.clone().into_any());
@@ -406,10 +413,10 @@ impl PyRadixCache {
 
     /// Evicts at least `num_tokens` tokens (whole LRU leaves) if it can; returns the number
     /// freed.
-    fn evict(&mut self, py: Python<'_>, num_tokens: i64) -> PyResult<usize> {
+    fn evict(&mut self, num_tokens: i64) -> PyResult<usize> {
         let n = count(num_tokens, "num_tokens")?;
         let cache = &mut self.inner;
-        Ok(maybe_detach(py, n, || cache.evict(n)))
+        Ok(cache.evict(n))
     }
 
     /// As evict, returning the freed slot ids (with a pool, already back in it).
@@ -420,7 +427,7 @@ impl PyRadixCache {
     ) -> PyResult<Bound<'py, PyArray1<i32>>> {
         let n = count(num_tokens, "num_tokens")?;
         let cache = &mut self.inner;
-        Ok(to_numpy(py, maybe_detach(py, n, || cache.evict_slots(n))))
+        Ok(to_numpy(py, cache.evict_slots(n)))
     }
 
     /// Slots from the root to the path end `node`.
@@ -487,9 +494,9 @@ impl PyRadixCache {
     }
 
     /// Verifies every invariant of the tree and of pool conservation.
-    fn check(&self, py: Python<'_>) -> PyResult<()> {
+    fn check(&self) -> PyResult<()> {
         let cache = &self.inner;
-        maybe_detach(py, cache.total_size(), || cache.check()).py()
+        cache.check().py()
     }
 
     /// Every node as (namespace bytes, full path tokens, own slots, `lock_ref`, `last_access`,

@@ -220,9 +220,7 @@ impl PyBlockAllocator {
             None => self.inner.seq_len(id).py()?,
         };
         let inner = &self.inner;
-        let v = crate::convert::maybe_detach(py, end.saturating_sub(start), || {
-            inner.slot_mapping(id, start, end)
-        });
+        let v = inner.slot_mapping(id, start, end);
         Ok(to_numpy(py, v.py()?))
     }
 
