@@ -204,6 +204,9 @@ TUNING_VARIANTS = [int(v) for v in os.environ.get("RADIXKV_BENCH_VARIANTS", "1")
 
 
 VARIANT_IDS = (1, 2, 3)
+# Variants whose split counts are swept too (RADIXKV_BENCH_SWEEP_VARIANTS, default none).
+SWEEP_VARIANTS = [int(v) for v in os.environ.get("RADIXKV_BENCH_SWEEP_VARIANTS", "").split(",")
+                  if v.strip()] if TUNING else []
 
 
 def with_variant(variant: int, fn: Callable[[], float]) -> float:
@@ -273,7 +276,7 @@ def run_decode_bench(out_dir: Optional[Path], batches=BATCHES, lengths=LENGTHS,
                 if sweep and (batch, length) in ((1, 32768), (16, 4096), (1, 4096), (64, 512)):
                     splits = [s for s in (1, 2, 4, 8, 16, 32, 64, 128) if s <= max(1, length // 64)]
                     row["split_sweep_us"] = {s: timer(radixkv_runner(k, v, c, s), reps) for s in splits}
-                    for var in TUNING_VARIANTS:
+                    for var in SWEEP_VARIANTS:
                         row[f"split_sweep_variant{var}_us"] = {
                             s: with_variant(var, lambda s=s: timer(radixkv_runner(k, v, c, s), reps))
                             for s in splits}
