@@ -198,12 +198,13 @@ def radixkv_runner(k: Any, v: Any, c: dict[str, Any], num_splits: Optional[int] 
 # call is captured into a graph, so it is set around the timing.
 TUNING = os.environ.get("RADIXKV_DECODE_VARIANTS") == "1"
 # Which variants to time in a tuning build (hip/paged_decode_kernel.cuh, run_any: 1 = matrix
-# kernel with 16-key tiles, 2 = its copies only (no math), 3 = the CUDA-core kernel).
+# kernel, 192 KB shape always, 2 = 96 KB shape always, 3 = the CUDA-core kernel, 4 = the
+# automatic shape's copies only, no math).
 TUNING_VARIANTS = [int(v) for v in os.environ.get("RADIXKV_BENCH_VARIANTS", "1").split(",")
                    if v.strip()] if TUNING else []
 
 
-VARIANT_IDS = (1, 2, 3)
+VARIANT_IDS = (1, 2, 3, 4)
 # Variants whose split counts are swept too (RADIXKV_BENCH_SWEEP_VARIANTS, default none).
 SWEEP_VARIANTS = [int(v) for v in os.environ.get("RADIXKV_BENCH_SWEEP_VARIANTS", "").split(",")
                   if v.strip()] if TUNING else []
@@ -273,7 +274,8 @@ def run_decode_bench(out_dir: Optional[Path], batches=BATCHES, lengths=LENGTHS,
                         row["rel_err_vs_flashinfer"] = float((mine - ref).norm() / ref.norm())
                     except Exception as exc:  # noqa: BLE001
                         row["flashinfer_error"] = repr(exc)[:300]
-                if sweep and (batch, length) in ((1, 32768), (16, 4096), (1, 4096), (64, 512)):
+                if sweep and (batch, length) in ((1, 32768), (16, 4096), (1, 4096), (64, 512),
+                                                 (1, 512), (16, 512)) and page == 1:
                     splits = [s for s in (1, 2, 4, 8, 16, 32, 64, 128) if s <= max(1, length // 64)]
                     row["split_sweep_us"] = {s: timer(radixkv_runner(k, v, c, s), reps) for s in splits}
                     for var in SWEEP_VARIANTS:

@@ -435,22 +435,29 @@ inline bool device_has_mfma() {
 }
 #endif
 
-// Kernel choice. Default: the matrix-unit kernel (paged_decode_mma.cuh) on NVIDIA and on AMD
-// parts with MFMA, the CUDA-core kernel above elsewhere. Tuning builds (-DRADIXKV_DECODE_VARIANTS=1,
-// NVIDIA) pick by p.variant: 1 = the matrix kernel with 16-key tiles (two blocks per SM),
-// 2 = the matrix kernel's copies alone (no math: wrong output, times the memory pipeline),
-// 3 = the CUDA-core kernel.
+// Kernel choice. Default: the matrix-unit kernel (paged_decode_mma.cuh, its shape picked by the
+// grid size) on NVIDIA and on AMD parts with MFMA, the CUDA-core kernel above elsewhere. Tuning
+// builds (-DRADIXKV_DECODE_VARIANTS=1, NVIDIA) pick by p.variant: 1 = always the 192 KB shape,
+// 2 = always the 96 KB shape, 3 = the CUDA-core kernel, 4 = the copies of the automatic shape
+// alone (no math: wrong output; times the memory pipeline).
 template <typename T, int D, int PS>
 void run_any(const PagedDecodeParams& p, Stream stream) {
 #if RK_NVIDIA
 #if RADIXKV_DECODE_VARIANTS
-  if (p.variant == 1) return decode_mma::launch_shape<T, PS, decode_mma::AltShape<D>, false>(p, stream);
-  if (p.variant == 2) return decode_mma::launch_shape<T, PS, decode_mma::DefaultShape<D>, true>(p, stream);
+  using namespace decode_mma;
+  if (p.variant == 1) return launch_shape<T, PS, DefaultShape<D>, false>(p, stream);
+  if (p.variant == 2) return launch_shape<T, PS, WideShape<D>, false>(p, stream);
   if (p.variant == 3) return run_cuda_cores<T, D, PS>(p, stream);
+  if (p.variant == 4) {
+    const int chunks = (p.num_q_heads / p.num_kv_heads + kRows - 1) / kRows;
+    if (int64_t(p.num_splits) * p.batch * p.num_kv_heads * chunks > sm_count())
+      return launch_shape<T, PS, WideShape<D>, true>(p, stream);
+    return launch_shape<T, PS, DefaultShape<D>, true>(p, stream);
+  }
 #endif
-  decode_mma::launch_shape<T, PS, decode_mma::DefaultShape<D>, false>(p, stream);
+  decode_mma::launch_auto<T, D, PS>(p, stream);
 #else
-  if (device_has_mfma()) return decode_mma::launch_shape<T, PS, decode_mma::DefaultShape<D>, false>(p, stream);
+  if (device_has_mfma()) return decode_mma::launch_auto<T, D, PS>(p, stream);
   run_cuda_cores<T, D, PS>(p, stream);
 #endif
 }

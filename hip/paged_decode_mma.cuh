@@ -33,7 +33,10 @@ using mma::Frag;
 
 constexpr int kRows = 16;        // query heads per block: the M of the MMA blocks
 constexpr int kMaxSplits = 256;  // torch_ops.cpp rejects more
-constexpr int kLookAhead = 2;    // tiles between a page-table read and the copies that use it
+// Tiles between a page-table read and the copies that use it. Equal to the stage count, so the
+// prologue reads the entries of every tile it copies plus the next S in one round trip.
+template <int S>
+constexpr int kLookAhead = S;
 
 // One configuration: D head_dim, W warps per block, KEYS keys per tile (per stage), S stages.
 template <int D_, int W_, int KEYS_, int S_>
@@ -62,8 +65,9 @@ struct Shape {
   static_assert(kRowsPerCopy <= 8, "one copy's rows share a swizzle period");
 };
 
-// Default shapes. NVIDIA: 16 KB of K+V per tile, 3 stages, 4 warps: 192 KB of copies in flight
-// per SM (one block per SM). AMD: copies are synchronous (one stage) and gfx90a has 64 KB of LDS.
+// Shapes. NVIDIA: 16 KB of K+V per tile, 3 stages, 4 warps: 192 KB of copies in flight per SM
+// (one block per SM): grids up to one block per SM (small batches, split requests). AMD: copies
+// are synchronous (one stage) and gfx90a has 64 KB of LDS.
 #if RK_NVIDIA
 #ifndef RADIXKV_DECODE_W
 #define RADIXKV_DECODE_W 4
@@ -73,14 +77,16 @@ struct Shape {
 #endif
 template <int D>
 using DefaultShape = Shape<D, RADIXKV_DECODE_W, (D == 64 ? 64 : D == 128 ? 32 : 16), RADIXKV_DECODE_STAGES>;
-// Tuning alternative (D = 128): 16-key tiles, 96 KB per block, two blocks per SM.
+// Grids of more blocks than SMs: 8 KB tiles (16 keys at D = 128), 96 KB per block, two blocks
+// per SM, so one block's prologue and merge overlap the other's copies and the last wave is
+// finer (run s2-1: 1-3% faster than the 192 KB shape at B >= 64, 2-10% slower at B <= 16).
 template <int D>
-using AltShape = Shape<D, 4, (D == 64 ? 32 : 16), 3>;
+using WideShape = Shape<D, 4, (D == 64 ? 32 : 16), 3>;
 #else
 template <int D>
 using DefaultShape = Shape<D, 2, (D == 64 ? 64 : D == 128 ? 32 : 16), 1>;
 template <int D>
-using AltShape = DefaultShape<D>;
+using WideShape = DefaultShape<D>;
 #endif
 
 template <int KEYS>
@@ -108,7 +114,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
   __builtin_trap();  // never launched there: launch() picks the CUDA-core kernel on such parts
 #else
   constexpr int D = C::D, W = C::W, KEYS = C::KEYS, S = C::S, KB = C::kKB, DB = C::kDB;
-  constexpr int IDX = C::kIdx, LA = kLookAhead;
+  constexpr int IDX = C::kIdx, LA = kLookAhead<S>;
   using Mask = typename MaskOf<KEYS>::type;
   constexpr Mask kFull = KEYS >= 64 ? ~Mask(0) : Mask((uint64_t(1) << KEYS) - 1);
 
@@ -439,6 +445,17 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
   float* cL = cl + kMaxSplits * kRows;          // [16]: 1 / sum of weights
   const int64_t split_rows = static_cast<int64_t>(p.batch) * p.num_q_heads;
   const int64_t row_b = static_cast<int64_t>(b) * p.num_q_heads + h0;
+  // The partials of this thread's first output item for the first kPre partitions are loaded
+  // now, in the same round trip as the (m, l) below (Llama's 4 heads x D/4: one item per thread).
+  constexpr int kPre = 16;
+  float4 pre[kPre];
+  const bool has_pre = tid < rows * D4;
+  if (has_pre) {
+    const float* part = p.workspace + (row_b + tid / D4) * D + (tid % D4) * 4;
+#pragma unroll
+    for (int s = 0; s < kPre; ++s)
+      if (s < NS) pre[s] = load_coherent4(part + s * split_rows * D);
+  }
   for (int idx = tid; idx < NS * kRows; idx += C::kThreads) {
     const int s = idx / kRows, r = idx % kRows;
     if (r < rows) {
@@ -464,8 +481,22 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
     const int r = idx / D4, d = (idx % D4) * 4;
     const float* part = p.workspace + (row_b + r) * D + d;
     float4 a = make_float4(0.f, 0.f, 0.f, 0.f);
+    int s0 = 0;
+    if (idx == tid && has_pre) {
+#pragma unroll
+      for (int s = 0; s < kPre; ++s) {
+        if (s < NS) {
+          const float wt = cw[s * kRows + r];
+          a.x = fmaf(pre[s].x, wt, a.x);
+          a.y = fmaf(pre[s].y, wt, a.y);
+          a.z = fmaf(pre[s].z, wt, a.z);
+          a.w = fmaf(pre[s].w, wt, a.w);
+        }
+      }
+      s0 = kPre;
+    }
 #pragma unroll 8
-    for (int s = 0; s < NS; ++s) {
+    for (int s = s0; s < NS; ++s) {
       const float4 x = load_coherent4(part + s * split_rows * D);
       const float wt = cw[s * kRows + r];
       a.x = fmaf(x.x, wt, a.x);
@@ -478,6 +509,24 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
   }
   if (tid == 0) *counter = 0;  // ready for the next launch (stream order)
 #endif
+}
+
+// Multiprocessors of the current device (cached per device; a host query, not a stream op).
+inline int sm_count() {
+  static int known[64] = {};
+  int dev = 0;
+#if RK_AMD
+  if (hipGetDevice(&dev) != hipSuccess || dev < 0 || dev >= 64) return 1;
+  if (known[dev] == 0 &&
+      hipDeviceGetAttribute(&known[dev], hipDeviceAttributeMultiprocessorCount, dev) != hipSuccess)
+    known[dev] = 1;
+#else
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 1;
+  if (known[dev] == 0 &&
+      cudaDeviceGetAttribute(&known[dev], cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+    known[dev] = 1;
+#endif
+  return known[dev];
 }
 
 template <class T, int PS, class C, bool kLoadsOnly>
@@ -502,6 +551,15 @@ void launch_shape(const PagedDecodeParams& p, Stream stream) {
 #endif
   const error_t e = last_error();
   if (e != kSuccess) throw LaunchError(std::string("radixkv paged_decode launch: ") + error_string(e));
+}
+
+// The shape for this grid: 192 KB blocks while the grid fits one block per SM, else 96 KB ones.
+template <class T, int D, int PS>
+void launch_auto(const PagedDecodeParams& p, Stream stream) {
+  const int chunks = (p.num_q_heads / p.num_kv_heads + kRows - 1) / kRows;
+  const int64_t blocks = static_cast<int64_t>(p.num_splits) * p.batch * p.num_kv_heads * chunks;
+  if (blocks > sm_count()) return launch_shape<T, PS, WideShape<D>, false>(p, stream);
+  launch_shape<T, PS, DefaultShape<D>, false>(p, stream);
 }
 
 }  // namespace decode_mma

@@ -303,7 +303,7 @@ def test_random_fuzz_decode_against_reference():
 
 
 @pytest.mark.skipif(os.environ.get("RADIXKV_DECODE_VARIANTS") != "1", reason="needs a tuning build")
-@pytest.mark.parametrize("variant", [1, 3], ids=["mma16keys", "cuda_cores"])
+@pytest.mark.parametrize("variant", [1, 2, 3], ids=["mma192k", "mma96k", "cuda_cores"])
 @pytest.mark.parametrize("dim, page", [(128, 1), (128, 16), (256, 16)])
 def test_tuning_variant_matches_reference(dim, page, variant, monkeypatch):
     need(dim, page, torch.bfloat16)
@@ -412,3 +412,21 @@ def test_bad_page_indices_read_nothing():
         out = ops.paged_decode(q, pool.k, pool.v, indptr, bad, pool.kv_lens(), num_splits=splits)
         assert not out.isnan().any()
         assert rel_err(out[0], want0) < TOL[torch.bfloat16], splits
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_NAME.get)
+@pytest.mark.parametrize("page", [1, 16])
+def test_grid_beyond_one_block_per_sm_matches_reference(dtype, page):
+    """More blocks than SMs: the matrix kernel switches to its 96 KB shape (two blocks per SM)."""
+    need(128, page, dtype)
+    rng = random.Random(page)
+    lens = [rng.randint(0, 700) for _ in range(48)]  # 48 requests x 4 KV heads = 192 blocks
+    pool = Pool(lens, page, 4, 128, dtype, "bshd", seed=61 + page)
+    q = torch.randn(len(lens), 16, 128, dtype=dtype, device="cuda")
+    indptr, indices = pool.csr()
+    ref = R.paged_decode(q.float(), pool.k.float(), pool.v.float(), indptr, indices, pool.kv_lens())
+    for splits in (None, 3):
+        out = torch.full_like(q, float("nan"))
+        ops.paged_decode(q, pool.k, pool.v, indptr, indices, pool.kv_lens(), out=out, num_splits=splits)
+        assert not out.isnan().any()
+        assert rel_err(out, ref) < TOL[dtype], splits

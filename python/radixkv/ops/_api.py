@@ -337,8 +337,9 @@ def decode_plan(batch: int, h_q: int, h_kv: int, est_len: int,
     variant = _tuning_variant()
     if _matrix_kernel(dev):
         chunks = -(-group // _MMA_ROWS)
-        # 192 KB of stages per block: one block per SM (tuning variant 1: 96 KB, two).
-        per_sm = 2 if variant == 1 and torch.version.hip is None else 1
+        # Splits are sized for the 192 KB shape (one block per SM); grids of more blocks than
+        # SMs run the 96 KB shape (two per SM). Tuning variant 2 always runs the 96 KB shape.
+        per_sm = 2 if variant == 2 and torch.version.hip is None else 1
     else:
         chunks = group // _head_chunk(group)
         per_sm = 4
