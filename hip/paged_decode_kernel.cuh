@@ -439,7 +439,8 @@ inline bool device_has_mfma() {
 // grid size) on NVIDIA and on AMD parts with MFMA, the CUDA-core kernel above elsewhere. Tuning
 // builds (-DRADIXKV_DECODE_VARIANTS=1, NVIDIA) pick by p.variant: 1 = always the 192 KB shape,
 // 2 = always the 96 KB shape, 3 = the CUDA-core kernel, 4 = the copies of the automatic shape
-// alone (no math: wrong output; times the memory pipeline).
+// alone (no math: wrong output; times the memory pipeline), 5 = the automatic shape with the
+// split-major grid order of runs s2-1/2 (decode_kernel's kHeadsFast).
 template <typename T, int D, int PS>
 void run_any(const PagedDecodeParams& p, Stream stream) {
 #if RK_NVIDIA
@@ -448,11 +449,14 @@ void run_any(const PagedDecodeParams& p, Stream stream) {
   if (p.variant == 1) return launch_shape<T, PS, DefaultShape<D>, false>(p, stream);
   if (p.variant == 2) return launch_shape<T, PS, WideShape<D>, false>(p, stream);
   if (p.variant == 3) return run_cuda_cores<T, D, PS>(p, stream);
-  if (p.variant == 4) {
+  if (p.variant == 4 || p.variant == 5) {
     const int chunks = (p.num_q_heads / p.num_kv_heads + kRows - 1) / kRows;
-    if (int64_t(p.num_splits) * p.batch * p.num_kv_heads * chunks > sm_count())
-      return launch_shape<T, PS, WideShape<D>, true>(p, stream);
-    return launch_shape<T, PS, DefaultShape<D>, true>(p, stream);
+    const bool wide = int64_t(p.num_splits) * p.batch * p.num_kv_heads * chunks > sm_count();
+    if (p.variant == 4)
+      return wide ? launch_shape<T, PS, WideShape<D>, true>(p, stream)
+                  : launch_shape<T, PS, DefaultShape<D>, true>(p, stream);
+    return wide ? launch_shape<T, PS, WideShape<D>, false, false>(p, stream)
+                : launch_shape<T, PS, DefaultShape<D>, false, false>(p, stream);
   }
 #endif
   decode_mma::launch_auto<T, D, PS>(p, stream);

@@ -108,7 +108,12 @@ RK_DEVICE int copy_offset(int lane_off) {
   return (lane_off ^ ((r0 & 7) << 3)) + r0 * C::D;
 }
 
-template <class T, int PS, class C, bool kLoadsOnly>
+// Grid order. kHeadsFast (default): x = KV head (and chunk), y = request, z = split, so the
+// blocks of one request's KV heads are launched, and run, side by side: in both cache layouts a
+// token's K (V) rows of all KV heads are one contiguous 2 KB run (bshd), so the DRAM pages they
+// open serve all heads at once. Otherwise (tuning variant 5, run s2-1/2's order): x = split,
+// y = request, z = head, where large batches walk the heads one after another.
+template <class T, int PS, class C, bool kLoadsOnly, bool kHeadsFast = true>
 __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecodeParams p) {
 #if defined(RADIXKV_MMA_FMA) && defined(__HIP_DEVICE_COMPILE__)
   __builtin_trap();  // never launched there: launch() picks the CUDA-core kernel on such parts
@@ -124,10 +129,11 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
   __shared__ int s_last;
 
   const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
-  const int split = blockIdx.x, b = blockIdx.y;
+  const int split = kHeadsFast ? blockIdx.z : blockIdx.x, b = blockIdx.y;
+  const int head_block = kHeadsFast ? blockIdx.x : blockIdx.z;
   const int group = p.num_q_heads / p.num_kv_heads;
   const int chunks = (group + kRows - 1) / kRows;
-  const int kvh = blockIdx.z / chunks, chunk = blockIdx.z % chunks;
+  const int kvh = head_block / chunks, chunk = head_block % chunks;
   const int h0 = kvh * group + chunk * kRows;  // first query head of this block
   const int rows = min(kRows, group - chunk * kRows);
 
@@ -529,11 +535,12 @@ inline int sm_count() {
   return known[dev];
 }
 
-template <class T, int PS, class C, bool kLoadsOnly>
+template <class T, int PS, class C, bool kLoadsOnly, bool kHeadsFast = true>
 void launch_shape(const PagedDecodeParams& p, Stream stream) {
   const int chunks = (p.num_q_heads / p.num_kv_heads + kRows - 1) / kRows;
-  const dim3 grid(p.num_splits, p.batch, p.num_kv_heads * chunks);
-  auto kernel = decode_kernel<T, PS, C, kLoadsOnly>;
+  const dim3 grid = kHeadsFast ? dim3(p.num_kv_heads * chunks, p.batch, p.num_splits)
+                               : dim3(p.num_splits, p.batch, p.num_kv_heads * chunks);
+  auto kernel = decode_kernel<T, PS, C, kLoadsOnly, kHeadsFast>;
 #if RK_AMD
   (void)hipFuncSetAttribute(reinterpret_cast<const void*>(kernel),
                             hipFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
