@@ -275,7 +275,8 @@ def run_decode_bench(out_dir: Optional[Path], batches=BATCHES, lengths=LENGTHS,
                     except Exception as exc:  # noqa: BLE001
                         row["flashinfer_error"] = repr(exc)[:300]
                 if sweep and (batch, length) in ((1, 32768), (16, 4096), (1, 4096), (64, 512),
-                                                 (1, 512), (16, 512)) and page == 1:
+                                                 (1, 512), (16, 512), (64, 4096),
+                                                 (256, 512)) and page == 1:
                     splits = [s for s in (1, 2, 4, 8, 16, 32, 64, 128) if s <= max(1, length // 64)]
                     row["split_sweep_us"] = {s: timer(radixkv_runner(k, v, c, s), reps) for s in splits}
                     for var in SWEEP_VARIANTS:
