@@ -1,6 +1,6 @@
 // paged_decode_mma.cuh — paged decode on the matrix units (NVIDIA mma.sync, AMD gfx90a MFMA),
 // included by paged_decode_d*.cu. Parts without matrix units (gfx906 class) run the CUDA-core
-// kernel of paged_decode_kernel.cuh instead (see launch() at the end of this file).
+// kernel of paged_decode_kernel.cuh instead (the choice: run_any there).
 //
 // Work split: one block per (split, request, KV head, chunk of 16 query heads). The 16 rows of the
 // MMA A operand are the query heads of the GQA group that read this KV head (a group < 16 is
@@ -8,10 +8,10 @@
 // chunks). Scores S(16 heads x 16 keys) = Q K^T and O(16 x D) += P V run on the matrix units, the
 // online softmax runs per head row on the accumulators (mma.h's acc_query / row_max).
 //
-// Pipeline: each warp owns every W-th key tile of the block's partition and its own kStages
+// Pipeline: each warp owns every W-th key tile of the block's partition and its own S
 // shared-memory stages, filled by 16-byte asynchronous copies (cp.async, L2::128B) and completed
 // per warp (cp.async.wait_group + __syncwarp): no block barrier inside the loop, so warps never
-// wait for each other and the copies of kStages tiles per warp stay in flight. Page-table entries
+// wait for each other and the copies of S tiles per warp stay in flight. Page-table entries
 // are read kLookAhead tiles before their copies are issued, one entry per lane ("key lane"), and
 // handed to the copying lanes with shuffles. At the end the warps' (m, l, O) are merged through
 // shared memory. With several splits each block stores its partition's normalised partial; the
@@ -33,8 +33,9 @@ using mma::Frag;
 
 constexpr int kRows = 16;        // query heads per block: the M of the MMA blocks
 constexpr int kMaxSplits = 256;  // torch_ops.cpp rejects more
-// Tiles between a page-table read and the copies that use it. Equal to the stage count, so the
-// prologue reads the entries of every tile it copies plus the next S in one round trip.
+// Tiles between a page-table read and the copies that use it. Equal to the stage count: the
+// prologue reads the entries of the first S tiles in one round trip, and every later read is
+// issued S tiles before its copies.
 template <int S>
 constexpr int kLookAhead = S;
 
