@@ -54,8 +54,10 @@ if [[ "$(cat .carry/radixkv_kernels_sm90.variants 2>/dev/null)" == 1 ]]; then ex
 export TORCH_CUDA_ARCH_LIST="${TORCH_CUDA_ARCH_LIST:-9.0}" MAX_JOBS="${MAX_JOBS:-16}"
 export RADIXKV_BUILD_DIR=/tmp/radixkv-build
 # RADIXKV_FORCE_PREBUILT=1 takes the prebuilt library even if hip/ changed since (e.g. another
-# op's sources are mid-edit in the working tree that travels).
-if [[ -f .carry/radixkv_kernels_sm90.so && ( "${RADIXKV_FORCE_PREBUILT:-0}" == 1 || "$(bash bench/hip_hash.sh)" == "$(cat .carry/radixkv_kernels_sm90.hash 2>/dev/null)" ) ]]; then
+# op's sources are mid-edit in the working tree that travels). LC_ALL=C: hip_hash.sh sorts file
+# names, and the device's locale collates "paged_decode.cu" / "paged_decode_d128.cu" differently
+# from the C.UTF-8 of the machine that prebuilt (decode run s2-1 JIT-built for that reason).
+if [[ -f .carry/radixkv_kernels_sm90.so && ( "${RADIXKV_FORCE_PREBUILT:-0}" == 1 || "$(LC_ALL=C bash bench/hip_hash.sh)" == "$(cat .carry/radixkv_kernels_sm90.hash 2>/dev/null)" ) ]]; then
   export RADIXKV_PREBUILT_LIB="$repo/.carry/radixkv_kernels_sm90.so"
   if ! python3 -c "import torch; torch.ops.load_library('$RADIXKV_PREBUILT_LIB'); print('prebuilt library loads')"; then
     echo "prebuilt library does not load here; JIT build instead"

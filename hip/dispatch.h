@@ -147,8 +147,9 @@ inline std::string built_list(std::initializer_list<std::pair<bool, const char*>
                           {RADIXKV_DT_BF16, "bfloat16 (1)"}}).c_str());                     \
   }()
 
-// Query heads served by one decode block: the largest of 8, 4, 2, 1 dividing the GQA group
-// (register budget: q and the accumulators of every served head live in registers).
+// Query heads served by one block of the CUDA-core decode kernel (paged_decode_kernel.cuh): the
+// largest of 8, 4, 2, 1 dividing the GQA group (register budget: q and the accumulators of every
+// served head live in registers). The matrix-unit kernel serves chunks of 16 heads instead.
 #define RK_DISPATCH_HEAD_CHUNK(group, C, ...)                                               \
   [&] {                                                                                     \
     const int g_ = static_cast<int>(group);                                                 \

@@ -2,9 +2,11 @@
 //
 // One query token per request attends over its paged KV context. The grid is
 // (num_splits, batch, H_kv * head_chunks): each block loads a KV tile of one KV head once and
-// applies it to every query head of its chunk of the GQA group. With num_splits > 1 each block
-// covers 1/num_splits of its request's context and writes a partial state to the workspace; a
-// second kernel combines the partitions (softmax.h explains the math).
+// applies it to every query head of its chunk of the GQA group (16 heads per chunk on the matrix
+// units). With num_splits > 1 each block covers 1/num_splits of its request's context and writes a
+// partial state to the workspace; the last block of a (request, KV head, chunk) to finish merges
+// the partitions (softmax.h explains the math). The CUDA-core kernel of parts without matrix units
+// merges them in a second kernel instead.
 #pragma once
 
 #include "common.h"
@@ -21,6 +23,8 @@ struct PagedDecodeParams {
   const int32_t* page_table; // CSR: kv_indices [nnz]; block-table mode: [B, max_blocks] row-major
   const int32_t* kv_lens;    // [B] valid tokens per request
   float* workspace;          // split-KV partials: o [splits, B, H_q, D] then m, l [splits, B, H_q]; fp32
+  int32_t* counters;         // split-KV merge counters [B, H_kv, ceil(G / 16)]: zero before a
+                             // launch, and every launch leaves them zero
 
   int64_t q_stride_b, q_stride_h;                 // elements
   int64_t kv_stride_page, kv_stride_slot, kv_stride_head;  // elements, same for k_cache and v_cache
@@ -32,7 +36,8 @@ struct PagedDecodeParams {
   int32_t num_splits;        // >= 1
   float sm_scale;            // softmax scale in natural units; kernels fold in log2(e)
   DType dtype;
-  int32_t variant;           // tuning builds (-DRADIXKV_DECODE_VARIANTS=1) only: 1 = 8 elements/lane
+  int32_t variant;           // tuning builds (-DRADIXKV_DECODE_VARIANTS=1) only: kernel choice
+                             // (paged_decode_kernel.cuh, run_any)
 };
 
 // Throws rk::Unsupported for a head_dim / page_size / dtype without a compiled kernel, and

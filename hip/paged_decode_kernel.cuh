@@ -1,4 +1,7 @@
-// paged_decode_kernel.cuh — device code of paged decode (included by paged_decode_d*.cu only).
+// paged_decode_kernel.cuh — paged decode on CUDA cores, and the kernel choice (run_any, at the
+// end; included by paged_decode_d*.cu only). This kernel serves parts without matrix units
+// (gfx906 class); NVIDIA and gfx90a run paged_decode_mma.cuh (tuning builds keep this one on
+// NVIDIA as variant 3 for comparisons).
 //
 // Work split: one block of kThreads threads per (split, request, KV head, query-head chunk). Lanes
 // are grouped in row groups of kLanesPerRow lanes; a row group owns one K row and one V row at a
@@ -17,9 +20,10 @@
 #include "paged_decode.h"
 #include "platform.h"
 #include "softmax.h"
+#include "paged_decode_mma.cuh"
 
 #ifndef RADIXKV_DECODE_VARIANTS
-#define RADIXKV_DECODE_VARIANTS 0
+#define RADIXKV_DECODE_VARIANTS 0  // tuning build: alternative kernels picked by p.variant
 #endif
 
 namespace rk {
@@ -31,11 +35,6 @@ constexpr int kThreads = 128;
 // registers for q and the accumulators; that measured 1.5-2x slower on the H200 (2 blocks/SM
 // instead of 4; bench/NOTES.md, runs 1-2) and was removed.
 constexpr int kElemsPerLane = 8;
-
-// Score reduction and softmax (MODE): 0 = reduce-scatter (default), 1 = all-reduce (run 3's
-// kernel, kept for tuning comparisons), 2 = copies only, no math (tuning: times the memory
-// pipeline alone; wrong output). Modes 1 and 2 are compiled only with -DRADIXKV_DECODE_VARIANTS=1.
-enum Mode : int { kScatter = 0, kAllReduce = 1, kLoadsOnly = 2 };
 
 // Pipeline depth: steps whose copies are in flight while one step is computed. Without an
 // asynchronous copy (AMD/Hygon) the copy is synchronous and one stage is all that makes sense.
@@ -82,7 +81,7 @@ RK_DEVICE void scatter_levels(float (&val)[N], int lane) {
   }
 }
 
-template <typename T, int D, int PS, int GC, int MODE>
+template <typename T, int D, int PS, int GC>
 __global__ void __launch_bounds__(kThreads, (Tile<D, GC>::kMinBlocks))
     paged_decode_kernel(const PagedDecodeParams p) {
   using Tl = Tile<D, GC>;
@@ -187,7 +186,6 @@ __global__ void __launch_bounds__(kThreads, (Tile<D, GC>::kMinBlocks))
     issue(i + S - 1, pgq[S - 1]);
     cp_async_wait<S - 1>();  // this thread's copies of step i have landed
     const int st = i % S;
-    if constexpr (MODE != kLoadsOnly) {
     // Partial dot products of this lane's 8 elements: s[g][u] for head g, row u.
     float s[GC][U];
 #pragma unroll
@@ -209,7 +207,7 @@ __global__ void __launch_bounds__(kThreads, (Tile<D, GC>::kMinBlocks))
     float pw[GC][U];  // probability weights, every (head, row) in every lane
     float alpha[GC];  // rescale of each head's accumulator
 
-    if constexpr (MODE == kScatter) {
+    {
       // Reduce-scatter the N = GC*U partial scores over the LPR lanes of the row group: at each
       // level a lane keeps one half of its values and sends the other, so summing N values costs
       // N - 1 shuffles instead of N * log2(LPR), and the softmax below touches R values per lane,
@@ -272,34 +270,6 @@ __global__ void __launch_bounds__(kThreads, (Tile<D, GC>::kMinBlocks))
           pw[g][u] = shfl(val[n % R], (n / R) * DUP, LPR);
         }
       }
-    } else {
-      // All-reduce: every lane sums every score (N * log2(LPR) shuffles) and redoes the softmax.
-#pragma unroll
-      for (int mask = LPR / 2; mask > 0; mask /= 2) {
-#pragma unroll
-        for (int g = 0; g < GC; ++g)
-#pragma unroll
-          for (int u = 0; u < U; ++u) s[g][u] += shfl_xor(s[g][u], mask);
-      }
-#pragma unroll
-      for (int g = 0; g < GC; ++g) {
-        float mx = m[g];
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          if (!ok[u]) s[g][u] = kNegInf;
-          mx = fmaxf(mx, s[g][u]);
-        }
-        const float ms = safe_max(mx);
-        alpha[g] = fast_exp2(m[g] - ms);
-        float sum = 0.f;
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          pw[g][u] = fast_exp2(s[g][u] - ms);
-          sum += pw[g][u];
-        }
-        l[g] = l[g] * alpha[g] + sum;
-        m[g] = mx;
-      }
     }
 
     // Once the running max settles alpha is exactly 1: skip the rescale when the whole warp
@@ -321,8 +291,6 @@ __global__ void __launch_bounds__(kThreads, (Tile<D, GC>::kMinBlocks))
 #pragma unroll
         for (int e = 0; e < E; ++e) acc[g][e] = fmaf(pw[g][u], vf[e], acc[g][e]);
     }
-
-    }  // MODE != kLoadsOnly
     // Advance the look-up queue; the new look-up is consumed S iterations from now.
 #pragma unroll
     for (int j = 0; j < S; ++j)
@@ -432,18 +400,7 @@ void run(const PagedDecodeParams& p, Stream stream) {
   const stream_t s = static_cast<stream_t>(stream);
   const int chunks = (p.num_q_heads / p.num_kv_heads) / GC;
   const dim3 grid(p.num_splits, p.batch, p.num_kv_heads * chunks);
-#if RADIXKV_DECODE_VARIANTS
-  // Tuning build only: p.variant picks the mode (see Mode).
-  if (p.variant == kLoadsOnly) {
-    paged_decode_kernel<T, D, PS, GC, kLoadsOnly><<<grid, kThreads, 0, s>>>(p);
-  } else if (p.variant == kAllReduce) {
-    paged_decode_kernel<T, D, PS, GC, kAllReduce><<<grid, kThreads, 0, s>>>(p);
-  } else {
-    paged_decode_kernel<T, D, PS, GC, kScatter><<<grid, kThreads, 0, s>>>(p);
-  }
-#else
-  paged_decode_kernel<T, D, PS, GC, kScatter><<<grid, kThreads, 0, s>>>(p);
-#endif
+  paged_decode_kernel<T, D, PS, GC><<<grid, kThreads, 0, s>>>(p);
   error_t e = last_error();
   if (e == kSuccess && p.num_splits > 1) {
     combine_kernel<T, D><<<dim3(p.batch, p.num_q_heads), D, 0, s>>>(p);
@@ -452,14 +409,68 @@ void run(const PagedDecodeParams& p, Stream stream) {
   if (e != kSuccess) throw LaunchError(std::string("radixkv paged_decode launch: ") + error_string(e));
 }
 
+// The CUDA-core kernel for any GQA group: query heads in chunks of 8, 4, 2 or 1.
+template <typename T, int D, int PS>
+void run_cuda_cores(const PagedDecodeParams& p, Stream stream) {
+  RK_DISPATCH_HEAD_CHUNK(p.num_q_heads / p.num_kv_heads, GC, [&] { run<T, D, PS, GC>(p, stream); });
+}
+
+#if RK_AMD
+// One AMD binary holds code for several architectures, so the host asks the device whether it has
+// matrix cores (gfx90a, gfx94x: MFMA); gfx906-class parts run the CUDA-core kernel.
+inline bool device_has_mfma() {
+  static int known[64] = {};  // per device: 0 not asked yet, 1 MFMA, 2 none
+  int dev = 0;
+  if (hipGetDevice(&dev) != hipSuccess || dev < 0 || dev >= 64) return false;
+  if (known[dev] == 0) {
+    hipDeviceProp_t prop;
+    bool mfma = false;
+    if (hipGetDeviceProperties(&prop, dev) == hipSuccess) {
+      const std::string arch(prop.gcnArchName);
+      mfma = arch.rfind("gfx90a", 0) == 0 || arch.rfind("gfx94", 0) == 0;
+    }
+    known[dev] = mfma ? 1 : 2;
+  }
+  return known[dev] == 1;
+}
+#endif
+
+// Kernel choice. Default: the matrix-unit kernel (paged_decode_mma.cuh, its shape picked by the
+// grid size) on NVIDIA and on AMD parts with MFMA, the CUDA-core kernel above elsewhere. Tuning
+// builds (-DRADIXKV_DECODE_VARIANTS=1, NVIDIA) pick by p.variant: 1 = always the 192 KB shape,
+// 2 = always the 96 KB shape, 3 = the CUDA-core kernel, 4 = the copies of the automatic shape
+// alone (no math: wrong output; times the memory pipeline), 5 = the automatic shape with the
+// split-major grid order of runs s2-1/2 (decode_kernel's kHeadsFast).
+template <typename T, int D, int PS>
+void run_any(const PagedDecodeParams& p, Stream stream) {
+#if RK_NVIDIA
+#if RADIXKV_DECODE_VARIANTS
+  using namespace decode_mma;
+  if (p.variant == 1) return launch_shape<T, PS, DefaultShape<D>, false>(p, stream);
+  if (p.variant == 2) return launch_shape<T, PS, WideShape<D>, false>(p, stream);
+  if (p.variant == 3) return run_cuda_cores<T, D, PS>(p, stream);
+  if (p.variant == 4 || p.variant == 5) {
+    const int chunks = (p.num_q_heads / p.num_kv_heads + kRows - 1) / kRows;
+    const bool wide = int64_t(p.num_splits) * p.batch * p.num_kv_heads * chunks > sm_count();
+    if (p.variant == 4)
+      return wide ? launch_shape<T, PS, WideShape<D>, true>(p, stream)
+                  : launch_shape<T, PS, DefaultShape<D>, true>(p, stream);
+    return wide ? launch_shape<T, PS, WideShape<D>, false, false>(p, stream)
+                : launch_shape<T, PS, DefaultShape<D>, false, false>(p, stream);
+  }
+#endif
+  decode_mma::launch_auto<T, D, PS>(p, stream);
+#else
+  if (device_has_mfma()) return decode_mma::launch_auto<T, D, PS>(p, stream);
+  run_cuda_cores<T, D, PS>(p, stream);
+#endif
+}
+
 }  // namespace decode
 }  // namespace rk
 
-// Body of launch_paged_decode_d<D>: dispatch dtype, page size and head chunk for one head_dim.
-#define RK_PAGED_DECODE_FOR_HEAD_DIM(DIM, p, stream)                                         \
-  RK_DISPATCH_DTYPE((p).dtype, T, [&] {                                                      \
-    RK_DISPATCH_PAGE_SIZE((p).page_size, PS, [&] {                                           \
-      RK_DISPATCH_HEAD_CHUNK((p).num_q_heads / (p).num_kv_heads, GC,                         \
-                             [&] { ::rk::decode::run<T, DIM, PS, GC>((p), (stream)); });     \
-    });                                                                                      \
+// Body of launch_paged_decode_d<D>: dispatch dtype and page size for one head_dim.
+#define RK_PAGED_DECODE_FOR_HEAD_DIM(DIM, p, stream)                                      \
+  RK_DISPATCH_DTYPE((p).dtype, T, [&] {                                                   \
+    RK_DISPATCH_PAGE_SIZE((p).page_size, PS, [&] { ::rk::decode::run_any<T, DIM, PS>((p), (stream)); }); \
   })

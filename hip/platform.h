@@ -99,6 +99,28 @@ RK_DEVICE bool warp_any(bool pred) {
 #endif
 }
 
+// Bit i = pred of lane i (AMD: 64 lanes; NVIDIA: 32, zero-extended).
+RK_DEVICE uint64_t warp_ballot(bool pred) {
+#if RK_AMD
+  return __ballot(pred);
+#else
+  return __ballot_sync(0xffffffffu, pred);
+#endif
+}
+
+// Order shared-memory accesses among the lanes of one warp / wavefront (a barrier for one warp,
+// for kernels whose warps run independent pipelines). AMD: a wavefront issues LDS accesses in
+// order, so a fence that stops the compiler from moving them across is enough.
+RK_DEVICE void warp_sync() {
+#if RK_AMD
+  __builtin_amdgcn_fence(__ATOMIC_RELEASE, "wavefront");
+  __builtin_amdgcn_wave_barrier();
+  __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "wavefront");
+#else
+  __syncwarp();
+#endif
+}
+
 // ---------------------------------------------------------------------------------------------
 // 16-byte vector loads and stores. `load16_stream` is for data read exactly once (the KV stream):
 // NVIDIA's evict-first cache hint; AMD's non-temporal load. Pointers must be 16-byte aligned.
@@ -168,6 +190,14 @@ RK_DEVICE void cp_async_wait() {}
 // Loads of data other blocks of the same launch wrote (after their fence): bypass the
 // non-coherent L1.
 RK_DEVICE float load_coherent(const float* p) { return *static_cast<const volatile float*>(p); }
+RK_DEVICE float4 load_coherent4(const float* p) {
+#if RK_NVIDIA
+  return __ldcg(reinterpret_cast<const float4*>(p));  // L2 only
+#else
+  const volatile float* v = p;
+  return make_float4(v[0], v[1], v[2], v[3]);
+#endif
+}
 
 // Make this thread's global writes visible device-wide before a later atomic signals them.
 RK_DEVICE void fence_device() { __threadfence(); }

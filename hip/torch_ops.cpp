@@ -149,7 +149,7 @@ void copy_blocks(Tensor k_cache, Tensor v_cache, const Tensor& pairs) {
 
 void paged_decode(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                   const std::optional<Tensor>& kv_indptr, const Tensor& page_table,
-                  const Tensor& kv_lens, Tensor out, Tensor workspace, double sm_scale,
+                  const Tensor& kv_lens, Tensor out, Tensor workspace, Tensor counters, double sm_scale,
                   int64_t layout, int64_t num_splits) {
   check_caches(k_cache, v_cache);
   const CacheGeom g = cache_geom(k_cache, layout);
@@ -178,6 +178,14 @@ void paged_decode(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                          workspace.numel() >= num_splits * batch * h_q * (g.head_dim + 2)),
                     "radixkv: workspace must be contiguous float32 with >= num_splits * B * H_q * "
                     "(D + 2) elements");
+  // Split decode: one merge counter per (request, KV head, 16-head chunk); they must be zero
+  // before the call and every call leaves them zero (the last block of each group resets its own).
+  check_gpu(counters, "counters", k_cache);
+  const int64_t n_counters = batch * g.heads * ((h_q / g.heads + 15) / 16);
+  TORCH_CHECK_VALUE(counters.scalar_type() == at::kInt && counters.is_contiguous() &&
+                        (num_splits == 1 || counters.numel() >= n_counters),
+                    "radixkv: counters must be contiguous int32 with >= B * H_kv * "
+                    "ceil(H_q / H_kv / 16) elements (zero-filled)");
   rk::PagedDecodeParams p{};
   p.q = q.data_ptr();
   p.k_cache = k_cache.data_ptr();
@@ -199,6 +207,7 @@ void paged_decode(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
   p.page_table = page_table.data_ptr<int32_t>();
   p.kv_lens = kv_lens.data_ptr<int32_t>();
   p.workspace = workspace.data_ptr<float>();
+  p.counters = counters.data_ptr<int32_t>();
   p.q_stride_b = q.stride(0);
   p.q_stride_h = q.stride(1);
   p.kv_stride_page = k_cache.stride(0);
@@ -227,8 +236,8 @@ TORCH_LIBRARY(radixkv, m) {
         "int layout) -> ()");
   m.def("copy_blocks(Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor pairs) -> ()");
   m.def("paged_decode(Tensor q, Tensor k_cache, Tensor v_cache, Tensor? kv_indptr, "
-        "Tensor page_table, Tensor kv_lens, Tensor(a!) out, Tensor(b!) workspace, float sm_scale, "
-        "int layout, int num_splits) -> ()");
+        "Tensor page_table, Tensor kv_lens, Tensor(a!) out, Tensor(b!) workspace, "
+        "Tensor(c!) counters, float sm_scale, int layout, int num_splits) -> ()");
 }
 
 TORCH_LIBRARY_IMPL(radixkv, CUDA, m) {

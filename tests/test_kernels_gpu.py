@@ -119,6 +119,8 @@ DECODE_GRID = [
     *[(dt, d, p, lay, 8, 2) for dt in DTYPES for d in (64, 128, 256) for p in (1, 16, 64)
       for lay in ("bshd", "bhsd")],
     *[(dt, 128, 16, "bshd", g * 2, 2) for dt in DTYPES for g in (1, 2, 3, 4, 8, 16)],
+    # groups beyond one 16-head chunk of the matrix kernel: 24 = 16 + 8, 32 = 2 x 16
+    *[(torch.bfloat16, 128, 1, "bshd", g * 2, 2) for g in (24, 32)],
     *[(torch.bfloat16, d, 1, "bhsd", 32, 2) for d in (64, 256)],
 ]
 
@@ -260,11 +262,15 @@ def test_opcheck_every_op():
     q = torch.randn(2, 8, 128, dtype=dt, device="cuda")
     out = torch.empty_like(q)
     ws = torch.empty(4 * 2 * 8 * 130, dtype=torch.float32, device="cuda")
+    counters = torch.zeros(2 * 2 * 1, dtype=torch.int32, device="cuda")  # B * H_kv * ceil(G / 16)
     for splits in (1, 4):
         torch.library.opcheck(torch.ops.radixkv.paged_decode.default,
-                              (q, pool.k, pool.v, indptr, indices, lens, out, ws, 0.1, 0, splits))
+                              (q, pool.k, pool.v, indptr, indices, lens, out, ws, counters, 0.1, 0,
+                               splits))
     torch.library.opcheck(torch.ops.radixkv.paged_decode.default,
-                          (q, pool.k, pool.v, None, pool.block_table(), lens, out, ws, 0.1, 0, 1))
+                          (q, pool.k, pool.v, None, pool.block_table(), lens, out, ws, counters, 0.1,
+                           0, 1))
+    assert int(counters.abs().sum()) == 0  # every call leaves the merge counters at zero
     kc = torch.zeros(8, 16, 2, 128, dtype=dt, device="cuda")
     vc = torch.zeros_like(kc)
     k = torch.randn(5, 2, 128, dtype=dt, device="cuda")
@@ -297,10 +303,11 @@ def test_random_fuzz_decode_against_reference():
 
 
 @pytest.mark.skipif(os.environ.get("RADIXKV_DECODE_VARIANTS") != "1", reason="needs a tuning build")
+@pytest.mark.parametrize("variant", [1, 2, 3, 5], ids=["mma192k", "mma96k", "cuda_cores", "split_major"])
 @pytest.mark.parametrize("dim, page", [(128, 1), (128, 16), (256, 16)])
-def test_tuning_variant_matches_reference(dim, page, monkeypatch):
+def test_tuning_variant_matches_reference(dim, page, variant, monkeypatch):
     need(dim, page, torch.bfloat16)
-    monkeypatch.setenv("RADIXKV_DECODE_VARIANT", "1")
+    monkeypatch.setenv("RADIXKV_DECODE_VARIANT", str(variant))
     pool = Pool(lengths_for(page), page, 2, dim, torch.bfloat16, "bshd", seed=21)
     q = torch.randn(len(pool.lens), 8, dim, dtype=torch.bfloat16, device="cuda")
     indptr, indices = pool.csr()
@@ -309,3 +316,117 @@ def test_tuning_variant_matches_reference(dim, page, monkeypatch):
         out = torch.full_like(q, float("nan"))
         ops.paged_decode(q, pool.k, pool.v, indptr, indices, pool.kv_lens(), out=out, num_splits=splits)
         assert rel_err(out, ref) < TOL[torch.bfloat16]
+
+
+# ----------------------------------------------------------------------------- fused split merge
+
+
+@pytest.mark.parametrize("splits", [2, 64, 200, 256])
+def test_fused_merge_many_splits_and_counters_reset(splits):
+    """Many partitions, including more partitions than tiles or keys (empty ones), merged by the
+    last block of each (request, KV head, chunk); the counters must be zero after every call, so
+    one counter buffer serves the next call of any shape (and graph replays)."""
+    need(128, 1, torch.bfloat16)
+    from radixkv.ops import _api
+
+    lens = [1, 5, 300, 2047, 0]
+    h_q, h_kv = 16, 2
+    pool = Pool(lens, 1, h_kv, 128, torch.bfloat16, "bshd", seed=31 + splits)
+    indptr, indices = pool.csr()
+    ws = torch.full((splits * len(lens) * h_q * 130,), float("nan"), device="cuda")  # never read unwritten
+    for rep in range(3):
+        q = torch.randn(len(lens), h_q, 128, dtype=torch.bfloat16, device="cuda")
+        ref = R.paged_decode(q.float(), pool.k.float(), pool.v.float(), indptr, indices, pool.kv_lens())
+        out = torch.full_like(q, float("nan"))
+        ops.paged_decode(q, pool.k, pool.v, indptr, indices, pool.kv_lens(), out=out,
+                         workspace=ws, num_splits=splits)
+        torch.cuda.synchronize()
+        assert not out.isnan().any(), f"unwritten output (rep {rep})"
+        assert torch.equal(out[4], torch.zeros_like(out[4]))
+        assert rel_err(out, ref) < TOL[torch.bfloat16], rep
+        assert int(_api._counter_bufs[q.device].abs().sum()) == 0
+
+
+def test_group_16_in_one_pass_matches_group_chunks():
+    """A GQA group of 16 is one 16-row chunk of the matrix kernel; 48 heads on one KV head are three."""
+    need(128, 16, torch.bfloat16)
+    for h_q, h_kv in ((16, 1), (48, 1)):
+        pool = Pool([1500, 40, 7], 16, h_kv, 128, torch.bfloat16, "bhsd", seed=h_q)
+        q = torch.randn(3, h_q, 128, dtype=torch.bfloat16, device="cuda")
+        indptr, indices = pool.csr()
+        ref = R.paged_decode(q.float(), pool.k.float(), pool.v.float(), indptr, indices,
+                             pool.kv_lens(), layout="bhsd")
+        for splits in (None, 1, 9):
+            out = torch.full_like(q, float("nan"))
+            ops.paged_decode(q, pool.k, pool.v, indptr, indices, pool.kv_lens(), layout="bhsd",
+                             out=out, num_splits=splits)
+            assert rel_err(out, ref) < TOL[torch.bfloat16], (h_q, splits)
+
+
+def test_split_graph_replay_reuses_counters():
+    """A split decode captured in a CUDA graph and replayed: the fused merge must reset its
+    counters inside the graph, or the second replay would merge at the wrong block."""
+    need(128, 1, torch.bfloat16)
+    pool = Pool([3000, 100], 1, 8, 128, torch.bfloat16, "bshd", seed=41)
+    indptr, indices = pool.csr()
+    lens = pool.kv_lens()
+    q = torch.randn(2, 32, 128, dtype=torch.bfloat16, device="cuda")
+    out = torch.empty_like(q)
+    ops.paged_decode(q, pool.k, pool.v, indptr, indices, lens, out=out, num_splits=24)  # warm
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        ops.paged_decode(q, pool.k, pool.v, indptr, indices, lens, out=out, num_splits=24)
+    for _ in range(3):
+        q.copy_(torch.randn_like(q))
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        ref = R.paged_decode(q.float(), pool.k.float(), pool.v.float(), indptr, indices, lens)
+        assert not out.isnan().any()
+        assert rel_err(out, ref) < TOL[torch.bfloat16]
+
+
+def test_bad_page_indices_read_nothing():
+    """Page indices outside the pool are skipped (masked keys), never read: NaN pages around them."""
+    need(128, 16, torch.bfloat16)
+    pool = Pool([64, 40], 16, 2, 128, torch.bfloat16, "bshd", seed=51)
+    indptr, indices = pool.csr()
+    bad = indices.clone()
+    bad[1] = pool.num_pages + 3  # request 0's second page: out of range
+    q = torch.randn(2, 8, 128, dtype=torch.bfloat16, device="cuda")
+    # Reference: the same attention without those 16 keys (their page replaced by a page of
+    # keys with -inf scores is not expressible; compare against a pool without that page instead).
+    keep = torch.ones(64, dtype=torch.bool)
+    keep[16:32] = False
+    tok_k = R._token_view(pool.k, "bshd")
+    tok_v = R._token_view(pool.v, "bshd")
+    pg = torch.tensor(pool.pages[0], dtype=torch.int64)
+    pos = torch.arange(64)[keep]
+    k0 = tok_k[pg[pos // 16].cuda(), (pos % 16).cuda()].float()  # [48, H_kv, D]
+    v0 = tok_v[pg[pos // 16].cuda(), (pos % 16).cuda()].float()
+    group = 4
+    qh = q[0].float().view(2, group, 128)
+    s = torch.einsum("hgd,thd->hgt", qh, k0) / 128 ** 0.5
+    want0 = torch.einsum("hgt,thd->hgd", s.softmax(-1), v0).reshape(8, 128)
+    for splits in (1, 3):
+        out = ops.paged_decode(q, pool.k, pool.v, indptr, bad, pool.kv_lens(), num_splits=splits)
+        assert not out.isnan().any()
+        assert rel_err(out[0], want0) < TOL[torch.bfloat16], splits
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_NAME.get)
+@pytest.mark.parametrize("page", [1, 16])
+def test_grid_beyond_one_block_per_sm_matches_reference(dtype, page):
+    """More blocks than SMs: the matrix kernel switches to its 96 KB shape (two blocks per SM)."""
+    need(128, page, dtype)
+    rng = random.Random(page)
+    lens = [rng.randint(0, 700) for _ in range(48)]  # 48 requests x 4 KV heads = 192 blocks
+    pool = Pool(lens, page, 4, 128, dtype, "bshd", seed=61 + page)
+    q = torch.randn(len(lens), 16, 128, dtype=dtype, device="cuda")
+    indptr, indices = pool.csr()
+    ref = R.paged_decode(q.float(), pool.k.float(), pool.v.float(), indptr, indices, pool.kv_lens())
+    for splits in (None, 3):
+        out = torch.full_like(q, float("nan"))
+        ops.paged_decode(q, pool.k, pool.v, indptr, indices, pool.kv_lens(), out=out, num_splits=splits)
+        assert not out.isnan().any()
+        assert rel_err(out, ref) < TOL[dtype], splits

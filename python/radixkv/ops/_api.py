@@ -27,6 +27,7 @@ _LAYOUT_CODE = {"bshd": 0, "bhsd": 1}
 
 _warned_reference = False
 _workspaces: dict[torch.device, torch.Tensor] = {}
+_counter_bufs: dict[torch.device, torch.Tensor] = {}
 _num_sms: dict[int, int] = {}
 
 
@@ -269,35 +270,85 @@ def _sm_count(device: torch.device) -> int:
 # A partition shorter than this is not worth its share of the combine traffic.
 _MIN_TOKENS_PER_SPLIT = 128
 _MAX_SPLITS = 64
+# Query heads one block of the matrix-unit decode kernel serves (the M of its MMA tiles).
+_MMA_ROWS = 16
+_has_mfma: dict[int, bool] = {}
 
 
 def decode_num_splits(batch: int, kv_heads: int, head_chunks: int, est_len: int, num_sms: int,
-                      blocks_per_sm: int = 4) -> int:
+                      blocks_per_sm: int = 4, min_tokens: int = _MIN_TOKENS_PER_SPLIT) -> int:
     """How many KV partitions paged_decode uses (1 = single pass, no combine).
 
     The grid has ``batch * kv_heads * head_chunks`` blocks before splitting and the GPU holds
-    ``num_sms * blocks_per_sm`` at once (4 per SM: the decode kernel's 48 KB of shared memory and
-    128 registers per thread). When the unsplit grid already fills three quarters of that, one
-    pass is best. Otherwise the context is cut into as many partitions as still fit in one wave
-    (a partial second wave would run at a fraction of the bandwidth), but never into pieces shorter
-    than ``_MIN_TOKENS_PER_SPLIT`` tokens. ``est_len`` is the mean context length, known on the
-    host from the index tensors' shapes, so choosing costs no synchronisation.
+    ``num_sms * blocks_per_sm`` at once (the kernel's shared memory decides: 1 for the
+    matrix-unit kernel's 192 KB, 4 for the CUDA-core kernel's 48 KB). When the unsplit grid
+    already fills three quarters of that, one pass is best. Otherwise the context is cut into as
+    many partitions as still fit in one wave (a partial second wave would run at a fraction of the
+    bandwidth), but never into pieces shorter than ``min_tokens`` tokens. ``est_len`` is the mean
+    context length, known on the host from the index tensors' shapes, so choosing costs no
+    synchronisation.
     """
     base = max(1, batch * kv_heads * head_chunks)
     capacity = num_sms * blocks_per_sm
     if 4 * base >= 3 * capacity:
         return 1
     fit = capacity // base
-    cap = max(1, est_len // _MIN_TOKENS_PER_SPLIT)
+    cap = max(1, est_len // max(1, min_tokens))
     return int(max(1, min(fit, cap, _MAX_SPLITS)))
 
 
 def _head_chunk(group: int) -> int:
-    """Query heads one decode block serves (must divide the GQA group; see hip/paged_decode.h)."""
+    """Query heads one CUDA-core decode block serves (divides the GQA group; paged_decode_kernel.cuh)."""
     for c in (8, 4, 2, 1):
         if group % c == 0:
             return c
     return 1
+
+
+def _matrix_kernel(device: torch.device) -> bool:
+    """Whether paged_decode runs the matrix-unit kernel here (hip/paged_decode_kernel.cuh, run_any):
+    NVIDIA and AMD parts with MFMA do; gfx906-class parts, and tuning variant 3, run the CUDA-core one."""
+    if _tuning_variant() == 3:
+        return False
+    if torch.version.hip is None:
+        return True
+    idx = device.index if device.index is not None else torch.cuda.current_device()
+    if idx not in _has_mfma:
+        arch = str(getattr(torch.cuda.get_device_properties(idx), "gcnArchName", ""))
+        _has_mfma[idx] = arch.startswith(("gfx90a", "gfx94"))
+    return _has_mfma[idx]
+
+
+def _tuning_variant() -> int:
+    """Kernel variant of a tuning build (RADIXKV_DECODE_VARIANTS=1), read per call like the binding."""
+    if os.environ.get("RADIXKV_DECODE_VARIANTS") != "1":
+        return 0
+    try:
+        return int(os.environ.get("RADIXKV_DECODE_VARIANT", "0"))
+    except ValueError:
+        return 0
+
+
+def decode_plan(batch: int, h_q: int, h_kv: int, est_len: int,
+                device: Optional[torch.device] = None) -> tuple[int, int]:
+    """(num_splits, head_chunks) that paged_decode picks on ``device`` for this shape."""
+    dev = device if device is not None else torch.device("cuda", torch.cuda.current_device())
+    group = h_q // max(h_kv, 1)
+    variant = _tuning_variant()
+    if _matrix_kernel(dev):
+        chunks = -(-group // _MMA_ROWS)
+        # Splits are sized for the 192 KB shape (one block per SM); grids of more blocks than
+        # SMs run the 96 KB shape (two per SM). Tuning variant 2 always runs the 96 KB shape.
+        per_sm = 2 if variant == 2 and torch.version.hip is None else 1
+    else:
+        chunks = group // _head_chunk(group)
+        per_sm = 4
+    return decode_num_splits(batch, h_kv, chunks, est_len, _sm_count(dev), per_sm), chunks
+
+
+def decode_counter_words(batch: int, h_q: int, h_kv: int) -> int:
+    """int32 merge counters a split decode needs: one per (request, KV head, 16-head chunk)."""
+    return max(1, batch * h_kv * -(-(h_q // max(h_kv, 1)) // _MMA_ROWS))
 
 
 def _workspace(device: torch.device, floats: int, given: Optional[torch.Tensor]) -> torch.Tensor:
@@ -315,6 +366,17 @@ def _workspace(device: torch.device, floats: int, given: Optional[torch.Tensor])
                          device=device)
         _workspaces[device] = ws
     return ws
+
+
+def _counters(device: torch.device, words: int) -> torch.Tensor:
+    """The split merge's int32 counters: zero-filled once; every decode call leaves them zero, so
+    one buffer serves every shape. Grown rarely (doubling); warm up before CUDA-graph capture."""
+    c = _counter_bufs.get(device)
+    if c is None or c.numel() < words:
+        c = torch.zeros(max(words, 2 * (c.numel() if c is not None else 0), 1024), dtype=torch.int32,
+                        device=device)
+        _counter_bufs[device] = c
+    return c
 
 
 # ----------------------------------------------------------------------------- ops
@@ -440,8 +502,6 @@ def paged_decode(
         out = torch.empty_like(q, memory_format=torch.contiguous_format)
     if not out.is_contiguous():
         _fail("out must be contiguous")
-    group = h_q // h_kv
-    chunks = group // _head_chunk(group)
     if block_tables is not None:
         est_len = block_tables.shape[1] * page_size
         table = block_tables
@@ -450,15 +510,16 @@ def paged_decode(
         est_len = (kv_indices.numel() * page_size) // max(batch, 1)
         table = kv_indices
     if num_splits is None:
-        splits = decode_num_splits(batch, h_kv, chunks, est_len, _sm_count(q.device))
+        splits, _ = decode_plan(batch, h_q, h_kv, est_len, q.device)
     else:
         if not 1 <= num_splits <= 256:
             _fail(f"num_splits must be in [1, 256], got {num_splits}")
         splits = int(num_splits)
-    ws_floats = splits * batch * h_q * (dim + 2) if splits > 1 else 1
-    ws = _workspace(q.device, ws_floats, workspace)
+    ws = _workspace(q.device, splits * batch * h_q * (dim + 2) if splits > 1 else 1, workspace)
+    counters = _counters(q.device, decode_counter_words(batch, h_q, h_kv))
     _call(torch.ops.radixkv.paged_decode,
-          q.contiguous(), k_cache, v_cache, kv_indptr, table, kv_lens, out, ws, scale, code, splits)
+          q.contiguous(), k_cache, v_cache, kv_indptr, table, kv_lens, out, ws, counters, scale, code,
+          splits)
     return out
 
 

@@ -1,0 +1,574 @@
+// paged_decode_mma.cuh — paged decode on the matrix units (NVIDIA mma.sync, AMD gfx90a MFMA),
+// included by paged_decode_d*.cu. Parts without matrix units (gfx906 class) run the CUDA-core
+// kernel of paged_decode_kernel.cuh instead (the choice: run_any there).
+//
+// Work split: one block per (split, request, KV head, chunk of 16 query heads). The 16 rows of the
+// MMA A operand are the query heads of the GQA group that read this KV head (a group < 16 is
+// padded with zero rows, a group of 16 is one pass over the KV, larger groups take several
+// chunks). Scores S(16 heads x 16 keys) = Q K^T and O(16 x D) += P V run on the matrix units, the
+// online softmax runs per head row on the accumulators (mma.h's acc_query / row_max).
+//
+// Pipeline: each warp owns every W-th key tile of the block's partition and its own S
+// shared-memory stages, filled by 16-byte asynchronous copies (cp.async, L2::128B) and completed
+// per warp (cp.async.wait_group + __syncwarp): no block barrier inside the loop, so warps never
+// wait for each other and the copies of S tiles per warp stay in flight. Page-table entries
+// are read kLookAhead tiles before their copies are issued, one entry per lane ("key lane"), and
+// handed to the copying lanes with shuffles. At the end the warps' (m, l, O) are merged through
+// shared memory. With several splits each block stores its partition's normalised partial; the
+// last block of a (request, KV head, chunk) to finish, found with an atomic counter that it resets
+// to zero afterwards, merges the partitions: no second kernel, no host sync, CUDA-graph safe.
+#pragma once
+
+#include "dispatch.h"
+#include "mma.h"
+#include "paged_decode.h"
+#include "platform.h"
+#include "softmax.h"
+
+namespace rk {
+namespace decode_mma {
+
+using mma::Acc;
+using mma::Frag;
+
+constexpr int kRows = 16;        // query heads per block: the M of the MMA blocks
+constexpr int kMaxSplits = 256;  // torch_ops.cpp rejects more
+// Tiles between a page-table read and the copies that use it. Equal to the stage count: the
+// prologue reads the entries of the first S tiles in one round trip, and every later read is
+// issued S tiles before its copies.
+template <int S>
+constexpr int kLookAhead = S;
+
+// One configuration: D head_dim, W warps per block, KEYS keys per tile (per stage), S stages.
+template <int D_, int W_, int KEYS_, int S_>
+struct Shape {
+  static constexpr int D = D_, W = W_, KEYS = KEYS_, S = S_;
+  static constexpr int kThreads = W * kWarpSize;
+  static constexpr int kChunks = D / 8;                    // 16-byte chunks per K/V row
+  static constexpr int kRowsPerCopy = kWarpSize / kChunks;  // rows one warp-wide copy covers
+  static constexpr int kCopies = KEYS / kRowsPerCopy;       // per lane per tile, for K (and V)
+  static constexpr int kKB = KEYS / 16, kDB = D / 16;
+  static constexpr int kIdx = (KEYS + kWarpSize - 1) / kWarpSize;  // page entries per key lane
+  static constexpr int kTileElems = KEYS * D;
+  static constexpr int kWarpElems = 2 * S * kTileElems;  // K and V stages of one warp
+  static constexpr bool kQRegs = D <= 128;  // Q fragments live in registers (D = 256: reloaded)
+  static constexpr int kOStride = D + 8;    // merge rows in floats (+8: no bank conflicts)
+  static constexpr int kQBytes = kRows * D * 2;
+  static constexpr int kPipeBytes = W * kWarpElems * 2;
+  static constexpr int kMergeBytes = (W * kRows * kOStride + 4 * W * kRows + 2 * kRows) * 4;
+  static constexpr int kCombineBytes = (2 * kMaxSplits * kRows + 2 * kRows) * 4;
+  static constexpr int kWorkBytes = kPipeBytes > kMergeBytes
+                                        ? (kPipeBytes > kCombineBytes ? kPipeBytes : kCombineBytes)
+                                        : (kMergeBytes > kCombineBytes ? kMergeBytes : kCombineBytes);
+  static constexpr int kSmemBytes = kQBytes + kWorkBytes;
+  static_assert(kWarpSize % kChunks == 0 && KEYS % kRowsPerCopy == 0, "copy lanes");
+  static_assert(KEYS % 16 == 0 && KEYS <= 64 && (KEYS & (KEYS - 1)) == 0, "tile keys");
+  static_assert(kRowsPerCopy <= 8, "one copy's rows share a swizzle period");
+};
+
+// Shapes. NVIDIA: 16 KB of K+V per tile, 3 stages, 4 warps: 192 KB of copies in flight per SM
+// (one block per SM): grids up to one block per SM (small batches, split requests). AMD: copies
+// are synchronous (one stage) and gfx90a has 64 KB of LDS.
+#if RK_NVIDIA
+#ifndef RADIXKV_DECODE_W
+#define RADIXKV_DECODE_W 4
+#endif
+#ifndef RADIXKV_DECODE_STAGES
+#define RADIXKV_DECODE_STAGES 3
+#endif
+template <int D>
+using DefaultShape = Shape<D, RADIXKV_DECODE_W, (D == 64 ? 64 : D == 128 ? 32 : 16), RADIXKV_DECODE_STAGES>;
+// Grids of more blocks than SMs: 8 KB tiles (16 keys at D = 128), 96 KB per block, two blocks
+// per SM, so one block's prologue and merge overlap the other's copies and the last wave is
+// finer (run s2-1: 1-3% faster than the 192 KB shape at B >= 64, 2-10% slower at B <= 16).
+template <int D>
+using WideShape = Shape<D, 4, (D == 64 ? 32 : 16), 3>;
+#else
+template <int D>
+using DefaultShape = Shape<D, 2, (D == 64 ? 64 : D == 128 ? 32 : 16), 1>;
+template <int D>
+using WideShape = DefaultShape<D>;
+#endif
+
+template <int KEYS>
+struct MaskOf { using type = uint32_t; };
+template <>
+struct MaskOf<64> { using type = uint64_t; };
+
+// Element offset, inside a swizzled [KEYS][D] tile (mma.h smem_index), of the 16-byte chunk that
+// this lane copies in copy j: row j * kRowsPerCopy + lane / kChunks, chunk lane % kChunks. Rows of
+// one copy differ only in their low bits, so the swizzle of row r0 + lr is (lane part) ^ r0.
+template <class C>
+RK_DEVICE int copy_lane_offset(int lane) {
+  const int lr = lane / C::kChunks, c = lane % C::kChunks;
+  return lr * C::D + ((((c ^ lr) & 7) | (c & ~7)) << 3);
+}
+template <class C, int J>
+RK_DEVICE int copy_offset(int lane_off) {
+  constexpr int r0 = J * C::kRowsPerCopy;
+  return (lane_off ^ ((r0 & 7) << 3)) + r0 * C::D;
+}
+
+// Grid order. kHeadsFast (default): x = KV head (and chunk), y = request, z = split, so the
+// blocks of one request's KV heads are launched, and run, side by side: in both cache layouts a
+// token's K (V) rows of all KV heads are one contiguous 2 KB run (bshd), so the DRAM pages they
+// open serve all heads at once. Otherwise (tuning variant 5, run s2-1/2's order): x = split,
+// y = request, z = head, where large batches walk the heads one after another.
+template <class T, int PS, class C, bool kLoadsOnly, bool kHeadsFast = true>
+__global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecodeParams p) {
+#if defined(RADIXKV_MMA_FMA) && defined(__HIP_DEVICE_COMPILE__)
+  __builtin_trap();  // never launched there: launch() picks the CUDA-core kernel on such parts
+#else
+  constexpr int D = C::D, W = C::W, KEYS = C::KEYS, S = C::S, KB = C::kKB, DB = C::kDB;
+  constexpr int IDX = C::kIdx, LA = kLookAhead<S>;
+  using Mask = typename MaskOf<KEYS>::type;
+  constexpr Mask kFull = KEYS >= 64 ? ~Mask(0) : Mask((uint64_t(1) << KEYS) - 1);
+
+  extern __shared__ __align__(128) uint4 smem_raw[];
+  uint16_t* sQ = reinterpret_cast<uint16_t*>(smem_raw);
+  uint16_t* sWork = sQ + kRows * D;
+  __shared__ int s_last;
+
+  const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
+  const int split = kHeadsFast ? blockIdx.z : blockIdx.x, b = blockIdx.y;
+  const int head_block = kHeadsFast ? blockIdx.x : blockIdx.z;
+  const int group = p.num_q_heads / p.num_kv_heads;
+  const int chunks = (group + kRows - 1) / kRows;
+  const int kvh = head_block / chunks, chunk = head_block % chunks;
+  const int h0 = kvh * group + chunk * kRows;  // first query head of this block
+  const int rows = min(kRows, group - chunk * kRows);
+
+  // Pages of this request; tokens beyond what its pages hold are never read.
+  const int32_t* pages;
+  int npages;
+  if (p.kv_indptr != nullptr) {
+    const int s0 = p.kv_indptr[b];
+    pages = p.page_table + s0;
+    npages = p.kv_indptr[b + 1] - s0;
+  } else {
+    pages = p.page_table + static_cast<int64_t>(b) * p.table_stride;
+    npages = p.table_cols;
+  }
+  const int len = max(0, min(p.kv_lens[b], max(npages, 0) * PS));
+  // This partition's tokens, cut on tile boundaries; warp w takes tiles w, w + W, ...
+  const int per_split = ((len + p.num_splits - 1) / p.num_splits + KEYS - 1) / KEYS * KEYS;
+  const int begin = split * per_split;
+  const int end = min(len, begin + per_split);
+  const int ntiles = end > begin ? (end - begin + KEYS - 1) / KEYS : 0;
+  const int n_my = ntiles > warp ? (ntiles - warp + W - 1) / W : 0;
+  auto tile_start = [&](int i) { return begin + (warp + i * W) * KEYS; };
+  // Key lane: the key whose page entry this lane reads (slot s: key s * warp + lane).
+  const int key_lane = KEYS < kWarpSize ? lane % KEYS : lane;
+
+  auto lookup = [&](int i, int (&raw)[IDX]) {
+#pragma unroll
+    for (int s = 0; s < IDX; ++s) {
+      const int t = tile_start(i) + s * kWarpSize + key_lane;
+      raw[s] = (i < n_my && t < end) ? __ldg(pages + t / PS) : -1;
+    }
+  };
+
+  const int64_t head_off = static_cast<int64_t>(kvh) * p.kv_stride_head + (lane % C::kChunks) * 8;
+  const T* kbase = static_cast<const T*>(p.k_cache) + head_off;
+  const T* vbase = static_cast<const T*>(p.v_cache) + head_off;
+  uint16_t* wK = sWork + warp * C::kWarpElems;  // this warp's K stages, then its V stages
+  uint16_t* wV = wK + S * C::kTileElems;
+  const int lane_off = copy_lane_offset<C>(lane);
+  const int lr = lane / C::kChunks;
+
+  // Start the copies of tile i into stage i % S (nothing past this warp's tiles); always commits a
+  // group. Returns the tile's valid-key mask (bit k: key k exists and its page index is in range).
+  auto issue = [&](int i, const int (&raw)[IDX]) -> Mask {
+    int pg[IDX];
+    Mask mask = 0;
+#pragma unroll
+    for (int s = 0; s < IDX; ++s) {
+      pg[s] = (raw[s] >= 0 && raw[s] < p.num_pages) ? raw[s] : -1;
+      mask |= static_cast<Mask>(warp_ballot(pg[s] >= 0)) << (s * kWarpSize);
+    }
+    mask &= kFull;
+    if (i < n_my) {
+      const int st = i % S;
+      const int t0 = tile_start(i);
+      uint16_t* dk = wK + st * C::kTileElems;
+      uint16_t* dv = wV + st * C::kTileElems;
+#pragma unroll
+      for (int j = 0; j < C::kCopies; ++j) {
+        const int r0 = j * C::kRowsPerCopy;
+        const int r = r0 + lr;
+        const int page = shfl(pg[r0 / kWarpSize], r % kWarpSize);
+        const bool ok = page >= 0;
+        const int64_t off =
+            ok ? static_cast<int64_t>(page) * p.kv_stride_page + ((t0 + r) % PS) * p.kv_stride_slot : 0;
+        const int so = (lane_off ^ ((r0 & 7) << 3)) + r0 * D;
+        cp_async16(dk + so, kbase + off, ok);
+        cp_async16(dv + so, vbase + off, ok);
+      }
+    }
+    cp_async_commit();
+    return mask;
+  };
+
+  // Prologue: page entries first (the copies need them), q meanwhile.
+  int rawq[LA][IDX];
+#pragma unroll
+  for (int k = 0; k < LA; ++k) lookup(k, rawq[k]);
+
+  constexpr int kQVecs = (kRows * C::kChunks + C::kThreads - 1) / C::kThreads;
+  vec16 qv[kQVecs];
+#pragma unroll
+  for (int k = 0; k < kQVecs; ++k) {
+    const int idx = tid + k * C::kThreads;
+    const int r = idx / C::kChunks, c = idx % C::kChunks;
+    qv[k] = vec16{{0u, 0u, 0u, 0u}};
+    if (idx < kRows * C::kChunks && r < rows)
+      qv[k] = load16(static_cast<const T*>(p.q) + b * p.q_stride_b + (h0 + r) * p.q_stride_h + c * 8);
+  }
+
+  Mask maskq[S];
+  auto issue_next = [&](int i) -> Mask {
+    const Mask m = issue(i, rawq[0]);
+#pragma unroll
+    for (int k = 0; k + 1 < LA; ++k)
+#pragma unroll
+      for (int s = 0; s < IDX; ++s) rawq[k][s] = rawq[k + 1][s];
+    lookup(i + LA, rawq[LA - 1]);
+    return m;
+  };
+#pragma unroll
+  for (int k = 0; k + 1 < S; ++k) maskq[k] = issue_next(k);
+
+#pragma unroll
+  for (int k = 0; k < kQVecs; ++k) {
+    const int idx = tid + k * C::kThreads;
+    if (idx < kRows * C::kChunks)
+      store16(sQ + mma::smem_index<D>(idx / C::kChunks, (idx % C::kChunks) * 8), qv[k]);
+  }
+  __syncthreads();  // the q tile is complete (the only barrier before the merge)
+
+  const mma::SmemLane lq = mma::lane_q<D>(sQ);
+  const mma::SmemLane lk = mma::lane_k<D>(wK);
+  const mma::SmemLane lv = mma::lane_v<D>(wV);
+  Frag qf[C::kQRegs ? DB : 1];
+  if constexpr (C::kQRegs) {
+#pragma unroll
+    for (int db = 0; db < DB; ++db) mma::load_q<D>(qf[db], lq, 0, db * 16);
+  }
+
+  constexpr int SL = mma::kRowSlots;
+  Acc o[DB];
+  float m[SL], l[SL];
+#pragma unroll
+  for (int db = 0; db < DB; ++db) mma::zero(o[db]);
+#pragma unroll
+  for (int s = 0; s < SL; ++s) {
+    m[s] = kNegInf;
+    l[s] = 0.f;
+  }
+  const float c = p.sm_scale * kLog2e;
+
+  for (int i = 0; i < n_my; ++i) {
+    maskq[S - 1] = issue_next(i + S - 1);
+    cp_async_wait<S - 1>();  // this lane's copies of tile i have landed ...
+    warp_sync();             // ... and every lane's
+    const int boff = (i % S) * C::kTileElems;
+    const Mask mask = maskq[0];
+#pragma unroll
+    for (int k = 0; k + 1 < S; ++k) maskq[k] = maskq[k + 1];
+
+    if constexpr (!kLoadsOnly) {
+      // S = Q K^T (raw scores), two partial sums per block to halve the MMA dependency chain.
+      Acc sc[KB], sc2[KB];
+#pragma unroll
+      for (int kb = 0; kb < KB; ++kb) {
+        mma::zero(sc[kb]);
+        mma::zero(sc2[kb]);
+      }
+#pragma unroll
+      for (int db = 0; db < DB; ++db) {
+        Frag qd;
+        if constexpr (C::kQRegs) qd = qf[db];
+        else mma::load_q<D>(qd, lq, 0, db * 16);
+#pragma unroll
+        for (int kb = 0; kb < KB; ++kb) {
+          Frag kf;
+          mma::load_k<D>(kf, mma::lane_offset(lk, boff), kb * 16, db * 16);
+          mma::mma_qk<T>((db & 1) ? sc2[kb] : sc[kb], qd, kf);
+        }
+      }
+      // Scale to log2 units, mask missing keys, new running max per head row.
+      float mx[SL];
+#pragma unroll
+      for (int s = 0; s < SL; ++s) mx[s] = kNegInf;
+      const bool full = mask == kFull;
+#pragma unroll
+      for (int kb = 0; kb < KB; ++kb)
+#pragma unroll
+        for (int e = 0; e < mma::kAccElems; ++e) {
+          float v = (sc[kb].x[e] + sc2[kb].x[e]) * c;
+          if (!full) {
+            const int key = kb * 16 + mma::acc_other(e);
+            if (!((mask >> key) & 1)) v = kNegInf;
+          }
+          sc[kb].x[e] = v;
+          mx[mma::acc_slot(e)] = fmaxf(mx[mma::acc_slot(e)], v);
+        }
+      float corr[SL], ms[SL];
+      bool grew = false;
+#pragma unroll
+      for (int s = 0; s < SL; ++s) {
+        const float m_new = fmaxf(m[s], mma::row_max(mx[s]));
+        ms[s] = safe_max(m_new);
+        // Only a grown max rescales (m = -inf -> factor 0); an unchanged one multiplies by 1.
+        corr[s] = m_new > m[s] ? fast_exp2(m[s] - ms[s]) : 1.f;
+        grew |= m_new > m[s];
+        m[s] = m_new;
+      }
+      float sum[SL];
+#pragma unroll
+      for (int s = 0; s < SL; ++s) sum[s] = 0.f;
+#pragma unroll
+      for (int kb = 0; kb < KB; ++kb)
+#pragma unroll
+        for (int e = 0; e < mma::kAccElems; ++e) {
+          const float pv = fast_exp2(sc[kb].x[e] - ms[mma::acc_slot(e)]);
+          sc[kb].x[e] = pv;
+          sum[mma::acc_slot(e)] += pv;
+        }
+#pragma unroll
+      for (int s = 0; s < SL; ++s) l[s] = fmaf(l[s], corr[s], sum[s]);  // lane partial; summed at the end
+      if (warp_any(grew)) {  // uniform branch; rare once the maxima settle
+#pragma unroll
+        for (int db = 0; db < DB; ++db)
+#pragma unroll
+          for (int e = 0; e < mma::kAccElems; ++e) o[db].x[e] *= corr[mma::acc_slot(e)];
+      }
+      // O += P V
+#pragma unroll
+      for (int kb = 0; kb < KB; ++kb) {
+        Frag pf;
+        mma::p_from_acc<T>(pf, sc[kb]);
+#pragma unroll
+        for (int db = 0; db < DB; ++db) {
+          Frag vf;
+          mma::load_v<D>(vf, mma::lane_offset(lv, boff), kb * 16, db * 16);
+          mma::mma_pv<T>(o[db], pf, vf);
+        }
+      }
+    }
+    warp_sync();  // stage i % S is refilled by the next iteration's copies
+  }
+  cp_async_wait<0>();
+#pragma unroll
+  for (int s = 0; s < SL; ++s) l[s] = mma::row_sum(l[s]);
+  __syncthreads();  // every warp is done with its stages: the merge area overlaps them
+
+  // Merge the warps' states. Shared memory: o [W][16][kOStride], m, l, wgt [W][16], L, M [16].
+  constexpr int OS = C::kOStride;
+  float* sm_o = reinterpret_cast<float*>(sWork);
+  float* sm_m = sm_o + W * kRows * OS;
+  float* sm_l = sm_m + W * kRows;
+  float* sm_w = sm_l + W * kRows;
+  float* sm_L = sm_w + W * kRows;
+  float* sm_M = sm_L + kRows;
+#pragma unroll
+  for (int db = 0; db < DB; ++db)
+#pragma unroll
+    for (int e = 0; e < mma::kAccElems; e += 2) {  // elements e, e + 1: adjacent dims of one row
+      float* dst = sm_o + (warp * kRows + mma::acc_query(e)) * OS + db * 16 + mma::acc_other(e);
+      *reinterpret_cast<float2*>(dst) = make_float2(o[db].x[e], o[db].x[e + 1]);
+    }
+#pragma unroll
+  for (int s = 0; s < SL; ++s) {  // lanes of a row hold the same values: any may write
+    sm_m[warp * kRows + mma::slot_query(s)] = m[s];
+    sm_l[warp * kRows + mma::slot_query(s)] = l[s];
+  }
+  __syncthreads();
+  if (tid < kRows) {
+    float M = kNegInf;
+#pragma unroll
+    for (int w = 0; w < W; ++w) M = fmaxf(M, sm_m[w * kRows + tid]);
+    float L = 0.f;
+#pragma unroll
+    for (int w = 0; w < W; ++w) {
+      const float wt = rescale(sm_m[w * kRows + tid], M);
+      sm_w[w * kRows + tid] = wt;
+      L = fmaf(sm_l[w * kRows + tid], wt, L);
+    }
+    sm_L[tid] = L;
+    sm_M[tid] = M;
+  }
+  __syncthreads();
+
+  const int64_t ws_rows = static_cast<int64_t>(p.num_splits) * p.batch * p.num_q_heads;
+  constexpr int D4 = D / 4;
+  T* out = static_cast<T*>(p.out);
+  auto store4 = [&](int64_t row, int d, float4 v) {  // 4 output elements of one head row
+    uint2 w;
+    w.x = mma::pack2<T>(v.x, v.y);
+    w.y = mma::pack2<T>(v.z, v.w);
+    *reinterpret_cast<uint2*>(out + row * D + d) = w;
+  };
+  for (int idx = tid; idx < rows * D4; idx += C::kThreads) {
+    const int r = idx / D4, d = (idx % D4) * 4;
+    float4 a = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int w = 0; w < W; ++w) {
+      const float4 x = *reinterpret_cast<const float4*>(sm_o + (w * kRows + r) * OS + d);
+      const float wt = sm_w[w * kRows + r];
+      a.x = fmaf(x.x, wt, a.x);
+      a.y = fmaf(x.y, wt, a.y);
+      a.z = fmaf(x.z, wt, a.z);
+      a.w = fmaf(x.w, wt, a.w);
+    }
+    const float inv = finalize_scale(sm_L[r]);
+    a = make_float4(a.x * inv, a.y * inv, a.z * inv, a.w * inv);
+    const int64_t qrow = static_cast<int64_t>(b) * p.num_q_heads + h0 + r;
+    if (p.num_splits == 1) {
+      store4(qrow, d, a);
+    } else {
+      const int64_t row = static_cast<int64_t>(split) * p.batch * p.num_q_heads + qrow;
+      *reinterpret_cast<float4*>(p.workspace + row * D + d) = a;
+      if (d == 0) {
+        p.workspace[ws_rows * D + row] = sm_L[r] > 0.f ? sm_M[r] : kNegInf;
+        p.workspace[ws_rows * (D + 1) + row] = sm_L[r];
+      }
+    }
+  }
+  if (p.num_splits == 1) return;
+
+  // Fused combine: the last block of this (request, KV head, chunk) merges all partitions.
+  int* counter = p.counters + (static_cast<int64_t>(b) * p.num_kv_heads + kvh) * chunks + chunk;
+  fence_device();  // this thread's partial is visible device-wide before the count says so
+  __syncthreads();
+  if (tid == 0) s_last = atomicAdd(counter, 1) == p.num_splits - 1;
+  __syncthreads();
+  if (!s_last) return;
+  fence_device();  // the other blocks' partials (their fences preceded their increments)
+
+  const int NS = p.num_splits;
+  float* cw = reinterpret_cast<float*>(sWork);  // [NS][16]: m, then the weight
+  float* cl = cw + kMaxSplits * kRows;          // [NS][16]: l
+  float* cL = cl + kMaxSplits * kRows;          // [16]: 1 / sum of weights
+  const int64_t split_rows = static_cast<int64_t>(p.batch) * p.num_q_heads;
+  const int64_t row_b = static_cast<int64_t>(b) * p.num_q_heads + h0;
+  // The partials of this thread's first output item for the first kPre partitions are loaded
+  // now, in the same round trip as the (m, l) below (Llama's 4 heads x D/4: one item per thread).
+  constexpr int kPre = 16;
+  float4 pre[kPre];
+  const bool has_pre = tid < rows * D4;
+  if (has_pre) {
+    const float* part = p.workspace + (row_b + tid / D4) * D + (tid % D4) * 4;
+#pragma unroll
+    for (int s = 0; s < kPre; ++s)
+      if (s < NS) pre[s] = load_coherent4(part + s * split_rows * D);
+  }
+  for (int idx = tid; idx < NS * kRows; idx += C::kThreads) {
+    const int s = idx / kRows, r = idx % kRows;
+    if (r < rows) {
+      const int64_t row = s * split_rows + row_b + r;
+      cw[idx] = load_coherent(p.workspace + ws_rows * D + row);
+      cl[idx] = load_coherent(p.workspace + ws_rows * (D + 1) + row);
+    }
+  }
+  __syncthreads();
+  if (tid < rows) {
+    float M = kNegInf;
+    for (int s = 0; s < NS; ++s) M = fmaxf(M, cw[s * kRows + tid]);
+    float L = 0.f;
+    for (int s = 0; s < NS; ++s) {
+      const float wt = cl[s * kRows + tid] * rescale(cw[s * kRows + tid], M);  // empty: l = 0
+      cw[s * kRows + tid] = wt;
+      L += wt;
+    }
+    cL[tid] = finalize_scale(L);
+  }
+  __syncthreads();
+  for (int idx = tid; idx < rows * D4; idx += C::kThreads) {
+    const int r = idx / D4, d = (idx % D4) * 4;
+    const float* part = p.workspace + (row_b + r) * D + d;
+    float4 a = make_float4(0.f, 0.f, 0.f, 0.f);
+    int s0 = 0;
+    if (idx == tid && has_pre) {
+#pragma unroll
+      for (int s = 0; s < kPre; ++s) {
+        if (s < NS) {
+          const float wt = cw[s * kRows + r];
+          a.x = fmaf(pre[s].x, wt, a.x);
+          a.y = fmaf(pre[s].y, wt, a.y);
+          a.z = fmaf(pre[s].z, wt, a.z);
+          a.w = fmaf(pre[s].w, wt, a.w);
+        }
+      }
+      s0 = kPre;
+    }
+#pragma unroll 8
+    for (int s = s0; s < NS; ++s) {
+      const float4 x = load_coherent4(part + s * split_rows * D);
+      const float wt = cw[s * kRows + r];
+      a.x = fmaf(x.x, wt, a.x);
+      a.y = fmaf(x.y, wt, a.y);
+      a.z = fmaf(x.z, wt, a.z);
+      a.w = fmaf(x.w, wt, a.w);
+    }
+    const float inv = cL[r];
+    store4(row_b + r, d, make_float4(a.x * inv, a.y * inv, a.z * inv, a.w * inv));
+  }
+  if (tid == 0) *counter = 0;  // ready for the next launch (stream order)
+#endif
+}
+
+// Multiprocessors of the current device (cached per device; a host query, not a stream op).
+inline int sm_count() {
+  static int known[64] = {};
+  int dev = 0;
+#if RK_AMD
+  if (hipGetDevice(&dev) != hipSuccess || dev < 0 || dev >= 64) return 1;
+  if (known[dev] == 0 &&
+      hipDeviceGetAttribute(&known[dev], hipDeviceAttributeMultiprocessorCount, dev) != hipSuccess)
+    known[dev] = 1;
+#else
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 1;
+  if (known[dev] == 0 &&
+      cudaDeviceGetAttribute(&known[dev], cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+    known[dev] = 1;
+#endif
+  return known[dev];
+}
+
+template <class T, int PS, class C, bool kLoadsOnly, bool kHeadsFast = true>
+void launch_shape(const PagedDecodeParams& p, Stream stream) {
+  const int chunks = (p.num_q_heads / p.num_kv_heads + kRows - 1) / kRows;
+  const dim3 grid = kHeadsFast ? dim3(p.num_kv_heads * chunks, p.batch, p.num_splits)
+                               : dim3(p.num_splits, p.batch, p.num_kv_heads * chunks);
+  auto kernel = decode_kernel<T, PS, C, kLoadsOnly, kHeadsFast>;
+#if RK_AMD
+  (void)hipFuncSetAttribute(reinterpret_cast<const void*>(kernel),
+                            hipFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
+  hipLaunchKernelGGL(kernel, grid, dim3(C::kThreads), C::kSmemBytes, static_cast<stream_t>(stream), p);
+#else
+  // Raise the dynamic shared-memory limit once per device (a host call; done by the first,
+  // uncaptured call, so graph capture never meets it).
+  static bool attr_set[64] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64 || !attr_set[dev]) {
+    (void)cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
+    if (dev >= 0 && dev < 64) attr_set[dev] = true;
+  }
+  kernel<<<grid, C::kThreads, C::kSmemBytes, static_cast<stream_t>(stream)>>>(p);
+#endif
+  const error_t e = last_error();
+  if (e != kSuccess) throw LaunchError(std::string("radixkv paged_decode launch: ") + error_string(e));
+}
+
+// The shape for this grid: 192 KB blocks while the grid fits one block per SM, else 96 KB ones.
+template <class T, int D, int PS>
+void launch_auto(const PagedDecodeParams& p, Stream stream) {
+  const int chunks = (p.num_q_heads / p.num_kv_heads + kRows - 1) / kRows;
+  const int64_t blocks = static_cast<int64_t>(p.num_splits) * p.batch * p.num_kv_heads * chunks;
+  if (blocks > sm_count()) return launch_shape<T, PS, WideShape<D>, false>(p, stream);
+  launch_shape<T, PS, DefaultShape<D>, false>(p, stream);
+}
+
+}  // namespace decode_mma
+}  // namespace rk
