@@ -347,6 +347,32 @@ def test_fused_merge_many_splits_and_counters_reset(splits):
         assert int(_api._counter_bufs[q.device].abs().sum()) == 0
 
 
+def test_caller_counters_and_workspace():
+    """A caller's own counters and workspace (calls on several streams need their own): used
+    instead of the cached ones, left zeroed; wrong dtype / size / device rejected by name."""
+    need(128, 1, torch.bfloat16)
+    lens = [700, 3, 1200]
+    h_q, h_kv = 32, 8
+    pool = Pool(lens, 1, h_kv, 128, torch.bfloat16, "bshd", seed=77)
+    indptr, indices = pool.csr()
+    q = torch.randn(len(lens), h_q, 128, dtype=torch.bfloat16, device="cuda")
+    ref = R.paged_decode(q.float(), pool.k.float(), pool.v.float(), indptr, indices, pool.kv_lens())
+    words = ops.decode_counter_words(len(lens), h_q, h_kv)
+    cnt = torch.zeros(words, dtype=torch.int32, device="cuda")
+    ws = torch.empty(8 * len(lens) * h_q * 130, device="cuda")
+    out = ops.paged_decode(q, pool.k, pool.v, indptr, indices, pool.kv_lens(), workspace=ws,
+                           counters=cnt, num_splits=8)
+    torch.cuda.synchronize()
+    assert rel_err(out, ref) < TOL[torch.bfloat16]
+    assert int(cnt.abs().sum()) == 0
+    for bad in (torch.zeros(words, dtype=torch.int64, device="cuda"),
+                torch.zeros(words - 1, dtype=torch.int32, device="cuda"),
+                torch.zeros(words, dtype=torch.int32)):
+        with pytest.raises(radixkv.InvalidArgument, match="counters"):
+            ops.paged_decode(q, pool.k, pool.v, indptr, indices, pool.kv_lens(), counters=bad,
+                             num_splits=8)
+
+
 def test_group_16_in_one_pass_matches_group_chunks():
     """A GQA group of 16 is one 16-row chunk of the matrix kernel; 48 heads on one KV head are three."""
     need(128, 16, torch.bfloat16)

@@ -368,9 +368,18 @@ def _workspace(device: torch.device, floats: int, given: Optional[torch.Tensor])
     return ws
 
 
-def _counters(device: torch.device, words: int) -> torch.Tensor:
+def _counters(device: torch.device, words: int, given: Optional[torch.Tensor] = None
+              ) -> torch.Tensor:
     """The split merge's int32 counters: zero-filled once; every decode call leaves them zero, so
     one buffer serves every shape. Grown rarely (doubling); warm up before CUDA-graph capture."""
+    if given is not None:
+        if (given.dtype != torch.int32 or given.device != device or given.numel() < words
+                or not given.is_contiguous()):
+            _fail(
+                f"counters must be contiguous int32 on {device} with >= {words} elements, got "
+                f"{given.dtype} on {given.device} with {given.numel()}"
+            )
+        return given
     c = _counter_bufs.get(device)
     if c is None or c.numel() < words:
         c = torch.zeros(max(words, 2 * (c.numel() if c is not None else 0), 1024), dtype=torch.int32,
@@ -469,6 +478,7 @@ def paged_decode(
     layout: str = "bshd",
     out: Optional[torch.Tensor] = None,
     workspace: Optional[torch.Tensor] = None,
+    counters: Optional[torch.Tensor] = None,
     num_splits: Optional[int] = None,
 ) -> torch.Tensor:
     """Decode attention: one query token per request over its paged KV context.
@@ -478,7 +488,11 @@ def paged_decode(
     ``[B, max_blocks]``; ``kv_lens`` int32 ``[B]`` valid tokens per request. ``H_q`` must be a
     multiple of ``H_kv``. Returns ``[B, H_q, D]`` in q's dtype (written into ``out`` if given).
     ``workspace``: float32 scratch for split-KV partials (a per-device cached buffer by default);
-    ``num_splits`` overrides the automatic partition count. A request with kv_len 0 yields zeros.
+    ``counters``: int32 merge counters, zero before first use and left zero by every call (at
+    least :func:`decode_counter_words` elements; a per-device cached buffer by default). Calls
+    that may run at the same time on different streams need their own ``workspace`` and
+    ``counters``. ``num_splits`` overrides the automatic partition count (see :func:`decode_plan`).
+    A request with kv_len 0 yields zeros.
     """
     code = _check_layout(layout)
     num_pages, page_size, h_kv, dim = _check_caches(k_cache, v_cache, layout)
@@ -516,9 +530,9 @@ def paged_decode(
             _fail(f"num_splits must be in [1, 256], got {num_splits}")
         splits = int(num_splits)
     ws = _workspace(q.device, splits * batch * h_q * (dim + 2) if splits > 1 else 1, workspace)
-    counters = _counters(q.device, decode_counter_words(batch, h_q, h_kv))
+    cnt = _counters(q.device, decode_counter_words(batch, h_q, h_kv), counters)
     _call(torch.ops.radixkv.paged_decode,
-          q.contiguous(), k_cache, v_cache, kv_indptr, table, kv_lens, out, ws, counters, scale, code,
+          q.contiguous(), k_cache, v_cache, kv_indptr, table, kv_lens, out, ws, cnt, scale, code,
           splits)
     return out
 
