@@ -8,7 +8,8 @@
 #
 # usage (repository root, GPU machine; .anchors and .carry as bench/gpu_run.sh describes):
 #   bash bench/final_extend.sh OUT_DIR "name=-DFLAG=1,-DFLAG2=2" ...
-# env: CELLS, REPS (tuning), SKIP_TUNE=1 (test + benchmark the committed defaults only)
+# env: CELLS, REPS (tuning), SKIP_TUNE=1 (test + benchmark the committed defaults only),
+#      TUNE_ANCHORS=1 (FlashInfer / SGLang on the tuning cells too), SKIP_BENCH=1 (no full grid)
 set -uo pipefail
 out="$1"; shift
 logs=/tmp/extend_tune
@@ -24,7 +25,9 @@ if [[ -f .carry/_core.abi3.so ]]; then cp .carry/_core.abi3.so python/radixkv/_c
 
 flags=""
 if [[ -z "${SKIP_TUNE:-}" && $# -gt 0 ]]; then
-  CELLS="${CELLS:-16:4096:512,16:0:2048,16:0:512,1:1024:512}" REPS="${REPS:-10}" NO_ANCHORS=1 \
+  no_anchors=1
+  [[ -n "${TUNE_ANCHORS:-}" ]] && no_anchors=""
+  CELLS="${CELLS:-16:4096:512,16:0:2048,16:0:512,1:1024:512}" REPS="${REPS:-10}" NO_ANCHORS=$no_anchors \
     bash bench/tune_extend.sh "$logs" "$@" 2>&1 | tee "$out/tune.log"
   python3 - "$logs" "$out/best.txt" "$@" <<'PY'
 import math, re, sys
@@ -66,4 +69,5 @@ t0=$SECONDS
 python3 -c "from radixkv.ops import loader; loader.load(); print('library ready')" || { echo "BUILD FAILED"; exit 1; }
 echo "build $((SECONDS - t0)) s"
 timeout 240 python3 -m pytest -q -p no:cacheprovider tests/test_extend_gpu.py 2>&1 | tee "$out/test.log" | tail -4
+[[ -n "${SKIP_BENCH:-}" ]] && exit 0
 timeout 300 python3 bench/kernels_extend.py --out "$out" --reps "${BENCH_REPS:-20}" --check 2>&1 | tee "$out/bench.log" | tail -24

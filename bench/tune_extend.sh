@@ -26,7 +26,7 @@ first=1
 for v in "$@"; do
   name="${v%%=*}"; flags="${v#*=}"
   anchors="--no-anchors"
-  if [[ $first -eq 1 && -z "${NO_ANCHORS:-}" ]]; then anchors=""; fi
+  if [[ $first -eq 1 && -z "${NO_ANCHORS:-}" ]]; then anchors="--sglang-src .anchors/sglang_triton"; fi
   first=0
   echo "== variant $name ($flags)"
   timeout 150 python3 bench/kernels_extend.py --variant "$name=$base,$flags" --cells "$cells" \
