@@ -40,7 +40,7 @@ for v in variants:
     except OSError:
         continue
     times = [float(m) for m in re.findall(r"radixkv\s+([0-9.]+) us", text)]
-    errs = [float(m) for m in re.findall(r" ref ([0-9.e+-]+)", text)]
+    errs = [float(m) for m in re.findall(r" ref ([0-9][0-9.e+-]*)", text)]
     if not times or any(e > 2e-2 for e in errs) or len(errs) == 0:
         print(f"  {name:14s} excluded (times {len(times)}, reference errors {errs})")
         continue
