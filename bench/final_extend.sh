@@ -14,7 +14,8 @@ set -uo pipefail
 out="$1"; shift
 logs=/tmp/extend_tune
 mkdir -p "$out" "$logs"
-export PYTHONUNBUFFERED=1 TORCH_CUDA_ARCH_LIST="${TORCH_CUDA_ARCH_LIST:-9.0}" MAX_JOBS="${MAX_JOBS:-16}"
+# 9.0a: the arch-specific Hopper target (extend_attention's wgmma path needs it).
+export PYTHONUNBUFFERED=1 TORCH_CUDA_ARCH_LIST="${TORCH_CUDA_ARCH_LIST:-9.0a}" MAX_JOBS="${MAX_JOBS:-16}"
 # FlashInfer (anchor) and the Rust extension, as bench/gpu_run.sh sets them up.
 if [[ -f .anchors/fi_pkg.tar.xz && ! -d /tmp/fi/flashinfer ]]; then
   python3 -m pip install -q --no-index --no-deps --target /tmp/site .anchors/apache_tvm_ffi-*.whl \

@@ -47,6 +47,7 @@
 
 #include "dispatch.h"
 #include "extend_hopper.cuh"
+#include "extend_wgmma.cuh"
 #include "mma.h"
 #include "platform.h"
 #include "softmax.h"
@@ -75,6 +76,9 @@
 #endif
 #ifndef RADIXKV_EXT_O_SMEM
 #define RADIXKV_EXT_O_SMEM 1  // NVIDIA: O through shared memory, 16-byte stores
+#endif
+#ifndef RADIXKV_EXT_WGMMA
+#define RADIXKV_EXT_WGMMA 1  // sm_90a builds, D = 128: S and P*V on wgmma (extend_wgmma.cuh)
 #endif
 #ifndef RADIXKV_EXT_RANK_ORDER
 #define RADIXKV_EXT_RANK_ORDER 1  // heaviest tiles first across the batch (when the grid allows)
@@ -163,11 +167,27 @@ struct Cfg {
   static constexpr int kOffLim = kOffWalk + kBN * 16;
   static constexpr int kOffInfo = kOffLim + kThreads * 16;
   static constexpr int kOffBar = kOffInfo + 64;
-  static constexpr int kSmemBytes = kOffBar + 2 * 8;
+  // + slack to align the base to 1024 bytes (the 128-byte swizzle pattern of wgmma operands).
+  static constexpr int kSmemBytes = kOffBar + 2 * 8 + 1024;
   static_assert(kMT * mma::kRowSlots <= 4, "mask limits fit one int4 per thread");
   static_assert(kBN <= kThreads, "one walker thread per key row");
   static_assert((kKVElems * 2) % 128 == 0 && kOffK % 128 == 0, "buffers stay 128-byte aligned");
+  // The wgmma path (D = 128 on sm_90a): one warpgroup, two 64-row halves, 64-key tiles, K/V
+  // buffers 1024-byte aligned (17408 = 17 * 1024 bytes each).
+  static constexpr bool kWgmmaShape = D == 128 && kWarps == 4 && kMT == 2 && kBN == 64 &&
+                                      (kKVElems * 2) % 1024 == 0 && kOffK % 1024 == 0;
 };
+
+// Shared-memory element index of (row, col) in a [kRows][D] Q/K/V tile: mma.h's XOR-swizzled rows,
+// or the 128-byte-swizzle column halves that wgmma descriptors address.
+template <int D, int kRows, bool kSw128>
+RK_DEVICE int tile_index(int row, int col) {
+  if constexpr (kSw128) {
+    return wgmma::sw128_index<kRows>(row, col);
+  } else {
+    return mma::smem_index<D>(row, col);
+  }
+}
 
 // K/V operand addressing: XOR-swizzled rows of D elements (cp.async copies) or padded rows of
 // kRowBytes (bulk copies). The lane address is computed once; each block is a constant offset.
@@ -291,7 +311,7 @@ RK_DEVICE RowSrc walk(int4* state, const WalkInfo* info, const ExtendParams& p, 
 // rows t / (D/8) + i * step. Row sources come from the walker's table, one int4 per row
 // {address lo, address hi, source bytes 16 or 0, -}: one shared load, no compare, per row. A V
 // row sits v_minus_k bytes from its K row.
-template <int D, int kBN, int kThreads>
+template <int D, int kBN, int kThreads, bool kSw128>
 struct TileCopy {
   static constexpr int kChunks = D / 8;
   static constexpr int kPasses = kBN * kChunks / kThreads;
@@ -304,14 +324,15 @@ struct TileCopy {
   RK_DEVICE static void copy(uint16_t* dk, uint16_t* dv, const int4* rows, int64_t v_minus_k) {
     const int r0 = threadIdx.x / kChunks;
     const int c8 = (threadIdx.x % kChunks) * 8;
-    const int dst0 = mma::smem_index<D>(r0, c8);
+    const int dst0 = tile_index<D, kBN, kSw128>(r0, c8);
 #pragma unroll
     for (int it = 0; it < kPasses; ++it) {
       const int4 rw = rows[r0 + it * kRowStep];
       const uint64_t a = (uint64_t(uint32_t(rw.y)) << 32) | uint32_t(rw.x);
       const char* ks = reinterpret_cast<const char*>(a) + c8 * 2;
-      // Rows 8 apart share their swizzle: a constant step then.
-      const int dst = kRowStep % 8 == 0 ? dst0 + it * kRowStep * D : mma::smem_index<D>(r0 + it * kRowStep, c8);
+      // Rows 8 apart share their swizzle (either layout): a constant step then.
+      const int dst = kRowStep % 8 == 0 ? dst0 + tile_index<D, kBN, kSw128>(it * kRowStep, 0)
+                                        : tile_index<D, kBN, kSw128>(r0 + it * kRowStep, c8);
       mma::async_copy16_bytes(dk + dst, ks, rw.z);
       mma::async_copy16_bytes(dv + dst, ks + v_minus_k, rw.z);
     }
@@ -335,9 +356,23 @@ extend_attention_kernel(const ExtendParams p) {
   constexpr int kSlots = mma::kRowSlots;
   constexpr bool kExpInPV = RADIXKV_EXT_EXP_IN_PV != 0;
   using KV = KVView<D, C::kRowBytes, kBulk>;
+#if RADIXKV_EXT_HAS_WGMMA
+  constexpr bool kWgmma = RADIXKV_EXT_WGMMA != 0 && C::kWgmmaShape && !kBulk;
+#else
+  constexpr bool kWgmma = false;
+#endif
+  using Copy = TileCopy<D, kBN, kThreads, kWgmma>;
+  // Rows of this warp: blocks of 16 at warp_row0 + mt * kMStride (mma.sync: the warp's own 16 * kMT
+  // consecutive rows; wgmma: rows 16w.. of each 64-row half).
+  constexpr int kMStride = kWgmma ? 64 : 16;
 
   extern __shared__ __align__(128) uint4 smem_raw[];  // 128-byte aligned tiles (mma.h)
   char* smem = reinterpret_cast<char*>(smem_raw);
+#if RK_NVIDIA
+  // wgmma operands: 128-byte swizzle pattern anchored at 1024-byte boundaries (kSmemBytes has the
+  // slack). The other paths keep the compile-time base (cheaper addressing).
+  if (kWgmma) smem += (1024 - (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) & 1023)) & 1023;
+#endif
   uint16_t* sQ = reinterpret_cast<uint16_t*>(smem);
   uint16_t* sK = reinterpret_cast<uint16_t*>(smem + C::kOffK);  // [2][kBN][kRowElems]
   uint16_t* sV = reinterpret_cast<uint16_t*>(smem + C::kOffV);  // [2][kBN][kRowElems]
@@ -434,7 +469,7 @@ extend_attention_kernel(const ExtendParams p) {
     const uint16_t* src =
         q + (valid ? int64_t(q_begin + pos) * p.q_stride_tok + int64_t(kvh * G + h) * p.q_stride_head
                    : 0) + c * 8;
-    mma::async_copy16(sQ + mma::smem_index<D>(r, c * 8), src, valid);
+    mma::async_copy16(sQ + tile_index<D, kBM, kWgmma>(r, c * 8), src, valid);
   }
   mma::async_commit();
 
@@ -476,11 +511,11 @@ extend_attention_kernel(const ExtendParams p) {
   if (!kBulk) {
     __syncthreads();  // sInfo visible
     if (is_walker) {
-      sRows[threadIdx.x] = TileCopy<D, kBN, kThreads>::entry(walk_tile(0));
-      sRows[kBN + threadIdx.x] = TileCopy<D, kBN, kThreads>::entry(walk_tile(1));
+      sRows[threadIdx.x] = Copy::entry(walk_tile(0));
+      sRows[kBN + threadIdx.x] = Copy::entry(walk_tile(1));
     }
     __syncthreads();  // sRows[0] visible
-    TileCopy<D, kBN, kThreads>::copy(sK, sV, sRows, v_minus_k);
+    Copy::copy(sK, sV, sRows, v_minus_k);
     mma::async_commit();
   }
 
@@ -492,7 +527,7 @@ extend_attention_kernel(const ExtendParams p) {
   // Per-slot mask limit: key j is visible to the slot's row iff j <= lim. Rows past the request
   // take the last query's limit so their (discarded) softmax stays finite.
   const int warp = threadIdx.x / rk::kWarpSize;
-  const int warp_row0 = warp * 16 * kMT;
+  const int warp_row0 = warp * 16 * (kWgmma ? 1 : kMT);
   // Kept in shared memory (this thread's int4) and read only by masked tiles.
   {
     int lim[4] = {0, 0, 0, 0};
@@ -500,7 +535,7 @@ extend_attention_kernel(const ExtendParams p) {
     for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
       for (int s = 0; s < kSlots; ++s) {
-        const int pos = (row0 + warp_row0 + mt * 16 + mma::slot_query(s)) / G;
+        const int pos = (row0 + warp_row0 + mt * kMStride + mma::slot_query(s)) / G;
         lim[mt * kSlots + s] = min(pos, lq - 1) + prefix;
       }
     reinterpret_cast<int4*>(sLim)[threadIdx.x] = make_int4(lim[0], lim[1], lim[2], lim[3]);
@@ -535,50 +570,36 @@ extend_attention_kernel(const ExtendParams p) {
 #endif
     if (!kBulk) {
       mma::async_wait<0>();  // K_n and V_n (issued a whole tile ago) done
+#if RADIXKV_EXT_HAS_WGMMA
+      if (kWgmma) hopper::fence_proxy_async();  // ... and visible to the tensor cores' reads
+#endif
       __syncthreads();       // visible to all; tile n-1 fully consumed
       if (n + 1 < n_kv_tiles)
-        TileCopy<D, kBN, kThreads>::copy(sK + (buf ^ 1) * C::kKVElems, sV + (buf ^ 1) * C::kKVElems,
+        Copy::copy(sK + (buf ^ 1) * C::kKVElems, sV + (buf ^ 1) * C::kKVElems,
                                          sRows + (buf ^ 1) * kBN, v_minus_k);
       mma::async_commit();
       // Tile n's row table is free (its copies were issued before the barrier): tile n + 2.
-      if (is_walker && n + 2 < n_kv_tiles) sRows[buf * kBN + threadIdx.x] = TileCopy<D, kBN, kThreads>::entry(walk_tile(n + 2));
+      if (is_walker && n + 2 < n_kv_tiles) sRows[buf * kBN + threadIdx.x] = Copy::entry(walk_tile(n + 2));
     }
 
-    // S = Q K^T for this warp's rows.
-    Acc s[kMT][kKB];
-#pragma unroll
-    for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-      for (int kb = 0; kb < kKB; ++kb) mma::zero(s[mt][kb]);
-#pragma unroll kKKUnroll
-    for (int kk = 0; kk < kDB; ++kk) {
-      Frag qf[kMT];
-#pragma unroll
-      for (int mt = 0; mt < kMT; ++mt) mma::load_q<D>(qf[mt], lane_q, warp_row0 + mt * 16, kk * 16);
-#pragma unroll
-      for (int kb = 0; kb < kKB; ++kb) {
-        Frag kf;
-        KV::load_k(kf, tK, kb * 16, kk * 16);
-#pragma unroll
-        for (int mt = 0; mt < kMT; ++mt) mma::mma_qk<T>(s[mt][kb], qf[mt], kf);
-      }
-    }
-
-    // Mask (stage 2 only), running max, rescale. Maxima first run across the key blocks per
-    // accumulator element (kAccElems independent chains), then fold the elements of a slot.
+    Acc s[kMT][kKB];  // S = Q K^T for this warp's rows, then P
     float corr[kMT][kSlots];
     float m_use[kMT][kSlots];
-    bool grew = false;
-    int lim[4] = {0, 0, 0, 0};
-    if (kMasked) {
-      const int4 l4 = reinterpret_cast<const int4*>(sLim)[threadIdx.x];
-      lim[0] = l4.x;
-      lim[1] = l4.y;
-      lim[2] = l4.z;
-      lim[3] = l4.w;
-    }
-#pragma unroll
-    for (int mt = 0; mt < kMT; ++mt) {
+
+    // Row block mt: mask (stage 2 only), running max, correction factor; l rescaled (and, without
+    // kExpInPV, P and its sums formed here). Maxima first run across the key blocks per
+    // accumulator element (kAccElems independent chains), then fold the elements of a slot.
+    // Returns whether some row's max grew (only then O needs rescaling).
+    auto stats = [&](int mt) {
+      bool grew = false;
+      int lim[4] = {0, 0, 0, 0};  // this thread's mask limits (masked tiles only)
+      if (kMasked) {
+        const int4 l4 = reinterpret_cast<const int4*>(sLim)[threadIdx.x];
+        lim[0] = l4.x;
+        lim[1] = l4.y;
+        lim[2] = l4.z;
+        lim[3] = l4.w;
+      }
       float t[mma::kAccElems];
 #pragma unroll
       for (int kb = 0; kb < kKB; ++kb)
@@ -625,39 +646,108 @@ extend_attention_kernel(const ExtendParams p) {
 #pragma unroll
         for (int sl = 0; sl < kSlots; ++sl) l[mt][sl] *= corr[mt][sl];
       }
+      return grew;
+    };
+    auto rescale = [&](int mt) {
+#pragma unroll
+      for (int db = 0; db < kDB; ++db)
+#pragma unroll
+        for (int i = 0; i < mma::kAccElems; ++i) o[mt][db].x[i] *= corr[mt][mma::acc_slot(i)];
+    };
+    // P operand of key block kb (the exponentials computed here when kExpInPV).
+    auto p_block = [&](int mt, int kb, Frag& pf) {
+      if (kExpInPV) {
+        float part[kSlots];
+#pragma unroll
+        for (int sl = 0; sl < kSlots; ++sl) part[sl] = 0.f;
+#pragma unroll
+        for (int i = 0; i < mma::kAccElems; ++i) {
+          const float pv = fast_exp2(fmaf(s[mt][kb].x[i], c, -m_use[mt][mma::acc_slot(i)]));
+          s[mt][kb].x[i] = pv;
+          part[mma::acc_slot(i)] += pv;
+        }
+#pragma unroll
+        for (int sl = 0; sl < kSlots; ++sl) l[mt][sl] += part[sl];  // short chains into l
+      }
+      mma::p_from_acc<T>(pf, s[mt][kb]);
+    };
+
+#if RADIXKV_EXT_HAS_WGMMA
+    if constexpr (kWgmma) {
+      // Two 64-row halves in a pipeline: both halves' S products are issued at once; the
+      // softmax of half 0 runs while the tensor cores compute S of half 1, and the softmax of
+      // half 1 while they compute half 0's P*V. wgmma groups complete in order: [S0, S1, PV0, PV1].
+      const uint32_t q_base = hopper::smem_addr(sQ);
+      const uint32_t k_base = hopper::smem_addr(sK + buf * C::kKVElems);
+      const uint32_t v_base = hopper::smem_addr(sV + buf * C::kKVElems);
+      wgmma::fence();
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+        for (int kk = 0; kk < kDB; ++kk) {
+          // Q half mt (K-major), k-step kk; K (K-major as B = K^T), k-step kk.
+          const uint32_t qa = q_base + (kk >> 2) * (kBM * 128) + mt * (64 * 128) + (kk & 3) * 32;
+          const uint32_t ka = k_base + (kk >> 2) * (kBN * 128) + (kk & 3) * 32;
+          wgmma::ss_m64n64k16<T>(s[mt], wgmma::desc_sw128(qa, 16, 1024),
+                                 wgmma::desc_sw128(ka, 16, 1024), kk > 0);
+        }
+        wgmma::commit();
+      }
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        wgmma::wait<1>();  // S of half mt done (the half after it may still run)
+        wgmma::fence_operands(s[mt]);
+        if (warp_any(stats(mt))) rescale(mt);
+        Frag pf[kKB];
+#pragma unroll
+        for (int kb = 0; kb < kKB; ++kb) p_block(mt, kb, pf[kb]);
+        wgmma::fence_operands(o[mt]);
+        wgmma::fence();
+#pragma unroll
+        for (int kb = 0; kb < kKB; ++kb)  // V (MN-major B), 16 keys per step, both dim halves
+          wgmma::rs_m64n128k16<T>(o[mt], pf[kb].x,
+                                  wgmma::desc_sw128(v_base + kb * (16 * 128), kBN * 128, 1024));
+        wgmma::commit();
+      }
+      wgmma::wait<0>();  // V's buffer is refilled after the next barrier
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) wgmma::fence_operands(o[mt]);
+    } else
+#endif
+    {
+    // mma.sync path: S = Q K^T
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int kb = 0; kb < kKB; ++kb) mma::zero(s[mt][kb]);
+#pragma unroll kKKUnroll
+    for (int kk = 0; kk < kDB; ++kk) {
+      Frag qf[kMT];
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) mma::load_q<D>(qf[mt], lane_q, warp_row0 + mt * 16, kk * 16);
+#pragma unroll
+      for (int kb = 0; kb < kKB; ++kb) {
+        Frag kf;
+        KV::load_k(kf, tK, kb * 16, kk * 16);
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) mma::mma_qk<T>(s[mt][kb], qf[mt], kf);
+      }
     }
+    bool grew = false;
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) grew |= stats(mt);
     // Rescale O only when some row of the warp saw a new max (rare once a row has seen its
     // largest scores, e.g. deep into a long prefix): skipping multiplies by exactly 1.
     if (warp_any(grew)) {
 #pragma unroll
-      for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-        for (int db = 0; db < kDB; ++db)
-#pragma unroll
-          for (int i = 0; i < mma::kAccElems; ++i) o[mt][db].x[i] *= corr[mt][mma::acc_slot(i)];
+      for (int mt = 0; mt < kMT; ++mt) rescale(mt);
     }
-
-    // O += P V (the exponentials of block kb right before its products when kExpInPV)
+    // O += P V
 #pragma unroll
     for (int kb = 0; kb < kKB; ++kb) {
       Frag pf[kMT];
 #pragma unroll
-      for (int mt = 0; mt < kMT; ++mt) {
-        if (kExpInPV) {
-          float part[kSlots];
-#pragma unroll
-          for (int sl = 0; sl < kSlots; ++sl) part[sl] = 0.f;
-#pragma unroll
-          for (int i = 0; i < mma::kAccElems; ++i) {
-            const float pv = fast_exp2(fmaf(s[mt][kb].x[i], c, -m_use[mt][mma::acc_slot(i)]));
-            s[mt][kb].x[i] = pv;
-            part[mma::acc_slot(i)] += pv;
-          }
-#pragma unroll
-          for (int sl = 0; sl < kSlots; ++sl) l[mt][sl] += part[sl];  // short chains into l
-        }
-        mma::p_from_acc<T>(pf[mt], s[mt][kb]);
-      }
+      for (int mt = 0; mt < kMT; ++mt) p_block(mt, kb, pf[mt]);
 #pragma unroll
       for (int db = 0; db < kDB; ++db) {
         Frag vf;
@@ -665,6 +755,7 @@ extend_attention_kernel(const ExtendParams p) {
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt) mma::mma_pv<T>(o[mt][db], pf[mt], vf);
       }
+    }
     }
   };
 
@@ -675,8 +766,10 @@ extend_attention_kernel(const ExtendParams p) {
 
   // Normalise and store.
   if (kOSmem) {
-    // Through this warp's own rows of the Q tile (no other warp reads them): 4-byte writes in the
-    // accumulator layout, then 16-byte row chunks to global memory.
+    // Through this warp's own rows of the Q tile (no other warp reads them; with wgmma the whole
+    // warpgroup read Q, hence the barrier): 4-byte writes in the accumulator layout, then
+    // 16-byte row chunks to global memory.
+    if (kWgmma) __syncthreads();
     warp_sync();
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt) {
@@ -688,7 +781,7 @@ extend_attention_kernel(const ExtendParams p) {
       }
 #pragma unroll
       for (int i = 0; i < mma::kAccElems; i += 2) {
-        const int r = warp_row0 + mt * 16 + mma::acc_query(i);
+        const int r = warp_row0 + mt * kMStride + mma::acc_query(i);
         const float sc = inv[mma::acc_slot(i)];
 #pragma unroll
         for (int db = 0; db < kDB; ++db) {
@@ -703,20 +796,23 @@ extend_attention_kernel(const ExtendParams p) {
     static_assert(rk::kWarpSize % C::kChunks == 0, "whole rows per pass");
     const int lane = threadIdx.x % rk::kWarpSize;
     const int cidx = lane % C::kChunks;
-    int r = warp_row0 + lane / C::kChunks;
-    int pos = (row0 + r) / G, h = (row0 + r) - pos * G;  // advanced incrementally below
 #pragma unroll
-    for (int it = 0; it < 16 * kMT / kRowsPerPass; ++it) {
-      if (r < rows_valid) {
-        const uint4 v = *reinterpret_cast<const uint4*>(sQ + mma::smem_index<D>(r, cidx * 8));
-        *reinterpret_cast<uint4*>(out + int64_t(q_begin + pos) * p.o_stride_tok +
-                                  int64_t(kvh * G + h) * p.o_stride_head + cidx * 8) = v;
-      }
-      r += kRowsPerPass;
-      h += kRowsPerPass;
-      while (h >= G) {
-        h -= G;
-        ++pos;
+    for (int mt = 0; mt < kMT; ++mt) {
+      int r = warp_row0 + mt * kMStride + lane / C::kChunks;
+      int pos = (row0 + r) / G, h = (row0 + r) - pos * G;  // advanced incrementally below
+#pragma unroll
+      for (int it = 0; it < 16 / kRowsPerPass; ++it) {
+        if (r < rows_valid) {
+          const uint4 v = *reinterpret_cast<const uint4*>(sQ + mma::smem_index<D>(r, cidx * 8));
+          *reinterpret_cast<uint4*>(out + int64_t(q_begin + pos) * p.o_stride_tok +
+                                    int64_t(kvh * G + h) * p.o_stride_head + cidx * 8) = v;
+        }
+        r += kRowsPerPass;
+        h += kRowsPerPass;
+        while (h >= G) {
+          h -= G;
+          ++pos;
+        }
       }
     }
   } else {
@@ -731,7 +827,7 @@ extend_attention_kernel(const ExtendParams p) {
       }
 #pragma unroll
       for (int i = 0; i < mma::kAccElems; i += 2) {
-        const int r = warp_row0 + mt * 16 + mma::acc_query(i);
+        const int r = warp_row0 + mt * kMStride + mma::acc_query(i);
         if (r >= rows_valid) continue;
         const int pr = row0 + r;
         const int pos = pr / G, h = pr - pos * G;
