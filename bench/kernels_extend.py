@@ -7,11 +7,14 @@ sizes 1 and 16. K/V live in one pool filled with random data, pages scattered at
 Reported per cell: median time; TFLOP/s of the unmasked work (per request
 4·E·(P + (E+1)/2)·head_dim·query_heads); that rate as a fraction of a bf16 matmul measured in the
 same run; and speed ratios against FlashInfer's BatchPrefillWithPagedKVCacheWrapper with the
-``fa2`` and ``fa3`` backends (ratio = their time / ours: > 1 means radixkv is faster). Timing:
-CUDA events around each call, L2 flushed (a 1 GiB write) before every call, median of many.
+``fa2`` and ``fa3`` backends, and against SGLang's Triton ``extend_attention_fwd`` (ratio = their
+time / ours: > 1 means radixkv is faster). Timing: CUDA events around each call, L2 flushed (a
+1 GiB write) before every call, median of many. ``--check`` also compares each cell with a float32
+reference.
 
-Usage (GPU machine; FlashInfer as ../shared/anchors/README.md describes, optional):
-    PYTHONPATH=python python3 bench/kernels_extend.py --out bench/results
+Usage (GPU machine; FlashInfer as ../shared/anchors/README.md describes and SGLang's Triton
+modules in .anchors/sglang_triton, both optional):
+    PYTHONPATH=python python3 bench/kernels_extend.py --out bench/results --check
 ``bench/kernels.py`` imports :func:`run_extend_bench`.
 """
 

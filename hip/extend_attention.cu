@@ -22,11 +22,11 @@
 // walker (one thread per key row, state in shared memory) computes each row's address one tile
 // ahead; the page-table entry it needs is loaded a tile earlier still, so no step waits on a
 // global load. Two copy paths:
-//   - Hopper (sm_90, RADIXKV_EXT_BULK): the walker issues one bulk copy (TMA engine) per K row and
-//     per V row into padded shared-memory rows and the bytes are counted on an mbarrier per
-//     buffer; the other threads do no copy work at all;
-//   - elsewhere: the walker publishes row offsets in shared memory and every thread issues 16-byte
-//     copies (cp.async on NVIDIA) into XOR-swizzled rows.
+//   - default: the walker publishes row sources in shared memory and every thread issues 16-byte
+//     copies (cp.async on NVIDIA) into swizzled rows;
+//   - Hopper, opt-in (RADIXKV_EXT_BULK=1): the walker issues one bulk copy (TMA engine) per K row
+//     and per V row into padded rows, bytes counted on an mbarrier per buffer. Measured 26-43%
+//     slower: a bulk copy takes uniform operands, so ptxas loops over the 32 lanes' addresses.
 // Rows past L_k (and rows whose page index is outside the pool) are zero-filled, never read
 // unmasked, so NaN in padding slots cannot reach a result (p = 0 and V = 0, never NaN * 0).
 //
@@ -39,10 +39,17 @@
 //   a 16-key block are computed right before that block's P*V products, so the compiler can
 //   interleave the MUFU/FFMA work of one block with the tensor-core work of the previous one.
 //
+// Matrix products: mma.sync / MFMA through mma.h everywhere; on sm_90a builds with D = 128 the
+// four warps act as one warpgroup and S = Q K^T and O += P V run as wgmma from 128-byte-swizzled
+// shared-memory tiles (extend_wgmma.cuh), the tile's two 64-row halves pipelined so that one
+// half's softmax overlaps the other half's products. Softmax, masking, paging and the epilogue
+// are the same code for both (the per-warp accumulator layouts coincide).
+//
 // The result is staged through the (by then unused) Q tile so that it leaves in 16-byte stores.
 //
 // Tuning (NVIDIA, D = 128; bench/NOTES.md "Extend" has the measurements): 4 warps x 32 rows,
-// 64-key tiles, one barrier per tile. AMD uses smaller tiles (gfx90a has 64 KB of LDS).
+// 64-key tiles, one barrier per tile; wgmma 1.22-1.26x faster than mma.sync on the H200.
+// AMD uses smaller tiles (gfx90a has 64 KB of LDS).
 #include "extend_attention.h"
 
 #include "dispatch.h"
