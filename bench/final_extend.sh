@@ -9,7 +9,8 @@
 # usage (repository root, GPU machine; .anchors and .carry as bench/gpu_run.sh describes):
 #   bash bench/final_extend.sh OUT_DIR "name=-DFLAG=1,-DFLAG2=2" ...
 # env: CELLS, REPS (tuning), SKIP_TUNE=1 (test + benchmark the committed defaults only),
-#      TUNE_ANCHORS=1 (FlashInfer / SGLang on the tuning cells too), SKIP_BENCH=1 (no full grid)
+#      TUNE_ANCHORS=1 (FlashInfer / SGLang on the tuning cells too), SKIP_BENCH=1 (no full grid),
+#      NCU=1 (profile the chosen build on one cell with Nsight Compute afterwards)
 set -uo pipefail
 out="$1"; shift
 logs=/tmp/extend_tune
@@ -72,3 +73,13 @@ echo "build $((SECONDS - t0)) s"
 timeout 240 python3 -m pytest -q -p no:cacheprovider tests/test_extend_gpu.py 2>&1 | tee "$out/test.log" | tail -4
 [[ -n "${SKIP_BENCH:-}" ]] && exit 0
 timeout 300 python3 bench/kernels_extend.py --out "$out" --reps "${BENCH_REPS:-20}" --check 2>&1 | tee "$out/bench.log" | tail -24
+if [[ -n "${NCU:-}" ]]; then
+  # Hardware counters of the chosen build on the P 4096 / E 512 cell (one launch, clocks untouched).
+  ncu_bin="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)"
+  timeout 150 "$ncu_bin" --clock-control none -k regex:extend_attention_kernel --launch-skip 3 \
+    --launch-count 1 --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
+    --section ComputeWorkloadAnalysis --section Occupancy --section LaunchStats \
+    python3 bench/kernels_extend.py --cells 16:4096:512 --reps 1 --no-anchors >"$out/ncu.txt" 2>&1
+  grep -E "Duration|Issued Ipc|Issue Slots Busy|Eligible Warps|No Eligible|Warp Cycles Per Issued|Registers Per|Achieved Occupancy|Compute .SM. Throughput|Memory Throughput|highest-utilized|Est. Speedup|stall" \
+    "$out/ncu.txt" | head -40
+fi

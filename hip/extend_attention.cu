@@ -87,6 +87,9 @@
 #ifndef RADIXKV_EXT_WGMMA
 #define RADIXKV_EXT_WGMMA 1  // sm_90a builds, D = 128: S and P*V on wgmma (extend_wgmma.cuh)
 #endif
+#ifndef RADIXKV_EXT_RESCALE_SLACK
+#define RADIXKV_EXT_RESCALE_SLACK 0  // > 0: keep a row's max until the new one exceeds it by this (log2)
+#endif
 #ifndef RADIXKV_EXT_RANK_ORDER
 #define RADIXKV_EXT_RANK_ORDER 1  // heaviest tiles first across the batch (when the grid allows)
 #endif
@@ -625,7 +628,13 @@ extend_attention_kernel(const ExtendParams p) {
       for (int i = 0; i < mma::kAccElems; ++i) mx[mma::acc_slot(i)] = fmaxf(mx[mma::acc_slot(i)], t[i]);
 #pragma unroll
       for (int sl = 0; sl < kSlots; ++sl) {
-        const float m_new = fmaxf(m[mt][sl], mma::row_max(mx[sl]));
+        float m_new = fmaxf(m[mt][sl], mma::row_max(mx[sl]));
+        // With a slack, a row keeps its (finite) max while the new one exceeds it by at most the
+        // slack in log2 units: its exponentials then stay <= 2^slack, and O and l need no
+        // rescaling; both use the same stale max, so O / l is unchanged.
+        if (RADIXKV_EXT_RESCALE_SLACK > 0 && m[mt][sl] != kNegInf &&
+            (m_new - m[mt][sl]) * c <= float(RADIXKV_EXT_RESCALE_SLACK))
+          m_new = m[mt][sl];
         m_use[mt][sl] = m_new == kNegInf ? 0.f : m_new * c;
         // Only a grown max rescales (m = -inf -> factor 0); an unchanged one leaves l and O as is.
         corr[mt][sl] = m_new > m[mt][sl] ? fast_exp2(m[mt][sl] * c - m_use[mt][sl]) : 1.f;
