@@ -7,11 +7,14 @@ sizes 1 and 16. K/V live in one pool filled with random data, pages scattered at
 Reported per cell: median time; TFLOP/s of the unmasked work (per request
 4·E·(P + (E+1)/2)·head_dim·query_heads); that rate as a fraction of a bf16 matmul measured in the
 same run; and speed ratios against FlashInfer's BatchPrefillWithPagedKVCacheWrapper with the
-``fa2`` and ``fa3`` backends (ratio = their time / ours: > 1 means radixkv is faster). Timing:
-CUDA events around each call, L2 flushed (a 1 GiB write) before every call, median of many.
+``fa2`` and ``fa3`` backends, and against SGLang's Triton ``extend_attention_fwd`` (ratio = their
+time / ours: > 1 means radixkv is faster). Timing: CUDA events around each call, L2 flushed (a
+1 GiB write) before every call, median of many. ``--check`` also compares each cell with a float32
+reference.
 
-Usage (GPU machine; FlashInfer as ../shared/anchors/README.md describes, optional):
-    PYTHONPATH=python python3 bench/kernels_extend.py --out bench/results
+Usage (GPU machine; FlashInfer as ../shared/anchors/README.md describes and SGLang's Triton
+modules in .anchors/sglang_triton, both optional):
+    PYTHONPATH=python python3 bench/kernels_extend.py --out bench/results --check
 ``bench/kernels.py`` imports :func:`run_extend_bench`.
 """
 
@@ -116,6 +119,74 @@ def flashinfer_runner(fi: Any, backend: str, pool: Pool, c: dict[str, torch.Tens
     return lambda: w.run(c["q"], (pool.k, pool.v), out=out)
 
 
+def load_sglang_extend(src: Optional[str]) -> Optional[Callable[..., Any]]:
+    """SGLang's Triton extend kernel (``extend_attention_fwd``, sglang 0.5.23) as an external anchor.
+
+    ``src`` is a folder holding an importable ``sglang`` tree with only SGLang's Triton attention
+    modules and stand-ins for the few ``sglang.srt`` names they import (``.anchors/sglang_triton``;
+    importing the real package would pull in its whole runtime). Nothing of it is part of radixkv.
+    Returns None if it is missing or does not load."""
+    if not src:
+        return None
+    root = Path(src).resolve()
+    if not (root / "sglang" / "kernels" / "ops" / "attention" / "extend_attention.py").is_file():
+        print(f"[extend bench] SGLang Triton sources not found under {root}; anchor skipped", file=sys.stderr)
+        return None
+    try:
+        sys.path.insert(0, str(root))
+        from sglang.kernels.ops.attention.extend_attention import extend_attention_fwd  # noqa: PLC0415
+
+        return extend_attention_fwd  # type: ignore[no-any-return]
+    except Exception as exc:  # noqa: BLE001
+        print(f"[extend bench] SGLang extend kernel did not load ({exc!r}); anchor skipped", file=sys.stderr)
+        return None
+
+
+def sglang_runner(fwd: Callable[..., Any], pool: Pool, c: dict[str, torch.Tensor], prefix: int,
+                  extend: int) -> Callable[[], Any]:
+    """SGLang's calling convention: the new tokens' K/V as separate contiguous tensors, the cached
+    prefix through token-slot indices into the pool viewed as [slots, H_kv, D] (its Triton backend
+    indexes tokens, so page size 16 is passed as 16 consecutive slots per page)."""
+    ps = pool.page_size
+    kf = pool.k.view(-1, H_KV, D)
+    vf = pool.v.view(-1, H_KV, D)
+    n_pages = math.ceil((prefix + extend) / ps)
+    pages = c["kv_indices"].view(BATCH, n_pages).long()
+    pos = torch.arange(prefix + extend, device=pages.device)
+    slots = pages[:, pos // ps] * ps + pos % ps  # [B, P + E]
+    prefix_slots = slots[:, :prefix].reshape(-1).to(torch.int32).contiguous()
+    ext = slots[:, prefix:].reshape(-1)
+    k_ext, v_ext = kf[ext].contiguous(), vf[ext].contiguous()
+    kv_indptr = torch.arange(0, BATCH + 1, dtype=torch.int32, device=pages.device) * prefix
+    out = torch.empty_like(c["q"])
+    scale = 1.0 / math.sqrt(D)
+
+    def run() -> torch.Tensor:
+        fwd(c["q"], k_ext, v_ext, out, kf, vf, c["qo_indptr"], kv_indptr, prefix_slots, None, True,
+            None, extend, 1.0, 1.0, sm_scale=scale)
+        return out
+
+    return run
+
+
+def reference_out(pool: Pool, c: dict[str, torch.Tensor], prefix: int, extend: int) -> torch.Tensor:
+    """float32 attention of one cell (gathered through the page table; causal with the prefix)."""
+    ps = pool.page_size
+    n_pages = math.ceil((prefix + extend) / ps)
+    pages = c["kv_indices"].view(BATCH, n_pages).long()
+    pos = torch.arange(prefix + extend, device=pages.device)
+    page, off = pages[:, pos // ps], pos % ps
+    k = pool.k[page, off].float()  # [B, L, H_kv, D]
+    v = pool.v[page, off].float()
+    q = c["q"].float().view(BATCH, extend, H_KV, H_Q // H_KV, D)
+    s = torch.einsum("beagd,blad->bagel", q, k) / math.sqrt(D)
+    i = torch.arange(extend, device=s.device)[:, None]
+    j = torch.arange(prefix + extend, device=s.device)[None, :]
+    s = s.masked_fill(j > i + prefix, float("-inf"))
+    o = torch.einsum("bagel,blad->beagd", s.softmax(-1), v)
+    return o.reshape(BATCH * extend, H_Q, D)
+
+
 def radixkv_runner(pool: Pool, c: dict[str, torch.Tensor], extend: int) -> Callable[[], Any]:
     out = torch.empty_like(c["q"])
     op = torch.ops.radixkv.extend_attention.default
@@ -142,9 +213,13 @@ def build_variant(name: str, flags: list[str]) -> None:
 def run_extend_bench(out_dir: Optional[Path] = None, page_sizes=PAGE_SIZES, prefixes=PREFIXES,
                      extends=EXTENDS, reps: int = 30, version: str = "",
                      cells: Optional[list[tuple[int, int, int]]] = None, anchors: bool = True,
-                     variant: Optional[tuple[str, list[str]]] = None) -> dict[str, Any]:
+                     variant: Optional[tuple[str, list[str]]] = None, check: bool = False,
+                     sglang_src: Optional[str] = None) -> dict[str, Any]:
     """Build (radixkv.ops.loader, or one tuning variant), check against FlashInfer, time every
-    cell (``cells`` = (page_size, P, E) triples, default the full grid). Returns the JSON."""
+    cell (``cells`` = (page_size, P, E) triples, default the full grid). ``check``: also compare
+    each cell's output with a float32 reference (``rel_err_vs_ref``; cells with P + E <= 2560).
+    ``sglang_src``: time SGLang's Triton extend kernel too (see load_sglang_extend). Returns the
+    JSON."""
     if variant is None:
         from radixkv.ops import loader
 
@@ -154,6 +229,7 @@ def run_extend_bench(out_dir: Optional[Path] = None, page_sizes=PAGE_SIZES, pref
     timer = Timer()
     mm = matmul_tflops(timer)
     fi = load_flashinfer() if anchors else None
+    sg = load_sglang_extend(sglang_src) if anchors else None
     workspace = torch.empty(512 << 20, dtype=torch.uint8, device="cuda") if fi else None
     rows: list[dict[str, Any]] = []
     if cells is None:
@@ -184,6 +260,20 @@ def run_extend_bench(out_dir: Optional[Path] = None, page_sizes=PAGE_SIZES, pref
                 if ref_out is not None:
                     mine = ours().float()
                     row["rel_err_vs_flashinfer"] = float((mine - ref_out).norm() / ref_out.norm())
+            if sg is not None:
+                try:
+                    run = sglang_runner(sg, pool, c, prefix, extend)
+                    t = timer(run, reps=reps)
+                    row["sglang_us"] = t
+                    row["vs_sglang"] = t / row["radixkv_us"]
+                    sref = run().float()
+                    row["rel_err_sglang_vs_radixkv"] = float((ours().float() - sref).norm() / sref.norm())
+                except Exception as exc:  # noqa: BLE001
+                    row["sglang_error"] = repr(exc)[:200]
+            if check and prefix + extend <= 2560:
+                ref = reference_out(pool, c, prefix, extend)
+                row["rel_err_vs_ref"] = float((ours().float() - ref).norm() / ref.norm())
+                del ref
             rows.append(row)
             print(_fmt_row(row), flush=True)
         del pool
@@ -213,21 +303,25 @@ def _fmt_row(r: dict[str, Any]) -> str:
     return (f"ps={r['page_size']:>2} P={r['prefix']:>4} E={r['extend']:>4} | radixkv "
             f"{r['radixkv_us']:9.1f} us {r['tflops']:6.1f} TF/s ({r['frac_matmul']:.2f} mm) | "
             f"fa2 {f('fa2_us', '9.1f')} us x{f('vs_fa2', '.2f')} | fa3 {f('fa3_us', '9.1f')} us "
-            f"x{f('vs_fa3', '.2f')} | err {f('rel_err_vs_flashinfer', '.1e')}")
+            f"x{f('vs_fa3', '.2f')} | sglang {f('sglang_us', '9.1f')} us x{f('vs_sglang', '.2f')} | "
+            f"err {f('rel_err_vs_flashinfer', '.1e')} ref {f('rel_err_vs_ref', '.1e')}"
+            + (f" | {r['sglang_error'][:80]}" if "sglang_error" in r else ""))
 
 
 def print_table(result: dict[str, Any]) -> None:
     print(f"\nextend_attention, {result['device']}, bf16 matmul {result['matmul_tflops']:.0f} TF/s "
           f"(ratio = FlashInfer time / radixkv time)")
-    print("| ps | P | E | radixkv µs | TF/s | of matmul | fa2 µs | vs fa2 | fa3 µs | vs fa3 |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| ps | P | E | radixkv µs | TF/s | of matmul | fa2 µs | vs fa2 | fa3 µs | vs fa3 | "
+          "SGLang Triton µs | vs SGLang |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in result["rows"]:
         def g(k: str, fmt: str) -> str:
             return format(r[k], fmt) if k in r else "-"
 
         print(f"| {r['page_size']} | {r['prefix']} | {r['extend']} | {r['radixkv_us']:.1f} | "
               f"{r['tflops']:.0f} | {r['frac_matmul']:.2f} | {g('fa2_us', '.1f')} | "
-              f"{g('vs_fa2', '.2f')} | {g('fa3_us', '.1f')} | {g('vs_fa3', '.2f')} |")
+              f"{g('vs_fa2', '.2f')} | {g('fa3_us', '.1f')} | {g('vs_fa3', '.2f')} | "
+              f"{g('sglang_us', '.1f')} | {g('vs_sglang', '.2f')} |")
 
 
 def _plot(result: dict[str, Any], path: Path) -> None:
@@ -268,6 +362,9 @@ def main() -> None:
     ap.add_argument("--cells", default=None, help="ps:P:E,... (default: the full grid)")
     ap.add_argument("--no-anchors", action="store_true", help="skip FlashInfer")
     ap.add_argument("--variant", default=None, help="NAME=-DFLAG=1,-DFLAG2=2 (tuning build)")
+    ap.add_argument("--check", action="store_true", help="compare with a float32 reference")
+    ap.add_argument("--sglang-src", default=os.environ.get("RADIXKV_SGLANG_SRC", ".anchors/sglang_triton"),
+                    help="folder with an importable sglang Triton-kernel tree (anchor; optional)")
     args = ap.parse_args()
     cells = None
     if args.cells:
@@ -277,7 +374,8 @@ def main() -> None:
         name, _, flags = args.variant.partition("=")
         variant = (name, [f for f in flags.split(",") if f])
     res = run_extend_bench(args.out, page_sizes=tuple(int(s) for s in args.page_sizes.split(",")),
-                           reps=args.reps, cells=cells, anchors=not args.no_anchors, variant=variant)
+                           reps=args.reps, cells=cells, anchors=not args.no_anchors, variant=variant,
+                           check=args.check, sglang_src=args.sglang_src)
     print_table(res)
 
 

@@ -4,11 +4,12 @@
 # (FlashInfer fa2/fa3 once, for reference), and optionally profiles one variant with ncu.
 #
 # usage: bash bench/tune_extend.sh OUT_DIR "name=-DFLAG=1,-DFLAG2=2" ...
+# Every variant's output is also compared with a float32 reference (--check; "ref" column).
 # env:   CELLS (ps:P:E,...), REPS, NCU_VARIANT (a name from the list: profile it with ncu),
 #        NO_ANCHORS=1 (skip FlashInfer)
 set -uo pipefail
 out="$1"; shift
-cells="${CELLS:-16:4096:512,16:0:2048,1:1024:512}"
+cells="${CELLS:-16:4096:512,16:0:2048,16:0:512,1:1024:512}"
 reps="${REPS:-15}"
 base="-DRADIXKV_HD_64=0,-DRADIXKV_HD_256=0,-DRADIXKV_DT_FP16=0"
 export RADIXKV_BUILD_DIR=/tmp/rkx PYTHONUNBUFFERED=1
@@ -25,11 +26,11 @@ first=1
 for v in "$@"; do
   name="${v%%=*}"; flags="${v#*=}"
   anchors="--no-anchors"
-  if [[ $first -eq 1 && -z "${NO_ANCHORS:-}" ]]; then anchors=""; fi
+  if [[ $first -eq 1 && -z "${NO_ANCHORS:-}" ]]; then anchors="--sglang-src .anchors/sglang_triton"; fi
   first=0
   echo "== variant $name ($flags)"
-  timeout 120 python3 bench/kernels_extend.py --variant "$name=$base,$flags" --cells "$cells" \
-    --reps "$reps" $anchors 2>&1 | tee "$out/tune_$name.log" | grep -E "^ps=|Error|error" | head -20
+  timeout 150 python3 bench/kernels_extend.py --variant "$name=$base,$flags" --cells "$cells" \
+    --reps "$reps" --check $anchors 2>&1 | tee "$out/tune_$name.log" | grep -E "^ps=|Error|error" | head -20
 done
 if [[ -n "${NCU_VARIANT:-}" ]]; then
   ncu_bin="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)"

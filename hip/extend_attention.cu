@@ -1,8 +1,15 @@
 // hip/extend_attention.cu -- prefix-prefill ("extend") attention on the paged KV cache.
 //
-// Grid: x = query tile (over all requests), y = KV head. A tile is kBM rows, where a row is a
-// (query position, query head of this KV group) pair: every query head that reads KV head y
-// shares the tile, so each K/V tile brought into shared memory serves the whole GQA group.
+// A CTA owns one query tile of one KV head. A tile is kBM rows, where a row is a (query position,
+// query head of this KV group) pair: every query head that reads KV head h shares the tile, so
+// each K/V tile brought into shared memory serves the whole GQA group.
+//
+// Work order: by default the grid is 1-D in "rank order": CTA x takes the rank-th heaviest tile
+// (rank 0 = a request's last query tile, which sees the most keys) of request x / H_kv % B, so
+// the heaviest tiles of every request and head are dispatched first and the last wave holds the
+// shortest ones. When the batch is so ragged that this grid would be mostly empty CTAs (one long
+// request among many short ones), the launcher falls back to request order (grid x = tiles of all
+// requests in turn, y = KV head; find_tile maps x to a tile).
 //
 // Per tile, the keys are walked in kBN-wide tiles in two stages:
 //   1. dense:  key tiles whose every key is visible to every row of the tile (the cached prefix,
@@ -10,34 +17,51 @@
 //   2. masked: the tiles crossing the diagonal, with j <= i + (L_k - L_q) applied per element.
 //   The loop stops at the tile holding the tile's last visible key, so tiles wholly above the
 //   diagonal are never loaded.
-// K/V tiles are gathered through the page table into double-buffered shared memory (cp.async on
-// NVIDIA); the copy of tile n+1 overlaps the math of tile n. The page table is walked
-// incrementally: one walker thread per key row keeps (logical page, offset, address) and
-// advances the address by the difference between consecutive pages (the Hygon k_delta trick),
-// publishing row addresses for the copy threads one tile ahead.
 //
-// Rows past L_k (the tail of the last tile) are zero-filled in shared memory, never read, and
-// masked, so NaN in padding slots cannot reach a result (p = 0 and V = 0, never NaN * 0).
+// K/V tiles are gathered through the page table into double-buffered shared memory. A page
+// walker (one thread per key row, state in shared memory) computes each row's address one tile
+// ahead; the page-table entry it needs is loaded a tile earlier still, so no step waits on a
+// global load. Two copy paths:
+//   - default: the walker publishes row sources in shared memory and every thread issues 16-byte
+//     copies (cp.async on NVIDIA) into swizzled rows;
+//   - Hopper, opt-in (RADIXKV_EXT_BULK=1): the walker issues one bulk copy (TMA engine) per K row
+//     and per V row into padded rows, bytes counted on an mbarrier per buffer. Measured 26-43%
+//     slower: a bulk copy takes uniform operands, so ptxas loops over the 32 lanes' addresses.
+// Rows past L_k (and rows whose page index is outside the pool) are zero-filled, never read
+// unmasked, so NaN in padding slots cannot reach a result (p = 0 and V = 0, never NaN * 0).
 //
 // Online softmax state per query row (per lane slot, see mma.h):
 //   m: running max of the raw scores (-inf while empty), l: running sum of exp2((s - m) * c)
 //   over this lane's keys (summed across lanes once, at the end), O: running sum of p * V.
 //   c = sm_scale * log2(e): scores are scaled inside exp2 only. An empty state (m = -inf)
-//   rescales by 0 and subtracts 0, so no inf - inf ever forms. O and l are rescaled only when
-//   some row's max grew (a warp vote); otherwise the factor would be exactly 1.
+//   rescales by 0 and subtracts 0, so no inf - inf ever forms. A row keeps its max until a new
+//   one exceeds it by more than RADIXKV_EXT_RESCALE_SLACK (log2 units; exponentials stay below
+//   2^slack), and O is rescaled only when some row's max moved (a warp vote). The exponentials of
+//   a 16-key block are computed right before that block's P*V products, so the compiler can
+//   interleave the MUFU/FFMA work of one block with the tensor-core work of the previous one.
+//
+// Matrix products: mma.sync / MFMA through mma.h everywhere; on sm_90a builds with D = 128 the
+// four warps act as one warpgroup and S = Q K^T and O += P V run as wgmma from 128-byte-swizzled
+// shared-memory tiles (extend_wgmma.cuh), the tile's two 64-row halves pipelined so that one
+// half's softmax overlaps the other half's products. Softmax, masking, paging and the epilogue
+// are the same code for both (the per-warp accumulator layouts coincide).
+//
+// The result is staged through the (by then unused) Q tile so that it leaves in 16-byte stores.
 //
 // Tuning (NVIDIA, D = 128; bench/NOTES.md "Extend" has the measurements): 4 warps x 32 rows,
-// 64-key tiles, one barrier per tile, the swizzle folded into one XOR per ldmatrix address.
-// AMD uses smaller tiles (gfx90a has 64 KB of LDS) and plain loads for the copies.
+// 64-key tiles, one barrier per tile; wgmma 1.22-1.26x faster than mma.sync on the H200; lazy
+// rescaling with a slack of 8 (log2 units) another 1.7-3.0%.
+// AMD uses smaller tiles (gfx90a has 64 KB of LDS).
 #include "extend_attention.h"
 
 #include "dispatch.h"
+#include "extend_hopper.cuh"
+#include "extend_wgmma.cuh"
 #include "mma.h"
 #include "platform.h"
 #include "softmax.h"
 
-// Tuning knobs (NVIDIA, head_dim 128): warps per CTA, 16-row blocks per warp, key-tile width;
-// whether K and V of a tile are waited for separately (two barriers per tile) or together (one).
+// Tuning knobs (NVIDIA, head_dim 128): warps per CTA, 16-row blocks per warp, key-tile width.
 #ifndef RADIXKV_EXT_W128
 #define RADIXKV_EXT_W128 4
 #endif
@@ -47,23 +71,45 @@
 #ifndef RADIXKV_EXT_BN128
 #define RADIXKV_EXT_BN128 64
 #endif
-#ifndef RADIXKV_EXT_SPLIT_WAIT
-#define RADIXKV_EXT_SPLIT_WAIT 0
-#endif
-#ifndef RADIXKV_EXT_MMA_ROWSUM
-#define RADIXKV_EXT_MMA_ROWSUM 0  // NVIDIA: softmax row sums on the tensor cores (P x ones)
-#endif
 #ifndef RADIXKV_EXT_MIN_BLOCKS
 #define RADIXKV_EXT_MIN_BLOCKS 1
 #endif
 #ifndef RADIXKV_EXT_KK_UNROLL
-#define RADIXKV_EXT_KK_UNROLL 4  // head-dim steps of S = Q K^T kept in flight (register budget)
+#define RADIXKV_EXT_KK_UNROLL 8  // head-dim steps of S = Q K^T unrolled (8 = all for D = 128)
+#endif
+#ifndef RADIXKV_EXT_BULK
+#define RADIXKV_EXT_BULK 0  // sm_90: K/V rows by bulk copies (else 16-byte cp.async everywhere)
+#endif
+#ifndef RADIXKV_EXT_EXP_IN_PV
+#define RADIXKV_EXT_EXP_IN_PV 1  // exponentials block by block inside the P*V loop
+#endif
+#ifndef RADIXKV_EXT_O_SMEM
+#define RADIXKV_EXT_O_SMEM 1  // NVIDIA: O through shared memory, 16-byte stores
+#endif
+#ifndef RADIXKV_EXT_WGMMA
+#define RADIXKV_EXT_WGMMA 1  // sm_90a builds, D = 128: S and P*V on wgmma (extend_wgmma.cuh)
+#endif
+#ifndef RADIXKV_EXT_RESCALE_SLACK
+#define RADIXKV_EXT_RESCALE_SLACK 8  // > 0: keep a row's max until the new one exceeds it by this (log2)
+#endif
+#ifndef RADIXKV_EXT_RANK_ORDER
+#define RADIXKV_EXT_RANK_ORDER 1  // heaviest tiles first across the batch (when the grid allows)
 #endif
 
 namespace rk {
 namespace extend_detail {
 
 constexpr int kKKUnroll = RADIXKV_EXT_KK_UNROLL;
+#if RADIXKV_EXT_HAS_BULK && RADIXKV_EXT_BULK
+constexpr bool kBulk = true;
+#else
+constexpr bool kBulk = false;
+#endif
+#if RK_NVIDIA && RADIXKV_EXT_O_SMEM
+constexpr bool kOSmem = true;
+#else
+constexpr bool kOSmem = false;
+#endif
 
 using mma::Acc;
 using mma::Frag;
@@ -74,6 +120,15 @@ RK_DEVICE int shfl_up_int(int v, int delta) {
   return __shfl_up(v, delta);
 #else
   return __shfl_up_sync(0xffffffffu, v, delta);
+#endif
+}
+
+// Order shared-memory accesses among the lanes of one warp (a wavefront runs in lockstep on AMD).
+RK_DEVICE void warp_sync() {
+#if RK_AMD
+  __builtin_amdgcn_wave_barrier();
+#else
+  __syncwarp();
 #endif
 }
 
@@ -104,15 +159,78 @@ struct Cfg {
   static constexpr int kThreads = kWarps * rk::kWarpSize;
   static constexpr int kChunks = D / 8;           // 16-byte chunks per row
   static constexpr int kQElems = kBM * D;
-  static constexpr int kKVElems = kBN * D;
-  // Q tile, K[2], V[2] (16-bit elements), then the row-address tables int64 [2][kBN].
-  static constexpr int kSmemBytes = (kQElems + 4 * kKVElems) * 2 + 2 * kBN * 8;
+  // K/V buffers are sized for padded rows on NVIDIA (the bulk-copy layout, D + 8 elements per
+  // row); the swizzled layout uses the first kBN * D elements of each. The host pass cannot know
+  // which layout the device pass picked, so both fit.
+#if RK_NVIDIA
+  static constexpr int kRowElems = D + 8;
+#else
+  static constexpr int kRowElems = D;
+#endif
+  static constexpr int kRowBytes = kRowElems * 2;
+  static constexpr int kKVElems = kBN * kRowElems;  // one K or V buffer
+  // Byte offsets: Q tile, K[2], V[2], row table int4 [2][kBN], walker state int4 [kBN], mask
+  // limits int4 [kThreads], the walker's per-CTA constants (WalkInfo), two mbarriers. What is
+  // only needed now and then lives in shared memory rather than in registers across the loop.
+  static constexpr int kOffK = kQElems * 2;
+  static constexpr int kOffV = kOffK + 2 * kKVElems * 2;
+  static constexpr int kOffRows = kOffV + 2 * kKVElems * 2;
+  static constexpr int kOffWalk = kOffRows + 2 * kBN * 16;
+  static constexpr int kOffLim = kOffWalk + kBN * 16;
+  static constexpr int kOffInfo = kOffLim + kThreads * 16;
+  static constexpr int kOffBar = kOffInfo + 64;
+  // + slack to align the base to 1024 bytes (the 128-byte swizzle pattern of wgmma operands).
+  static constexpr int kSmemBytes = kOffBar + 2 * 8 + 1024;
+  static_assert(kMT * mma::kRowSlots <= 4, "mask limits fit one int4 per thread");
   static_assert(kBN <= kThreads, "one walker thread per key row");
+  static_assert((kKVElems * 2) % 128 == 0 && kOffK % 128 == 0, "buffers stay 128-byte aligned");
+  // The wgmma path (D = 128 on sm_90a): one warpgroup, two 64-row halves, 64-key tiles, K/V
+  // buffers 1024-byte aligned (17408 = 17 * 1024 bytes each).
+  static constexpr bool kWgmmaShape = D == 128 && kWarps == 4 && kMT == 2 && kBN == 64 &&
+                                      (kKVElems * 2) % 1024 == 0 && kOffK % 1024 == 0;
 };
+
+// Shared-memory element index of (row, col) in a [kRows][D] Q/K/V tile: mma.h's XOR-swizzled rows,
+// or the 128-byte-swizzle column halves that wgmma descriptors address.
+template <int D, int kRows, bool kSw128>
+RK_DEVICE int tile_index(int row, int col) {
+  if constexpr (kSw128) {
+    return wgmma::sw128_index<kRows>(row, col);
+  } else {
+    return mma::smem_index<D>(row, col);
+  }
+}
+
+// K/V operand addressing: XOR-swizzled rows of D elements (cp.async copies) or padded rows of
+// kRowBytes (bulk copies). The lane address is computed once; each block is a constant offset.
+template <int D, int kRowBytes, bool kPadded>
+struct KVView {
+  RK_DEVICE static mma::SmemLane lane_k(const uint16_t* t) { return mma::lane_k<D>(t); }
+  RK_DEVICE static mma::SmemLane lane_v(const uint16_t* t) { return mma::lane_v<D>(t); }
+  RK_DEVICE static void load_k(Frag& f, mma::SmemLane l, int key0, int col0) { mma::load_k<D>(f, l, key0, col0); }
+  RK_DEVICE static void load_v(Frag& f, mma::SmemLane l, int key0, int dim0) { mma::load_v<D>(f, l, key0, dim0); }
+};
+#if RK_NVIDIA
+template <int D, int kRowBytes>
+struct KVView<D, kRowBytes, true> {
+  RK_DEVICE static mma::SmemLane lane_k(const uint16_t* t) {
+    return mma::padded_lane_addr<kRowBytes>(t, mma::k_lane_row(), mma::k_lane_chunk());
+  }
+  RK_DEVICE static mma::SmemLane lane_v(const uint16_t* t) {
+    return mma::padded_lane_addr<kRowBytes>(t, mma::v_lane_row(), mma::v_lane_chunk());
+  }
+  RK_DEVICE static void load_k(Frag& f, mma::SmemLane l, int key0, int col0) {
+    mma::load_k_padded<kRowBytes>(f, l, key0, col0);
+  }
+  RK_DEVICE static void load_v(Frag& f, mma::SmemLane l, int key0, int dim0) {
+    mma::load_v_padded<kRowBytes>(f, l, key0, dim0);
+  }
+};
+#endif
 
 // ----------------------------------------------------------------------------- tile lookup
 
-// Map blockIdx.x to (request, tile of that request). Tiles are numbered request by request;
+// Request order: map x to (request, tile of that request). Tiles are numbered request by request;
 // each warp scans qo_indptr in chunks of kWarpSize requests (O(B / 32) steps, no shared memory).
 template <int kBM>
 RK_DEVICE bool find_tile(const ExtendParams& p, int group, int x, int& req, int& tile) {
@@ -154,96 +272,81 @@ struct PageRow {
   int cols;  // entries that may be read (block-table mode: max_blocks; CSR: unbounded)
 };
 
-// One thread per key row r of a key tile: tracks key j = n * kBN + r as (logical page, offset,
-// element address) and moves kBN keys forward per tile by adding the address difference between
-// the old and the new (page, offset): the Hygon design's k_delta / v_delta walk. The page-table
-// entry of the following tile is loaded one step early (nraw), so publishing a tile's row address
-// never waits on a global load.
-struct PageWalker {
-  int key, page_idx, off, phys;  // the published tile's key row
-  int64_t addr;                  // phys * kv_stride_page + off * kv_stride_slot
-  bool ok;                       // its page index was inside the table and the pool
-  int nkey, npage_idx, noff;     // the next tile's key row
-  int nraw;                      // its page-table entry (-1: none to read)
-
-  RK_DEVICE static int fetch(const PageRow& row, int pidx, int k, int lk) {
-    return k < lk && pidx < row.cols ? row.pages[pidx] : -1;
-  }
-  RK_DEVICE void step_next(int step_pages, int step_off, int step_keys, int page_size) {
-    nkey = key + step_keys;
-    npage_idx = page_idx + step_pages;
-    noff = off + step_off;
-    if (noff >= page_size) {
-      noff -= page_size;
-      ++npage_idx;
-    }
-  }
-  RK_DEVICE void init(const PageRow& row, int r, const ExtendParams& p, int lk, int step_pages,
-                      int step_off, int step_keys) {
-    key = r;
-    page_idx = r / p.page_size;
-    off = r - page_idx * p.page_size;
-    const int raw = fetch(row, page_idx, key, lk);
-    ok = raw >= 0 && raw < p.num_pages;
-    phys = ok ? raw : 0;
-    addr = int64_t(phys) * p.kv_stride_page + int64_t(off) * p.kv_stride_slot;
-    step_next(step_pages, step_off, step_keys, p.page_size);
-    nraw = fetch(row, npage_idx, nkey, lk);
-  }
-  // Move to the next tile (its entry was fetched a step ago) and fetch the one after.
-  RK_DEVICE void advance(const PageRow& row, const ExtendParams& p, int lk, int step_pages,
-                         int step_off, int step_keys) {
-    const int old_off = off;
-    key = nkey;
-    page_idx = npage_idx;
-    off = noff;
-    int nphys = phys;
-    if (key < lk) {
-      ok = nraw >= 0 && nraw < p.num_pages;
-      nphys = ok ? nraw : phys;
-    }
-    addr += int64_t(nphys - phys) * p.kv_stride_page + int64_t(off - old_off) * p.kv_stride_slot;
-    phys = nphys;
-    step_next(step_pages, step_off, step_keys, p.page_size);
-    nraw = fetch(row, npage_idx, nkey, lk);
-  }
-  // Row byte offset for the copy threads; -1 = zero-fill (past L_k, or a bad page index).
-  RK_DEVICE int64_t published(int lk) const { return key < lk && ok ? addr * 2 : int64_t(-1); }
+// Walker of key row r: tracks key j = t * kBN + r of the next tile t to hand out as (logical page
+// pidx, offset off) plus that page's table entry `raw`, loaded one step early. Each step moves kBN
+// keys forward by a constant (pages, offset) increment: no division in the loop. The state lives
+// in shared memory between steps (one int4 per walker), so it costs no registers in the loop.
+struct WalkStep {
+  int pidx, off;  // logical page and offset of this thread's key row in the next tile
+  int raw;        // page-table entry of pidx (-1: none)
 };
 
-// Copies of [kBN][D] key/value tiles: thread t moves chunk t % (D/8) of rows t / (D/8) + i * step.
-// Row byte offsets come from the walker's table (`rows`, negative = zero-fill).
-template <int D, int kBN, int kThreads>
+RK_DEVICE int fetch_page(const PageRow& row, int pidx, int key, int lk) {
+  return key < lk && pidx < row.cols ? row.pages[pidx] : -1;
+}
+
+// The walker's per-CTA constants (in shared memory: read only when a walker steps).
+struct WalkInfo {
+  PageRow row;
+  int64_t k_head;  // byte address of this KV head's K element (page 0, slot 0, dim 0)
+  int lk;          // L_k of the request
+  int step_pages;  // a tile of kBN keys = step_pages pages + step_off slots
+  int step_off;
+};
+
+// Where K row `key` of the tile being handed out comes from (its V row is at the same offset
+// from v_cache): its byte address and 16 (bytes per 16-byte copy), or, for a row to zero-fill
+// (past L_k, or a page index outside the pool), an aligned address that is not read and 0.
+struct RowSrc {
+  int64_t addr;
+  int bytes;
+};
+RK_DEVICE RowSrc walk(int4* state, const WalkInfo* info, const ExtendParams& p, int key, int step_keys) {
+  int4 w = *state;
+  const WalkInfo in = *info;
+  const bool valid = key < in.lk && w.z >= 0 && w.z < p.num_pages;
+  const RowSrc e{valid ? in.k_head + 2 * (int64_t(w.z) * p.kv_stride_page + int64_t(w.y) * p.kv_stride_slot)
+                       : in.k_head,
+                 valid ? 16 : 0};
+  w.x += in.step_pages;
+  w.y += in.step_off;
+  if (w.y >= p.page_size) {
+    w.y -= p.page_size;
+    ++w.x;
+  }
+  w.z = fetch_page(in.row, w.x, key + step_keys, in.lk);
+  *state = w;
+  return e;
+}
+
+// 16-byte copies of [kBN][D] key/value tiles (swizzled rows): thread t moves chunk t % (D/8) of
+// rows t / (D/8) + i * step. Row sources come from the walker's table, one int4 per row
+// {address lo, address hi, source bytes 16 or 0, -}: one shared load, no compare, per row. A V
+// row sits v_minus_k bytes from its K row.
+template <int D, int kBN, int kThreads, bool kSw128>
 struct TileCopy {
   static constexpr int kChunks = D / 8;
   static constexpr int kPasses = kBN * kChunks / kThreads;
   static constexpr int kRowStep = kThreads / kChunks;
   static_assert((kBN * kChunks) % kThreads == 0 && kThreads % kChunks == 0, "whole copy passes");
-  int r0, c8, dst0;
-  const char* k_src;  // this KV head's chunk c of row offset 0 (bytes)
-  const char* v_src;
 
-  RK_DEVICE TileCopy(const uint16_t* k_head, const uint16_t* v_head) {
-    r0 = threadIdx.x / kChunks;
-    c8 = (threadIdx.x % kChunks) * 8;
-    dst0 = mma::smem_index<D>(r0, c8);
-    k_src = reinterpret_cast<const char*>(k_head + c8);
-    v_src = reinterpret_cast<const char*>(v_head + c8);
+  RK_DEVICE static int4 entry(const RowSrc& e) {
+    return make_int4(int(uint32_t(uint64_t(e.addr))), int(uint32_t(uint64_t(e.addr) >> 32)), e.bytes, 0);
   }
-  RK_DEVICE int dst(int it) const {
-    // Rows 8 apart share their swizzle: a constant step then.
-    return kRowStep % 8 == 0 ? dst0 + it * kRowStep * D
-                             : mma::smem_index<D>(r0 + it * kRowStep, c8);
-  }
-  template <bool kK, bool kV>
-  RK_DEVICE void copy(uint16_t* dk, uint16_t* dv, const int64_t* rows) const {
+  RK_DEVICE static void copy(uint16_t* dk, uint16_t* dv, const int4* rows, int64_t v_minus_k) {
+    const int r0 = threadIdx.x / kChunks;
+    const int c8 = (threadIdx.x % kChunks) * 8;
+    const int dst0 = tile_index<D, kBN, kSw128>(r0, c8);
 #pragma unroll
     for (int it = 0; it < kPasses; ++it) {
-      const int64_t a = rows[r0 + it * kRowStep];
-      const bool valid = a >= 0;
-      const int64_t off = valid ? a : 0;
-      if (kK) mma::async_copy16(dk + dst(it), k_src + off, valid);
-      if (kV) mma::async_copy16(dv + dst(it), v_src + off, valid);
+      const int4 rw = rows[r0 + it * kRowStep];
+      const uint64_t a = (uint64_t(uint32_t(rw.y)) << 32) | uint32_t(rw.x);
+      const char* ks = reinterpret_cast<const char*>(a) + c8 * 2;
+      // Rows 8 apart share their swizzle (either layout): a constant step then.
+      const int dst = kRowStep % 8 == 0 ? dst0 + tile_index<D, kBN, kSw128>(it * kRowStep, 0)
+                                        : tile_index<D, kBN, kSw128>(r0 + it * kRowStep, c8);
+      mma::async_copy16_bytes(dk + dst, ks, rw.z);
+      mma::async_copy16_bytes(dv + dst, ks + v_minus_k, rw.z);
     }
   }
 };
@@ -255,7 +358,7 @@ struct MaskTag {
   static constexpr bool value = kMasked;
 };
 
-template <class T, int D>
+template <class T, int D, bool kRankOrder>
 __global__ void __launch_bounds__(Cfg<D>::kThreads, RADIXKV_EXT_MIN_BLOCKS)
 extend_attention_kernel(const ExtendParams p) {
   using C = Cfg<D>;
@@ -263,25 +366,58 @@ extend_attention_kernel(const ExtendParams p) {
   constexpr int kKB = kBN / 16;  // 16-key blocks per key tile
   constexpr int kDB = D / 16;    // 16-wide blocks along head_dim
   constexpr int kSlots = mma::kRowSlots;
-  constexpr bool kSplitWait = RADIXKV_EXT_SPLIT_WAIT != 0;
-  constexpr bool kMmaSum = mma::kHasMmaRowSum && RADIXKV_EXT_MMA_ROWSUM != 0;
+  constexpr bool kExpInPV = RADIXKV_EXT_EXP_IN_PV != 0;
+  using KV = KVView<D, C::kRowBytes, kBulk>;
+#if RADIXKV_EXT_HAS_WGMMA
+  constexpr bool kWgmma = RADIXKV_EXT_WGMMA != 0 && C::kWgmmaShape && !kBulk;
+#else
+  constexpr bool kWgmma = false;
+#endif
+  using Copy = TileCopy<D, kBN, kThreads, kWgmma>;
+  // Rows of this warp: blocks of 16 at warp_row0 + mt * kMStride (mma.sync: the warp's own 16 * kMT
+  // consecutive rows; wgmma: rows 16w.. of each 64-row half).
+  constexpr int kMStride = kWgmma ? 64 : 16;
 
   extern __shared__ __align__(128) uint4 smem_raw[];  // 128-byte aligned tiles (mma.h)
-  uint16_t* sQ = reinterpret_cast<uint16_t*>(smem_raw);
-  uint16_t* sK = sQ + C::kQElems;       // [2][kBN][D]
-  uint16_t* sV = sK + 2 * C::kKVElems;  // [2][kBN][D]
-  int64_t* sRows = reinterpret_cast<int64_t*>(sV + 2 * C::kKVElems);  // [2][kBN]
+  char* smem = reinterpret_cast<char*>(smem_raw);
+#if RK_NVIDIA
+  // wgmma operands: 128-byte swizzle pattern anchored at 1024-byte boundaries (kSmemBytes has the
+  // slack). The other paths keep the compile-time base (cheaper addressing).
+  if (kWgmma) smem += (1024 - (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) & 1023)) & 1023;
+#endif
+  uint16_t* sQ = reinterpret_cast<uint16_t*>(smem);
+  uint16_t* sK = reinterpret_cast<uint16_t*>(smem + C::kOffK);  // [2][kBN][kRowElems]
+  uint16_t* sV = reinterpret_cast<uint16_t*>(smem + C::kOffV);  // [2][kBN][kRowElems]
+  int4* sRows = reinterpret_cast<int4*>(smem + C::kOffRows);         // [2][kBN] (swizzled path)
+  int4* sWalk = reinterpret_cast<int4*>(smem + C::kOffWalk);         // [kBN]
+  int* sLim = reinterpret_cast<int*>(smem + C::kOffLim);             // [kThreads][4]
+  WalkInfo* sInfo = reinterpret_cast<WalkInfo*>(smem + C::kOffInfo);
+  uint64_t* sBar = reinterpret_cast<uint64_t*>(smem + C::kOffBar);   // [2] (bulk path)
+  (void)sRows;
+  (void)sBar;
 
   const int G = p.num_q_heads / p.num_kv_heads;
-  int req, tile_in_req;
-  if (!find_tile<kBM>(p, G, blockIdx.x, req, tile_in_req)) return;  // surplus CTA
-  const int kvh = blockIdx.y;
+  int req, kvh, tile, lq;
+  if (kRankOrder) {
+    const int lin = blockIdx.x;
+    kvh = lin % p.num_kv_heads;
+    const int t = lin / p.num_kv_heads;
+    const int rank = t / p.batch;
+    req = t - rank * p.batch;
+    lq = p.qo_indptr[req + 1] - p.qo_indptr[req];
+    const int n_tiles_req = (lq * G + kBM - 1) / kBM;
+    if (rank >= n_tiles_req) return;  // this request has fewer tiles
+    tile = n_tiles_req - 1 - rank;
+  } else {
+    int tile_in_req;
+    if (!find_tile<kBM>(p, G, blockIdx.x, req, tile_in_req)) return;  // surplus CTA
+    kvh = blockIdx.y;
+    lq = p.qo_indptr[req + 1] - p.qo_indptr[req];
+    const int n_tiles_req = (lq * G + kBM - 1) / kBM;
+    tile = n_tiles_req - 1 - tile_in_req;  // later tiles see more keys: run them first
+  }
   const int q_begin = p.qo_indptr[req];
-  const int lq = p.qo_indptr[req + 1] - q_begin;
   const int lk = p.kv_lens[req];
-  const int n_tiles_req = (lq * G + kBM - 1) / kBM;
-  // Later tiles see more keys: run them first (better tail balance).
-  const int tile = n_tiles_req - 1 - tile_in_req;
   const int row0 = tile * kBM;                       // first packed row of this tile
   const int rows_valid = min(kBM, lq * G - row0);
   const int prefix = lk - lq;                        // L_k - L_q
@@ -316,20 +452,24 @@ extend_attention_kernel(const ExtendParams p) {
     pages.pages = p.page_table + p.kv_indptr[req];
     pages.cols = 0x7fffffff;
   }
-  const uint16_t* kbase = static_cast<const uint16_t*>(p.k_cache) + int64_t(kvh) * p.kv_stride_head;
-  const uint16_t* vbase = static_cast<const uint16_t*>(p.v_cache) + int64_t(kvh) * p.kv_stride_head;
-
-  // Page walker: thread r < kBN owns key row r. Publish tiles 0 and 1.
-  const int step_pages = kBN / p.page_size;
-  const int step_off = kBN - step_pages * p.page_size;
-  PageWalker walker;
+  // Page walker: thread r < kBN owns key row r.
   const bool is_walker = threadIdx.x < kBN;
-  if (is_walker) {
-    walker.init(pages, threadIdx.x, p, lk, step_pages, step_off, kBN);
-    sRows[threadIdx.x] = walker.published(lk);
-    walker.advance(pages, p, lk, step_pages, step_off, kBN);
-    sRows[kBN + threadIdx.x] = walker.published(lk);
+  int4* my_walk = sWalk + (is_walker ? threadIdx.x : 0);
+  if (threadIdx.x == 0) {
+    const int step_pages = kBN / p.page_size;
+    const int64_t k_head = int64_t(reinterpret_cast<uintptr_t>(p.k_cache)) + 2 * int64_t(kvh) * p.kv_stride_head;
+    *sInfo = WalkInfo{pages, k_head, lk, step_pages, kBN - step_pages * p.page_size};
   }
+  const int64_t v_minus_k =
+      int64_t(reinterpret_cast<uintptr_t>(p.v_cache)) - int64_t(reinterpret_cast<uintptr_t>(p.k_cache));
+  if (is_walker) {
+    const int r = threadIdx.x;
+    const int pidx = r / p.page_size;
+    *my_walk = make_int4(pidx, r - pidx * p.page_size, fetch_page(pages, pidx, r, lk), 0);
+  }
+  // Hand tile t's row of this walker to the copy path (walker threads only, t in order 0, 1, ...;
+  // after the first barrier, which publishes sInfo).
+  auto walk_tile = [&](int t) { return walk(my_walk, sInfo, p, t * kBN + int(threadIdx.x), kBN); };
 
   // Q tile: row r is (position (row0 + r) / G, head kvh * G + (row0 + r) % G); rows past the
   // request are zero-filled (their results are never stored).
@@ -341,44 +481,82 @@ extend_attention_kernel(const ExtendParams p) {
     const uint16_t* src =
         q + (valid ? int64_t(q_begin + pos) * p.q_stride_tok + int64_t(kvh * G + h) * p.q_stride_head
                    : 0) + c * 8;
-    mma::async_copy16(sQ + mma::smem_index<D>(r, c * 8), src, valid);
+    mma::async_copy16(sQ + tile_index<D, kBM, kWgmma>(r, c * 8), src, valid);
   }
-  __syncthreads();  // sRows[0] visible
-  const TileCopy<D, kBN, kThreads> copy(kbase, vbase);
-  if (kSplitWait) {
-    copy.template copy<true, false>(sK, sV, sRows);
-    mma::async_commit();  // group: Q + K0
-    copy.template copy<false, true>(sK, sV, sRows);
-  } else {
-    copy.template copy<true, true>(sK, sV, sRows);
+  mma::async_commit();
+
+#if RADIXKV_EXT_HAS_BULK
+  // Bulk path: the walker of row r copies K row r and V row r of tile t into buffer t & 1 and
+  // announces their bytes on that buffer's barrier (a phase per use: tile t waits for parity
+  // (t >> 1) & 1). Zero rows are plain stores, ordered before later bulk writes by a proxy fence.
+  auto issue_bulk = [&](int t) {
+    const int b = t & 1;
+    const RowSrc src = walk_tile(t);
+    uint16_t* dk = sK + b * C::kKVElems + threadIdx.x * C::kRowElems;
+    uint16_t* dv = sV + b * C::kKVElems + threadIdx.x * C::kRowElems;
+    if (src.bytes != 0) {
+      const char* ks = reinterpret_cast<const char*>(src.addr);
+      hopper::mbar_arrive_expect(sBar + b, 2 * D * 2);
+      hopper::bulk_copy(dk, ks, D * 2, sBar + b);
+      hopper::bulk_copy(dv, ks + v_minus_k, D * 2, sBar + b);
+    } else {
+#pragma unroll
+      for (int c = 0; c < C::kChunks; ++c) {
+        reinterpret_cast<uint4*>(dk)[c] = make_uint4(0, 0, 0, 0);
+        reinterpret_cast<uint4*>(dv)[c] = make_uint4(0, 0, 0, 0);
+      }
+      hopper::fence_proxy_async();
+      hopper::mbar_arrive_expect(sBar + b, 0);
+    }
+  };
+  if (kBulk) {
+    if (threadIdx.x == 0) {
+      hopper::mbar_init(sBar, kBN);
+      hopper::mbar_init(sBar + 1, kBN);
+      hopper::mbar_init_fence();
+    }
+    __syncthreads();  // barriers initialised, sInfo visible
+    if (is_walker) issue_bulk(0);
+    mma::async_wait<0>();  // Q (visible to all after the loop's first barrier)
   }
-  mma::async_commit();  // group: V0 (or Q + K0 + V0)
+#endif
+  if (!kBulk) {
+    __syncthreads();  // sInfo visible
+    if (is_walker) {
+      sRows[threadIdx.x] = Copy::entry(walk_tile(0));
+      sRows[kBN + threadIdx.x] = Copy::entry(walk_tile(1));
+    }
+    __syncthreads();  // sRows[0] visible
+    Copy::copy(sK, sV, sRows, v_minus_k);
+    mma::async_commit();
+  }
 
   // Per-lane shared-memory addresses of the matrix operands (see mma.h).
   const mma::SmemLane lane_q = mma::lane_q<D>(sQ);
-  const mma::SmemLane lane_k = mma::lane_k<D>(sK);
-  const mma::SmemLane lane_v = mma::lane_v<D>(sV);
+  const mma::SmemLane lane_k = KV::lane_k(sK);
+  const mma::SmemLane lane_v = KV::lane_v(sV);
 
   // Per-slot mask limit: key j is visible to the slot's row iff j <= lim. Rows past the request
   // take the last query's limit so their (discarded) softmax stays finite.
   const int warp = threadIdx.x / rk::kWarpSize;
-  const int warp_row0 = warp * 16 * kMT;
-  int lim[kMT][kSlots];
+  const int warp_row0 = warp * 16 * (kWgmma ? 1 : kMT);
+  // Kept in shared memory (this thread's int4) and read only by masked tiles.
+  {
+    int lim[4] = {0, 0, 0, 0};
 #pragma unroll
-  for (int mt = 0; mt < kMT; ++mt)
+    for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-    for (int s = 0; s < kSlots; ++s) {
-      const int pos = (row0 + warp_row0 + mt * 16 + mma::slot_query(s)) / G;
-      lim[mt][s] = min(pos, lq - 1) + prefix;
-    }
+      for (int s = 0; s < kSlots; ++s) {
+        const int pos = (row0 + warp_row0 + mt * kMStride + mma::slot_query(s)) / G;
+        lim[mt * kSlots + s] = min(pos, lq - 1) + prefix;
+      }
+    reinterpret_cast<int4*>(sLim)[threadIdx.x] = make_int4(lim[0], lim[1], lim[2], lim[3]);
+  }
 
   Acc o[kMT][kDB];
   float m[kMT][kSlots], l[kMT][kSlots];
-  mma::RowSum lsum[kMT];  // kMmaSum: the row sums live here instead of l
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) lsum[mt].x[i] = 0.f;
 #pragma unroll
     for (int db = 0; db < kDB; ++db) mma::zero(o[mt][db]);
 #pragma unroll
@@ -395,28 +573,167 @@ extend_attention_kernel(const ExtendParams p) {
     const mma::SmemLane tK = mma::lane_offset(lane_k, buf * C::kKVElems);
     const mma::SmemLane tV = mma::lane_offset(lane_v, buf * C::kKVElems);
 
-    if (kSplitWait) {
-      mma::async_wait<1>();  // this thread's K_n copies (and Q) done; V_n may be in flight
-      __syncthreads();       // everyone's K_n copies visible; tile n-1 fully consumed
-      if (n + 1 < n_kv_tiles)
-        copy.template copy<true, false>(sK + (buf ^ 1) * C::kKVElems, nullptr, sRows + (buf ^ 1) * kBN);
-      mma::async_commit();
-    } else {
+#if RADIXKV_EXT_HAS_BULK
+    if (kBulk) {
+      __syncthreads();  // tile n-1 consumed by every warp: its buffer takes tile n+1
+      if (is_walker && n + 1 < n_kv_tiles) issue_bulk(n + 1);
+      hopper::mbar_wait(sBar + buf, (n >> 1) & 1);  // K_n, V_n landed
+    }
+#endif
+    if (!kBulk) {
       mma::async_wait<0>();  // K_n and V_n (issued a whole tile ago) done
+#if RADIXKV_EXT_HAS_WGMMA
+      if (kWgmma) hopper::fence_proxy_async();  // ... and visible to the tensor cores' reads
+#endif
       __syncthreads();       // visible to all; tile n-1 fully consumed
       if (n + 1 < n_kv_tiles)
-        copy.template copy<true, true>(sK + (buf ^ 1) * C::kKVElems, sV + (buf ^ 1) * C::kKVElems,
-                                       sRows + (buf ^ 1) * kBN);
+        Copy::copy(sK + (buf ^ 1) * C::kKVElems, sV + (buf ^ 1) * C::kKVElems,
+                                         sRows + (buf ^ 1) * kBN, v_minus_k);
       mma::async_commit();
       // Tile n's row table is free (its copies were issued before the barrier): tile n + 2.
-      if (is_walker && n + 2 < n_kv_tiles) {
-        walker.advance(pages, p, lk, step_pages, step_off, kBN);
-        sRows[buf * kBN + threadIdx.x] = walker.published(lk);
-      }
+      if (is_walker && n + 2 < n_kv_tiles) sRows[buf * kBN + threadIdx.x] = Copy::entry(walk_tile(n + 2));
     }
 
-    // S = Q K^T for this warp's rows.
-    Acc s[kMT][kKB];
+    Acc s[kMT][kKB];  // S = Q K^T for this warp's rows, then P
+    float corr[kMT][kSlots];
+    float m_use[kMT][kSlots];
+
+    // Row block mt: mask (stage 2 only), running max, correction factor; l rescaled (and, without
+    // kExpInPV, P and its sums formed here). Maxima first run across the key blocks per
+    // accumulator element (kAccElems independent chains), then fold the elements of a slot.
+    // Returns whether some row's max grew (only then O needs rescaling).
+    auto stats = [&](int mt) {
+      bool grew = false;
+      int lim[4] = {0, 0, 0, 0};  // this thread's mask limits (masked tiles only)
+      if (kMasked) {
+        const int4 l4 = reinterpret_cast<const int4*>(sLim)[threadIdx.x];
+        lim[0] = l4.x;
+        lim[1] = l4.y;
+        lim[2] = l4.z;
+        lim[3] = l4.w;
+      }
+      float t[mma::kAccElems];
+#pragma unroll
+      for (int kb = 0; kb < kKB; ++kb)
+#pragma unroll
+        for (int i = 0; i < mma::kAccElems; ++i) {
+          if (kMasked) {
+            const int key = n * kBN + kb * 16 + mma::acc_other(i);
+            if (key > lim[mt * kSlots + mma::acc_slot(i)]) s[mt][kb].x[i] = kNegInf;
+          }
+          t[i] = kb == 0 ? s[mt][kb].x[i] : fmaxf(t[i], s[mt][kb].x[i]);
+        }
+      float mx[kSlots];
+#pragma unroll
+      for (int sl = 0; sl < kSlots; ++sl) mx[sl] = kNegInf;
+#pragma unroll
+      for (int i = 0; i < mma::kAccElems; ++i) mx[mma::acc_slot(i)] = fmaxf(mx[mma::acc_slot(i)], t[i]);
+#pragma unroll
+      for (int sl = 0; sl < kSlots; ++sl) {
+        float m_new = fmaxf(m[mt][sl], mma::row_max(mx[sl]));
+        // With a slack, a row keeps its (finite) max while the new one exceeds it by at most the
+        // slack in log2 units: its exponentials then stay <= 2^slack, and O and l need no
+        // rescaling; both use the same stale max, so O / l is unchanged.
+        if (RADIXKV_EXT_RESCALE_SLACK > 0 && m[mt][sl] != kNegInf &&
+            (m_new - m[mt][sl]) * c <= float(RADIXKV_EXT_RESCALE_SLACK))
+          m_new = m[mt][sl];
+        m_use[mt][sl] = m_new == kNegInf ? 0.f : m_new * c;
+        // Only a grown max rescales (m = -inf -> factor 0); an unchanged one leaves l and O as is.
+        corr[mt][sl] = m_new > m[mt][sl] ? fast_exp2(m[mt][sl] * c - m_use[mt][sl]) : 1.f;
+        grew |= m_new > m[mt][sl];
+        m[mt][sl] = m_new;
+      }
+      if (!kExpInPV) {
+#pragma unroll
+        for (int kb = 0; kb < kKB; ++kb)
+#pragma unroll
+          for (int i = 0; i < mma::kAccElems; ++i) {
+            const float pv = fast_exp2(fmaf(s[mt][kb].x[i], c, -m_use[mt][mma::acc_slot(i)]));
+            s[mt][kb].x[i] = pv;
+            t[i] = kb == 0 ? pv : t[i] + pv;
+          }
+#pragma unroll
+        for (int sl = 0; sl < kSlots; ++sl) {
+          float sum = 0.f;
+#pragma unroll
+          for (int i = 0; i < mma::kAccElems; ++i)
+            if (mma::acc_slot(i) == sl) sum += t[i];
+          l[mt][sl] = fmaf(l[mt][sl], corr[mt][sl], sum);
+        }
+      } else {
+#pragma unroll
+        for (int sl = 0; sl < kSlots; ++sl) l[mt][sl] *= corr[mt][sl];
+      }
+      return grew;
+    };
+    auto rescale = [&](int mt) {
+#pragma unroll
+      for (int db = 0; db < kDB; ++db)
+#pragma unroll
+        for (int i = 0; i < mma::kAccElems; ++i) o[mt][db].x[i] *= corr[mt][mma::acc_slot(i)];
+    };
+    // P operand of key block kb (the exponentials computed here when kExpInPV).
+    auto p_block = [&](int mt, int kb, Frag& pf) {
+      if (kExpInPV) {
+        float part[kSlots];
+#pragma unroll
+        for (int sl = 0; sl < kSlots; ++sl) part[sl] = 0.f;
+#pragma unroll
+        for (int i = 0; i < mma::kAccElems; ++i) {
+          const float pv = fast_exp2(fmaf(s[mt][kb].x[i], c, -m_use[mt][mma::acc_slot(i)]));
+          s[mt][kb].x[i] = pv;
+          part[mma::acc_slot(i)] += pv;
+        }
+#pragma unroll
+        for (int sl = 0; sl < kSlots; ++sl) l[mt][sl] += part[sl];  // short chains into l
+      }
+      mma::p_from_acc<T>(pf, s[mt][kb]);
+    };
+
+#if RADIXKV_EXT_HAS_WGMMA
+    if constexpr (kWgmma) {
+      // Two 64-row halves in a pipeline: both halves' S products are issued at once; the
+      // softmax of half 0 runs while the tensor cores compute S of half 1, and the softmax of
+      // half 1 while they compute half 0's P*V. wgmma groups complete in order: [S0, S1, PV0, PV1].
+      const uint32_t q_base = hopper::smem_addr(sQ);
+      const uint32_t k_base = hopper::smem_addr(sK + buf * C::kKVElems);
+      const uint32_t v_base = hopper::smem_addr(sV + buf * C::kKVElems);
+      wgmma::fence();
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+        for (int kk = 0; kk < kDB; ++kk) {
+          // Q half mt (K-major), k-step kk; K (K-major as B = K^T), k-step kk.
+          const uint32_t qa = q_base + (kk >> 2) * (kBM * 128) + mt * (64 * 128) + (kk & 3) * 32;
+          const uint32_t ka = k_base + (kk >> 2) * (kBN * 128) + (kk & 3) * 32;
+          wgmma::ss_m64n64k16<T>(s[mt], wgmma::desc_sw128(qa, 16, 1024),
+                                 wgmma::desc_sw128(ka, 16, 1024), kk > 0);
+        }
+        wgmma::commit();
+      }
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        wgmma::wait<1>();  // S of half mt done (the half after it may still run)
+        wgmma::fence_operands(s[mt]);
+        if (warp_any(stats(mt))) rescale(mt);
+        Frag pf[kKB];
+#pragma unroll
+        for (int kb = 0; kb < kKB; ++kb) p_block(mt, kb, pf[kb]);
+        wgmma::fence_operands(o[mt]);
+        wgmma::fence();
+#pragma unroll
+        for (int kb = 0; kb < kKB; ++kb)  // V (MN-major B), 16 keys per step, both dim halves
+          wgmma::rs_m64n128k16<T>(o[mt], pf[kb].x,
+                                  wgmma::desc_sw128(v_base + kb * (16 * 128), kBN * 128, 1024));
+        wgmma::commit();
+      }
+      wgmma::wait<0>();  // V's buffer is refilled after the next barrier
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) wgmma::fence_operands(o[mt]);
+    } else
+#endif
+    {
+    // mma.sync path: S = Q K^T
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
@@ -429,134 +746,116 @@ extend_attention_kernel(const ExtendParams p) {
 #pragma unroll
       for (int kb = 0; kb < kKB; ++kb) {
         Frag kf;
-        mma::load_k<D>(kf, tK, kb * 16, kk * 16);
+        KV::load_k(kf, tK, kb * 16, kk * 16);
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt) mma::mma_qk<T>(s[mt][kb], qf[mt], kf);
       }
     }
-
-    // Mask (stage 2 only), running max, rescale. Maxima and sums first run across the key blocks
-    // per accumulator element (kAccElems independent chains), then fold the elements of a slot.
-    float corr[kMT][kSlots];
-    float m_use[kMT][kSlots];
     bool grew = false;
 #pragma unroll
-    for (int mt = 0; mt < kMT; ++mt) {
-      float t[mma::kAccElems];
-#pragma unroll
-      for (int kb = 0; kb < kKB; ++kb)
-#pragma unroll
-        for (int i = 0; i < mma::kAccElems; ++i) {
-          if (kMasked) {
-            const int key = n * kBN + kb * 16 + mma::acc_other(i);
-            if (key > lim[mt][mma::acc_slot(i)]) s[mt][kb].x[i] = kNegInf;
-          }
-          t[i] = kb == 0 ? s[mt][kb].x[i] : fmaxf(t[i], s[mt][kb].x[i]);
-        }
-      float mx[kSlots];
-#pragma unroll
-      for (int sl = 0; sl < kSlots; ++sl) mx[sl] = kNegInf;
-#pragma unroll
-      for (int i = 0; i < mma::kAccElems; ++i) mx[mma::acc_slot(i)] = fmaxf(mx[mma::acc_slot(i)], t[i]);
-#pragma unroll
-      for (int sl = 0; sl < kSlots; ++sl) {
-        const float m_new = fmaxf(m[mt][sl], mma::row_max(mx[sl]));
-        m_use[mt][sl] = m_new == kNegInf ? 0.f : m_new * c;
-        // Only a grown max rescales (m = -inf -> factor 0); an unchanged one leaves l and O as is.
-        corr[mt][sl] = m_new > m[mt][sl] ? fast_exp2(m[mt][sl] * c - m_use[mt][sl]) : 1.f;
-        grew |= m_new > m[mt][sl];
-        m[mt][sl] = m_new;
-      }
-#pragma unroll
-      for (int kb = 0; kb < kKB; ++kb)
-#pragma unroll
-        for (int i = 0; i < mma::kAccElems; ++i) {
-          const float pv = fast_exp2(fmaf(s[mt][kb].x[i], c, -m_use[mt][mma::acc_slot(i)]));
-          s[mt][kb].x[i] = pv;
-          t[i] = kb == 0 ? pv : t[i] + pv;
-        }
-#pragma unroll
-      for (int sl = 0; sl < kSlots; ++sl) {
-        if (kMmaSum) {
-          mma::rowsum_scale(lsum[mt], sl, corr[mt][sl]);  // P is added during P*V
-        } else {
-          float sum = 0.f;
-#pragma unroll
-          for (int i = 0; i < mma::kAccElems; ++i)
-            if (mma::acc_slot(i) == sl) sum += t[i];
-          l[mt][sl] = fmaf(l[mt][sl], corr[mt][sl], sum);
-        }
-      }
-    }
+    for (int mt = 0; mt < kMT; ++mt) grew |= stats(mt);
     // Rescale O only when some row of the warp saw a new max (rare once a row has seen its
     // largest scores, e.g. deep into a long prefix): skipping multiplies by exactly 1.
     if (warp_any(grew)) {
 #pragma unroll
-      for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-        for (int db = 0; db < kDB; ++db)
-#pragma unroll
-          for (int i = 0; i < mma::kAccElems; ++i) o[mt][db].x[i] *= corr[mt][mma::acc_slot(i)];
+      for (int mt = 0; mt < kMT; ++mt) rescale(mt);
     }
-
-    if (kSplitWait) {
-      mma::async_wait<1>();  // V_n done (K_{n+1} may be in flight)
-      __syncthreads();
-      if (n + 1 < n_kv_tiles)
-        copy.template copy<false, true>(nullptr, sV + (buf ^ 1) * C::kKVElems, sRows + (buf ^ 1) * kBN);
-      mma::async_commit();
-      // Tile n's row table is free now (K_n, V_n issued long ago): publish tile n + 2 there.
-      if (is_walker && n + 2 < n_kv_tiles) {
-        walker.advance(pages, p, lk, step_pages, step_off, kBN);
-        sRows[buf * kBN + threadIdx.x] = walker.published(lk);
-      }
-    }
-
     // O += P V
 #pragma unroll
     for (int kb = 0; kb < kKB; ++kb) {
       Frag pf[kMT];
 #pragma unroll
-      for (int mt = 0; mt < kMT; ++mt) {
-        mma::p_from_acc<T>(pf[mt], s[mt][kb]);
-        if (kMmaSum) mma::rowsum_add<T>(lsum[mt], pf[mt]);
-      }
+      for (int mt = 0; mt < kMT; ++mt) p_block(mt, kb, pf[mt]);
 #pragma unroll
       for (int db = 0; db < kDB; ++db) {
         Frag vf;
-        mma::load_v<D>(vf, tV, kb * 16, db * 16);
+        KV::load_v(vf, tV, kb * 16, db * 16);
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt) mma::mma_pv<T>(o[mt][db], pf[mt], vf);
       }
+    }
     }
   };
 
   int n = 0;
   for (; n < n_dense; ++n) process(n, MaskTag<false>{});
   for (; n < n_kv_tiles; ++n) process(n, MaskTag<true>{});
-  mma::async_wait<0>();
+  if (!kBulk) mma::async_wait<0>();
 
-  // Normalise and store: element pairs (i, i+1) are adjacent dims of one row on every backend.
+  // Normalise and store.
+  if (kOSmem) {
+    // Through this warp's own rows of the Q tile (no other warp reads them; with wgmma the whole
+    // warpgroup read Q, hence the barrier): 4-byte writes in the accumulator layout, then
+    // 16-byte row chunks to global memory.
+    if (kWgmma) __syncthreads();
+    warp_sync();
 #pragma unroll
-  for (int mt = 0; mt < kMT; ++mt) {
-    float inv[kSlots];
+    for (int mt = 0; mt < kMT; ++mt) {
+      float inv[kSlots];
 #pragma unroll
-    for (int sl = 0; sl < kSlots; ++sl) {
-      const float lt = kMmaSum ? mma::rowsum_get(lsum[mt], sl) : mma::row_sum(l[mt][sl]);
-      inv[sl] = lt > 0.f ? 1.f / lt : 0.f;
+      for (int sl = 0; sl < kSlots; ++sl) {
+        const float lt = mma::row_sum(l[mt][sl]);
+        inv[sl] = lt > 0.f ? 1.f / lt : 0.f;
+      }
+#pragma unroll
+      for (int i = 0; i < mma::kAccElems; i += 2) {
+        const int r = warp_row0 + mt * kMStride + mma::acc_query(i);
+        const float sc = inv[mma::acc_slot(i)];
+#pragma unroll
+        for (int db = 0; db < kDB; ++db) {
+          const int d = db * 16 + mma::acc_other(i);
+          *reinterpret_cast<uint32_t*>(sQ + mma::smem_index<D>(r, d)) =
+              mma::pack2<T>(o[mt][db].x[i] * sc, o[mt][db].x[i + 1] * sc);
+        }
+      }
     }
+    warp_sync();
+    constexpr int kRowsPerPass = rk::kWarpSize / C::kChunks;  // rows one pass of the warp covers
+    static_assert(rk::kWarpSize % C::kChunks == 0, "whole rows per pass");
+    const int lane = threadIdx.x % rk::kWarpSize;
+    const int cidx = lane % C::kChunks;
 #pragma unroll
-    for (int i = 0; i < mma::kAccElems; i += 2) {
-      const int r = warp_row0 + mt * 16 + mma::acc_query(i);
-      if (r >= rows_valid) continue;
-      const int pr = row0 + r;
-      const int pos = pr / G, h = pr - pos * G;
-      uint16_t* orow = out + int64_t(q_begin + pos) * p.o_stride_tok + int64_t(kvh * G + h) * p.o_stride_head;
-      const float sc = inv[mma::acc_slot(i)];
+    for (int mt = 0; mt < kMT; ++mt) {
+      int r = warp_row0 + mt * kMStride + lane / C::kChunks;
+      int pos = (row0 + r) / G, h = (row0 + r) - pos * G;  // advanced incrementally below
 #pragma unroll
-      for (int db = 0; db < kDB; ++db) {
-        const int d = db * 16 + mma::acc_other(i);
-        *reinterpret_cast<uint32_t*>(orow + d) = mma::pack2<T>(o[mt][db].x[i] * sc, o[mt][db].x[i + 1] * sc);
+      for (int it = 0; it < 16 / kRowsPerPass; ++it) {
+        if (r < rows_valid) {
+          const uint4 v = *reinterpret_cast<const uint4*>(sQ + mma::smem_index<D>(r, cidx * 8));
+          *reinterpret_cast<uint4*>(out + int64_t(q_begin + pos) * p.o_stride_tok +
+                                    int64_t(kvh * G + h) * p.o_stride_head + cidx * 8) = v;
+        }
+        r += kRowsPerPass;
+        h += kRowsPerPass;
+        while (h >= G) {
+          h -= G;
+          ++pos;
+        }
+      }
+    }
+  } else {
+    // Element pairs (i, i+1) are adjacent dims of one row on every backend.
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) {
+      float inv[kSlots];
+#pragma unroll
+      for (int sl = 0; sl < kSlots; ++sl) {
+        const float lt = mma::row_sum(l[mt][sl]);
+        inv[sl] = lt > 0.f ? 1.f / lt : 0.f;
+      }
+#pragma unroll
+      for (int i = 0; i < mma::kAccElems; i += 2) {
+        const int r = warp_row0 + mt * kMStride + mma::acc_query(i);
+        if (r >= rows_valid) continue;
+        const int pr = row0 + r;
+        const int pos = pr / G, h = pr - pos * G;
+        uint16_t* orow = out + int64_t(q_begin + pos) * p.o_stride_tok + int64_t(kvh * G + h) * p.o_stride_head;
+        const float sc = inv[mma::acc_slot(i)];
+#pragma unroll
+        for (int db = 0; db < kDB; ++db) {
+          const int d = db * 16 + mma::acc_other(i);
+          *reinterpret_cast<uint32_t*>(orow + d) = mma::pack2<T>(o[mt][db].x[i] * sc, o[mt][db].x[i + 1] * sc);
+        }
       }
     }
   }
@@ -564,34 +863,32 @@ extend_attention_kernel(const ExtendParams p) {
 
 // ----------------------------------------------------------------------------- launch
 
-template <int D>
-int grid_x(const ExtendParams& p) {
-  // sum_b ceil(L_q[b] * G / kBM) is at most ceil(N_q * G / kBM) + B and at most
-  // B * ceil(max_q_len * G / kBM): both known without reading qo_indptr on the host.
-  constexpr int kBM = Cfg<D>::kBM;
-  const int64_t g = p.num_q_heads / p.num_kv_heads;
-  const int64_t a = (int64_t(p.num_q_tokens) * g + kBM - 1) / kBM + p.batch;
-  const int64_t b = int64_t(p.batch) * ((int64_t(p.max_q_len) * g + kBM - 1) / kBM);
-  const int64_t x = a < b ? a : b;
-  if (x > 0x7fffffff) throw LaunchError("radixkv extend_attention: grid too large");
-  return int(x);
-}
-
 template <class T, int D>
 void launch(const ExtendParams& p, Stream stream) {
   using C = Cfg<D>;
-  const int gx = grid_x<D>(p);
-  if (gx <= 0 || p.num_kv_heads == 0) return;
-  auto kernel = extend_attention_kernel<T, D>;
+  constexpr int kBM = C::kBM;
+  if (p.num_kv_heads == 0 || p.batch == 0) return;
+  // sum_b ceil(L_q[b] * G / kBM) is at most ceil(N_q * G / kBM) + B and at most
+  // B * ceil(max_q_len * G / kBM): both known without reading qo_indptr on the host.
+  const int64_t g = p.num_q_heads / p.num_kv_heads;
+  const int64_t per_req = (int64_t(p.max_q_len) * g + kBM - 1) / kBM;
+  const int64_t a = (int64_t(p.num_q_tokens) * g + kBM - 1) / kBM + p.batch;
+  const int64_t b = int64_t(p.batch) * per_req;
+  const int64_t gx = a < b ? a : b;
+  if (gx <= 0) return;
+  // Rank order launches B * per_req tiles per head; take it unless that is more than twice the
+  // tiles that exist (then most of its CTAs would only exit).
+  const bool rank = RADIXKV_EXT_RANK_ORDER != 0 && b <= 2 * a && b * p.num_kv_heads <= 0x7fffffff;
+  if (!rank && gx > 0x7fffffff) throw LaunchError("radixkv extend_attention: grid too large");
+  auto kernel = rank ? extend_attention_kernel<T, D, true> : extend_attention_kernel<T, D, false>;
+  const dim3 grid = rank ? dim3(unsigned(b * p.num_kv_heads)) : dim3(unsigned(gx), p.num_kv_heads);
 #if RK_AMD
   (void)hipFuncSetAttribute(reinterpret_cast<const void*>(kernel),
                             hipFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
-  hipLaunchKernelGGL(kernel, dim3(gx, p.num_kv_heads), dim3(C::kThreads), C::kSmemBytes,
-                     static_cast<stream_t>(stream), p);
+  hipLaunchKernelGGL(kernel, grid, dim3(C::kThreads), C::kSmemBytes, static_cast<stream_t>(stream), p);
 #else
   (void)cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
-  kernel<<<dim3(gx, p.num_kv_heads), dim3(C::kThreads), C::kSmemBytes,
-           static_cast<stream_t>(stream)>>>(p);
+  kernel<<<grid, dim3(C::kThreads), C::kSmemBytes, static_cast<stream_t>(stream)>>>(p);
 #endif
   const error_t e = last_error();
   if (e != kSuccess)

@@ -87,6 +87,16 @@ RK_DEVICE void async_copy16(void* smem, const void* gmem, bool valid) {
   *reinterpret_cast<uint4*>(smem) = v;
 #endif
 }
+// As async_copy16 with the validity given as the number of source bytes, 16 or 0 (0: write 16
+// zero bytes, read nothing; the source must still be a 16-byte aligned address).
+RK_DEVICE void async_copy16_bytes(void* smem, const void* gmem, int src_bytes) {
+#if RK_NVIDIA
+  uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(src_bytes));
+#else
+  async_copy16(smem, gmem, src_bytes != 0);
+#endif
+}
 RK_DEVICE void async_commit() {
 #if RK_NVIDIA
   asm volatile("cp.async.commit_group;\n" ::);
@@ -158,23 +168,43 @@ RK_DEVICE uint32_t block_addr(SmemLane lane, int row0, int col0) {
 // must be a multiple of 128.
 RK_DEVICE SmemLane lane_offset(SmemLane lane, int elems) { return lane + elems * 2; }
 
-// Q as the A operand (rows = queries, k = dims): ldmatrix.x4 matrices (rows 0-7 | 8-15) x (k 0-7 | 8-15).
+// The row and 16-byte chunk inside a 16x16 block that this lane points ldmatrix.x4 at, per
+// operand role (the same for every tile layout).
+// Q as the A operand (rows = queries, k = dims): matrices (rows 0-7 | 8-15) x (k 0-7 | 8-15).
+RK_DEVICE int q_lane_row() { return threadIdx.x & 15; }
+RK_DEVICE int q_lane_chunk() { return (threadIdx.x & 31) >> 4; }
+// K as B operands of the two n8 halves (keys 0-7, 8-15), k = dims.
+RK_DEVICE int k_lane_row() { return (threadIdx.x & 7) + ((threadIdx.x & 31) >> 4) * 8; }
+RK_DEVICE int k_lane_chunk() { return (threadIdx.x >> 3) & 1; }
+// V as B operands (k = keys) of the two n8 halves (dims 0-7, 8-15): ldmatrix.trans.
+RK_DEVICE int v_lane_row() { return (threadIdx.x & 7) + ((threadIdx.x >> 3) & 1) * 8; }
+RK_DEVICE int v_lane_chunk() { return (threadIdx.x & 31) >> 4; }
+
 template <int kCols>
 RK_DEVICE SmemLane lane_q(const uint16_t* tile) {
-  const int lane = threadIdx.x & 31;
-  return lane_addr<kCols>(tile, lane & 15, lane >> 4);
+  return lane_addr<kCols>(tile, q_lane_row(), q_lane_chunk());
 }
-// K as B operands of the two n8 halves (keys 0-7, 8-15), k = dims.
 template <int kCols>
 RK_DEVICE SmemLane lane_k(const uint16_t* tile) {
-  const int lane = threadIdx.x & 31;
-  return lane_addr<kCols>(tile, (lane & 7) + (lane >> 4) * 8, (lane >> 3) & 1);
+  return lane_addr<kCols>(tile, k_lane_row(), k_lane_chunk());
 }
-// V as B operands (k = keys) of the two n8 halves (dims 0-7, 8-15): ldmatrix.trans.
 template <int kCols>
 RK_DEVICE SmemLane lane_v(const uint16_t* tile) {
-  const int lane = threadIdx.x & 31;
-  return lane_addr<kCols>(tile, (lane & 7) + ((lane >> 3) & 1) * 8, lane >> 4);
+  return lane_addr<kCols>(tile, v_lane_row(), v_lane_chunk());
+}
+
+// Padded tiles (no swizzle): rows kRowBytes apart, kRowBytes an odd multiple of 16, so the 8 rows
+// of one ldmatrix matrix fall on 8 distinct groups of 4 banks. Such rows can be filled by bulk
+// (TMA) copies, which write a row linearly. Block (row0, col0) of a lane address is then a pure
+// constant offset.
+template <int kRowBytes>
+RK_DEVICE SmemLane padded_lane_addr(const uint16_t* tile, int r, int cb) {
+  static_assert(kRowBytes % 32 == 16, "padded rows must be an odd multiple of 16 bytes");
+  return static_cast<uint32_t>(__cvta_generic_to_shared(tile)) + r * kRowBytes + cb * 16;
+}
+template <int kRowBytes>
+RK_DEVICE uint32_t padded_block_addr(SmemLane lane, int row0, int col0) {
+  return lane + row0 * kRowBytes + col0 * 2;
 }
 
 RK_DEVICE void ldmatrix_x4_at(Frag& f, uint32_t a) {
@@ -201,6 +231,16 @@ RK_DEVICE void load_k(Frag& f, SmemLane lane, int key0, int col0) {
 template <int kCols>
 RK_DEVICE void load_v(Frag& f, SmemLane lane, int key0, int dim0) {
   ldmatrix_x4_trans_at(f, block_addr<kCols>(lane, key0, dim0));
+}
+
+// The same operand blocks from padded tiles (lane from padded_lane_addr with the role's row/chunk).
+template <int kRowBytes>
+RK_DEVICE void load_k_padded(Frag& f, SmemLane lane, int key0, int col0) {
+  ldmatrix_x4_at(f, padded_block_addr<kRowBytes>(lane, key0, col0));
+}
+template <int kRowBytes>
+RK_DEVICE void load_v_padded(Frag& f, SmemLane lane, int key0, int dim0) {
+  ldmatrix_x4_trans_at(f, padded_block_addr<kRowBytes>(lane, key0, dim0));
 }
 
 template <class T>

@@ -1,8 +1,9 @@
 """Build and load the HIP kernels as a PyTorch extension (JIT, cached), on first use.
 
 Every ``hip/*.cu`` and ``hip/*.cpp`` is compiled into one library with
-``torch.utils.cpp_extension.load``: nvcc on a CUDA torch (sm_90 and sm_80 unless
-``TORCH_CUDA_ARCH_LIST`` says otherwise), hipcc on a ROCm torch. The library registers the
+``torch.utils.cpp_extension.load``: nvcc on a CUDA torch (sm_90a and sm_80 unless
+``TORCH_CUDA_ARCH_LIST`` says otherwise; extend_attention uses wgmma only in an sm_90a build),
+hipcc on a ROCm torch. The library registers the
 ``torch.ops.radixkv.*`` ops through ``TORCH_LIBRARY``; the fake (meta) implementations are then
 registered from :mod:`radixkv.ops._fake`.
 
@@ -85,7 +86,9 @@ def _build() -> None:
     defines = variant_defines()
     is_rocm = torch.version.hip is not None
     if not is_rocm and "TORCH_CUDA_ARCH_LIST" not in os.environ:
-        os.environ["TORCH_CUDA_ARCH_LIST"] = "8.0;9.0"
+        # 9.0a (not 9.0): Hopper's arch-specific target, which extend_attention's wgmma path
+        # needs (the other units are unaffected; 9.0a code runs on the same CC 9.0 devices).
+        os.environ["TORCH_CUDA_ARCH_LIST"] = "8.0;9.0a"
     key = hashlib.sha1(" ".join(defines + [os.environ.get("TORCH_CUDA_ARCH_LIST", "")]).encode())
     name = "radixkv_kernels_" + key.hexdigest()[:8]
     base = Path(os.environ.get("RADIXKV_BUILD_DIR", Path.home() / ".cache" / "radixkv" / "build"))
