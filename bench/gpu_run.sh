@@ -51,7 +51,7 @@ if [[ -f .carry/_core.abi3.so ]]; then cp .carry/_core.abi3.so python/radixkv/_c
 if [[ "$(cat .carry/radixkv_kernels_sm90.variants 2>/dev/null)" == 1 ]]; then export RADIXKV_DECODE_VARIANTS=1; fi
 
 # Kernel library: the prebuilt one if it matches hip/ (bench/prebuild.sh), else a JIT build here.
-export TORCH_CUDA_ARCH_LIST="${TORCH_CUDA_ARCH_LIST:-9.0}" MAX_JOBS="${MAX_JOBS:-16}"
+export TORCH_CUDA_ARCH_LIST="${TORCH_CUDA_ARCH_LIST:-9.0a}" MAX_JOBS="${MAX_JOBS:-16}"
 export RADIXKV_BUILD_DIR=/tmp/radixkv-build
 # RADIXKV_FORCE_PREBUILT=1 takes the prebuilt library even if hip/ changed since (e.g. another
 # op's sources are mid-edit in the working tree that travels). LC_ALL=C: hip_hash.sh sorts file

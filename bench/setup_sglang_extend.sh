@@ -7,7 +7,7 @@
 # the whole server, so they are replaced by small stand-ins written here that answer as SGLang
 # would on an NVIDIA GPU (no ROCm paths, every SGLANG_* switch at its default). Nothing of this
 # enters radixkv's sources: the bundle lands in .anchors/sglang_triton (git-ignored, carried to
-# the GPU machine) and bench/_sglang_extend.py imports it from there.
+# the GPU machine) and bench/kernels_extend.py (load_sglang_extend) imports it from there.
 #
 # usage: bash bench/setup_sglang_extend.sh   (needs pip and network here, no GPU)
 set -euo pipefail

@@ -3,14 +3,15 @@
 # with hipcc, and for NVIDIA sm_90 with nvcc from PyPI. No GPU and no torch build needed.
 #
 # usage: bash hip/check_compile.sh          (from any directory; uses the active Python venv)
-# env:   RADIXKV_CHECK_TARGETS  space-separated subset of "gfx906 gfx90a sm_90" (default: all)
+# env:   RADIXKV_CHECK_TARGETS  space-separated subset of "gfx906 gfx90a sm_90 sm_90a" (default: all;
+#                               sm_90a is Hopper's arch-specific target: the wgmma path of extend)
 #        RADIXKV_CHECK_JOBS     parallel compiles (default: nproc)
 # Needs: hipcc + libamdhip64-dev (apt), and pip for nvidia-cuda-nvcc/crt/cccl/nvvm 13.0, which the
 # script installs into the active environment when nvcc is missing. Exits non-zero on any failure.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-targets="${RADIXKV_CHECK_TARGETS:-gfx906 gfx90a sm_90}"
+targets="${RADIXKV_CHECK_TARGETS:-gfx906 gfx90a sm_90 sm_90a}"
 jobs="${RADIXKV_CHECK_JOBS:-$(nproc)}"
 py="${PYTHON:-python3}"
 outdir="$(mktemp -d)"
@@ -37,7 +38,7 @@ PY
 }
 
 nvcc=""
-if [[ " $targets " == *" sm_90 "* ]]; then
+if [[ " $targets " == *" sm_"* ]]; then
   if ! nvcc="$(find_nvcc)"; then
     echo "check_compile: installing nvcc 13.0 from PyPI into $("$py" -c 'import sys; print(sys.prefix)')"
     # nvvm is pinned too: an unpinned one (13.5+) emits PTX that ptxas 13.0 rejects.
@@ -58,7 +59,8 @@ compile() {  # target unit
     HIP_PLATFORM=amd hipcc -x hip --offload-arch="$t" -std=c++17 -O3 -Werror=return-type \
       -I"$here" -c "$here/$u" -o "$outdir/$t.$u.o" >"$log" 2>&1
   else
-    "$nvcc" -std=c++17 -O3 -gencode "arch=compute_90,code=sm_90" -I"$here" \
+    local arch="${t#sm_}"
+    "$nvcc" -std=c++17 -O3 -gencode "arch=compute_$arch,code=sm_$arch" -I"$here" \
       -c "$here/$u" -o "$outdir/$t.$u.o" >"$log" 2>&1
   fi
   local rc=$?
