@@ -6,14 +6,10 @@ random data; each cell's pages are drawn at random from it (scattered). Every ti
 CUDA-graph replay preceded by an L2 flush, timed with CUDA events; the median of many replays is
 reported. Both sides (radixkv and FlashInfer) always see the same flush in the same run.
 
-L2 flush modes. "write" (runs 1-5): `flush.zero_()` over 1 GiB. It leaves ~50 MB of DIRTY lines in
-L2, whose write-back to HBM then happens inside the timed kernel: for B=1, L=32768 (134 MB of KV,
-29.5 µs at the 4.55 TB/s read stream) that is ~50 MB of extra write traffic inside a ~50 µs
-measurement, for both sides. "clean" (the default, the main table): the same write, then a read of
-a separate 256 MB buffer, which evicts the dirty lines (their write-back happens before the timed
-region) and leaves L2 holding clean, unrelated data: the state after the weight-streaming GEMMs
-(reads) that precede a decode step in a serving loop. The write-flush times are reported too (the
-"write" columns, all cells), so nothing is hidden.
+L2 flush modes (bench/_gpu_timing.py): "clean" (the default, the main table) and "write" (the
+only one in session 1's runs 1-5, which leaves dirty lines whose write-back lands inside the timed
+kernel). The write-flush times are reported too (the "write" columns, all cells), so nothing is
+hidden.
 
 Columns: time; achieved bandwidth (bytes of K and V read / time); that bandwidth as a fraction of a
 read-only stream and of a device-to-device copy (read + write bytes / time), both measured in the
@@ -31,11 +27,13 @@ import argparse
 import json
 import math
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, Optional
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _gpu_timing import Timer, load_flashinfer  # noqa: E402
 
 H_Q, H_KV, D = 32, 8, 128
 BATCHES = (1, 16, 64, 256)
@@ -44,52 +42,6 @@ PAGE_SIZES = (1, 16)
 BYTES_PER_TOKEN = H_KV * D * 2 * 2  # K and V, bf16
 
 torch: Any = None  # imported in main() so --plot works without torch
-
-
-FLUSH_MODES = ("clean", "write")
-
-
-class Timer:
-    """Median time (µs) of graph replays, each after an L2 flush (FLUSH_MODES), with CUDA events."""
-
-    def __init__(self, flush_bytes: int = 1 << 30, clean_bytes: int = 256 << 20):
-        self.flush = torch.empty(flush_bytes, dtype=torch.uint8, device="cuda")
-        # Read by the "clean" flush: bf16 so torch.sum streams it once.
-        self.clean = torch.ones(clean_bytes // 2, dtype=torch.bfloat16, device="cuda")
-
-    def do_flush(self, mode: str) -> None:
-        self.flush.zero_()
-        if mode == "clean":
-            torch.sum(self.clean, dtype=torch.float32)
-        elif mode != "write":
-            raise ValueError(f"flush mode {mode!r} (known: {FLUSH_MODES})")
-
-    def graph(self, fn: Callable[[], Any]) -> Any:
-        fn()  # warm: builds, workspaces, plans
-        torch.cuda.synchronize()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            fn()
-        torch.cuda.synchronize()
-        return g
-
-    def __call__(self, fn: Callable[[], Any], reps: int, use_graph: bool = True,
-                 flush: str = "clean") -> float:
-        run: Callable[[], Any] = fn
-        if use_graph:
-            g = self.graph(fn)
-            run = g.replay
-        for _ in range(3):
-            run()
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-        for i in range(reps):
-            self.do_flush(flush)
-            starts[i].record()
-            run()
-            ends[i].record()
-        torch.cuda.synchronize()
-        return 1e3 * statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
 
 
 def stream_ceilings(timer: Timer, nbytes: int = 4 << 30) -> dict[str, float]:
@@ -166,16 +118,6 @@ class Pool:
         }
 
 
-def load_flashinfer() -> Optional[Any]:
-    try:
-        import flashinfer  # noqa: PLC0415
-
-        return flashinfer
-    except Exception as exc:  # noqa: BLE001
-        print(f"[decode bench] FlashInfer unavailable ({exc}); ratios skipped", file=sys.stderr)
-        return None
-
-
 def flashinfer_runner(fi: Any, k: Any, v: Any, page: int, c: dict[str, Any],
                       workspace: Any) -> Callable[[], Any]:
     w = fi.BatchDecodeWithPagedKVCacheWrapper(workspace, "NHD", use_tensor_cores=True)
@@ -235,7 +177,7 @@ def run_decode_bench(out_dir: Optional[Path], batches=BATCHES, lengths=LENGTHS,
     ceil = stream_ceilings(timer)
     print(f"[decode bench] read stream {ceil['read']:.2f} TB/s, copy {ceil['copy']:.2f} TB/s "
           f"({ {k: round(v, 2) for k, v in ceil.items()} })", flush=True)
-    fi = load_flashinfer()
+    fi = load_flashinfer("decode bench")
     fi_ws = torch.empty(1 << 30, dtype=torch.uint8, device="cuda") if fi else None
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     pool = Pool(max(batches) * max(lengths) + 64 * 16)
