@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The whole GPU validation in one device call: the GPU tests of every kernel and of the demo
+# engine, the demo on cuda, then bench/kernels.py (decode against FlashInfer, then extend against
+# FlashInfer fa2/fa3 and SGLang's Triton kernel) on exactly the library the tests ran.
+# usage (device, repository root, carry [".carry", ".whl", ".anchors"]):  bash bench/final_gpu.sh
+# Before: bash bench/prebuild.sh (kernel library, no device time) and a current .carry/_core.abi3.so;
+# bash bench/setup_sglang_extend.sh for the SGLang anchor (optional).
+set -uo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+export OUT="${OUT:-$repo/bench/results/final}" PYTHONUNBUFFERED=1
+export RADIXKV_TEST_FILES="${RADIXKV_TEST_FILES:-tests/test_kernels_gpu.py tests/test_extend_gpu.py tests/test_engine.py}"
+bash bench/gpu_run.sh validate
+rc=$?
+# gpu_run.sh set up FlashInfer under /tmp; the same paths serve the benchmark.
+export PYTHONPATH="/tmp/fi:/tmp/site:$repo/python:${PYTHONPATH:-}" FLASHINFER_WORKSPACE_BASE=/tmp/fiws
+export RADIXKV_BUILD_DIR=/tmp/radixkv-build TORCH_CUDA_ARCH_LIST="${TORCH_CUDA_ARCH_LIST:-9.0a}"
+if [[ -f .carry/radixkv_kernels_sm90.so && "$(bash bench/hip_hash.sh)" == "$(cat .carry/radixkv_kernels_sm90.hash)" ]]; then
+  export RADIXKV_PREBUILT_LIB="$repo/.carry/radixkv_kernels_sm90.so"
+fi
+echo "=== benchmarks: decode + extend ($(date -u +%H:%M:%S))"
+timeout 480 python3 bench/kernels.py --out "$OUT" 2>&1 | tee -a "$OUT/gpu_run.log" || rc=1
+rm -f "$OUT/pytest_gpu.xml"  # at most 8 files come back
+echo "=== final_gpu done at $(date -u +%H:%M:%S), rc $rc"
+exit $rc
