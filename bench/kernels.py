@@ -376,9 +376,11 @@ def main() -> None:
             sys.path.insert(0, str(Path(__file__).resolve().parent))
             import kernels_extend  # noqa: PLC0415
 
-            ext = kernels_extend.run_extend_bench(args.out)
-        except ImportError:
-            pass
+            # Also against SGLang's Triton kernel (bench/setup_sglang_extend.sh) and a float32
+            # reference on every cell.
+            ext = kernels_extend.run_extend_bench(
+                args.out, check=True,
+                sglang_src=os.environ.get("RADIXKV_SGLANG_SRC", ".anchors/sglang_triton"))
         except Exception as exc:  # noqa: BLE001
             print(f"[bench] extend section failed: {exc!r}", file=sys.stderr)
     if ext is not None:
