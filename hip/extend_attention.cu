@@ -95,6 +95,9 @@
 #ifndef RADIXKV_EXT_PT_ASYNC
 #define RADIXKV_EXT_PT_ASYNC 1  // NVIDIA, cp.async path: page-table entries fetched by cp.async
 #endif
+#ifndef RADIXKV_EXT_WALK_LATE
+#define RADIXKV_EXT_WALK_LATE 0  // wgmma path: the walker steps while the last P*V product runs
+#endif
 #ifndef RADIXKV_EXT_RANK_ORDER
 #define RADIXKV_EXT_RANK_ORDER 1  // heaviest tiles first across the batch (when the grid allows)
 #endif
@@ -404,6 +407,7 @@ extend_attention_kernel(const ExtendParams p) {
   constexpr bool kWgmma = false;
 #endif
   using Copy = TileCopy<D, kBN, kThreads, kWgmma>;
+  constexpr bool kWalkLate = kWgmma && RADIXKV_EXT_WALK_LATE != 0;
   // Rows of this warp: blocks of 16 at warp_row0 + mt * kMStride (mma.sync: the warp's own 16 * kMT
   // consecutive rows; wgmma: rows 16w.. of each 64-row half).
   constexpr int kMStride = kWgmma ? 64 : 16;
@@ -625,7 +629,8 @@ extend_attention_kernel(const ExtendParams p) {
                                          sRows + (buf ^ 1) * kBN, v_minus_k);
       mma::async_commit();
       // Tile n's row table is free (its copies were issued before the barrier): tile n + 2.
-      if (is_walker && n + 2 < n_kv_tiles) sRows[buf * kBN + threadIdx.x] = Copy::entry(walk_tile(n + 2));
+      if (!kWalkLate && is_walker && n + 2 < n_kv_tiles)
+        sRows[buf * kBN + threadIdx.x] = Copy::entry(walk_tile(n + 2));
     }
 
     Acc s[kMT][kKB];  // S = Q K^T for this warp's rows, then P
@@ -745,6 +750,10 @@ extend_attention_kernel(const ExtendParams p) {
         }
         wgmma::commit();
       }
+      // Late walk: off the path to the first product of the tile (the other warps wait there
+      // for the walker warps otherwise); tile n's row table is free until the next barrier.
+      if (kWalkLate && is_walker && n + 2 < n_kv_tiles)
+        sRows[buf * kBN + threadIdx.x] = Copy::entry(walk_tile(n + 2));
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) {
         wgmma::wait<1>();  // S of half mt done (the half after it may still run)
