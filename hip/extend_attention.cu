@@ -50,7 +50,8 @@
 //
 // Tuning (NVIDIA, D = 128; bench/NOTES.md "Extend" has the measurements): 4 warps x 32 rows,
 // 64-key tiles, one barrier per tile; wgmma 1.22-1.26x faster than mma.sync on the H200; lazy
-// rescaling with a slack of 8 (log2 units) another 1.7-3.0%.
+// rescaling with a slack of 8 (log2 units) another 1.7-3.0%; page-table entries by cp.async took
+// page size 1 from +5-9% over page 16 to within ~1% (and page 16 itself 2-3% faster).
 // AMD uses smaller tiles (gfx90a has 64 KB of LDS).
 #include "extend_attention.h"
 
@@ -96,7 +97,7 @@
 #define RADIXKV_EXT_PT_ASYNC 1  // NVIDIA, cp.async path: page-table entries fetched by cp.async
 #endif
 #ifndef RADIXKV_EXT_WALK_LATE
-#define RADIXKV_EXT_WALK_LATE 0  // wgmma path: the walker steps while the last P*V product runs
+#define RADIXKV_EXT_WALK_LATE 0  // wgmma path: walker steps under S (measured ~1% slower)
 #endif
 #ifndef RADIXKV_EXT_RANK_ORDER
 #define RADIXKV_EXT_RANK_ORDER 1  // heaviest tiles first across the batch (when the grid allows)
