@@ -83,11 +83,18 @@ class Pool:
         self.k = torch.randn(shape, device="cuda", dtype=torch.bfloat16, generator=g)
         self.v = torch.randn(shape, device="cuda", dtype=torch.bfloat16, generator=g)
 
-    def cell(self, prefix: int, extend: int, seed: int) -> dict[str, torch.Tensor]:
+    def cell(self, prefix: int, extend: int, seed: int, runs: int = 1) -> dict[str, torch.Tensor]:
+        """One cell's inputs. ``runs`` > 1 (diagnostics): the pages come in runs of ``runs``
+        consecutive indices starting at random multiples of ``runs``, so page size 1 with runs 16
+        touches exactly the memory pattern of page size 16 through page 1's per-row table."""
         g = torch.Generator().manual_seed(seed)
         kv_len = prefix + extend
         n_pages = math.ceil(kv_len / self.page_size)
-        perm = torch.randperm(self.num_pages, generator=g)[: BATCH * n_pages]
+        if runs > 1:
+            starts = torch.randperm(self.num_pages // runs, generator=g) * runs
+            perm = (starts[:, None] + torch.arange(runs)[None, :]).reshape(-1)[: BATCH * n_pages]
+        else:
+            perm = torch.randperm(self.num_pages, generator=g)[: BATCH * n_pages]
         i32 = dict(dtype=torch.int32, device="cuda")
         last = (kv_len - 1) % self.page_size + 1
         return {
@@ -212,11 +219,12 @@ def build_variant(name: str, flags: list[str]) -> None:
 
 def run_extend_bench(out_dir: Optional[Path] = None, page_sizes=PAGE_SIZES, prefixes=PREFIXES,
                      extends=EXTENDS, reps: int = 30, version: str = "",
-                     cells: Optional[list[tuple[int, int, int]]] = None, anchors: bool = True,
+                     cells: Optional[list[tuple[int, ...]]] = None, anchors: bool = True,
                      variant: Optional[tuple[str, list[str]]] = None, check: bool = False,
                      sglang_src: Optional[str] = None) -> dict[str, Any]:
     """Build (radixkv.ops.loader, or one tuning variant), check against FlashInfer, time every
-    cell (``cells`` = (page_size, P, E) triples, default the full grid). ``check``: also compare
+    cell (``cells`` = (page_size, P, E) triples, or (page_size, P, E, runs) with runs as in
+    Pool.cell; default the full grid). ``check``: also compare
     each cell's output with a float32 reference (``rel_err_vs_ref``; cells with P + E <= 2560).
     ``sglang_src``: time SGLang's Triton extend kernel too (see load_sglang_extend). Returns the
     JSON."""
@@ -236,12 +244,16 @@ def run_extend_bench(out_dir: Optional[Path] = None, page_sizes=PAGE_SIZES, pref
         cells = [(ps, p, e) for ps in page_sizes for p in prefixes for e in extends]
     for ps in sorted({c[0] for c in cells}, key=[c[0] for c in cells].index):
         pool = Pool(ps, max(c[1] + c[2] for c in cells if c[0] == ps))
-        for _, prefix, extend in [c for c in cells if c[0] == ps]:
-            c = pool.cell(prefix, extend, seed=prefix * 7 + extend + ps)
+        for cell in [c for c in cells if c[0] == ps]:
+            prefix, extend = cell[1], cell[2]
+            runs = cell[3] if len(cell) > 3 else 1
+            c = pool.cell(prefix, extend, seed=prefix * 7 + extend + ps, runs=runs)
             flops = unmasked_flops(prefix, extend)
             ours = radixkv_runner(pool, c, extend)
             row: dict[str, Any] = {"page_size": ps, "prefix": prefix, "extend": extend,
                                    "flops": flops}
+            if runs > 1:
+                row["page_runs"] = runs
             row["radixkv_us"] = timer(ours, reps=reps)
             row["tflops"] = flops / (row["radixkv_us"] * 1e-6) / 1e12
             row["frac_matmul"] = row["tflops"] / mm
@@ -300,7 +312,8 @@ def _fmt_row(r: dict[str, Any]) -> str:
     def f(key: str, fmt: str) -> str:
         return format(r[key], fmt) if key in r else "-"
 
-    return (f"ps={r['page_size']:>2} P={r['prefix']:>4} E={r['extend']:>4} | radixkv "
+    runs = f"r{r['page_runs']}" if "page_runs" in r else ""
+    return (f"ps={r['page_size']:>2}{runs} P={r['prefix']:>4} E={r['extend']:>4} | radixkv "
             f"{r['radixkv_us']:9.1f} us {r['tflops']:6.1f} TF/s ({r['frac_matmul']:.2f} mm) | "
             f"fa2 {f('fa2_us', '9.1f')} us x{f('vs_fa2', '.2f')} | fa3 {f('fa3_us', '9.1f')} us "
             f"x{f('vs_fa3', '.2f')} | sglang {f('sglang_us', '9.1f')} us x{f('vs_sglang', '.2f')} | "
@@ -318,7 +331,7 @@ def print_table(result: dict[str, Any]) -> None:
         def g(k: str, fmt: str) -> str:
             return format(r[k], fmt) if k in r else "-"
 
-        print(f"| {r['page_size']} | {r['prefix']} | {r['extend']} | {r['radixkv_us']:.1f} | "
+        print(f"| {r['page_size']}{'r' + str(r['page_runs']) if 'page_runs' in r else ''} | {r['prefix']} | {r['extend']} | {r['radixkv_us']:.1f} | "
               f"{r['tflops']:.0f} | {r['frac_matmul']:.2f} | {g('fa2_us', '.1f')} | "
               f"{g('vs_fa2', '.2f')} | {g('fa3_us', '.1f')} | {g('vs_fa3', '.2f')} | "
               f"{g('sglang_us', '.1f')} | {g('vs_sglang', '.2f')} |")
@@ -359,7 +372,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None, help="folder for JSON + PNG")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--page-sizes", default="1,16")
-    ap.add_argument("--cells", default=None, help="ps:P:E,... (default: the full grid)")
+    ap.add_argument("--cells", default=None,
+                    help="ps:P:E[:runs],... (default: the full grid; runs: see Pool.cell)")
     ap.add_argument("--no-anchors", action="store_true", help="skip FlashInfer")
     ap.add_argument("--variant", default=None, help="NAME=-DFLAG=1,-DFLAG2=2 (tuning build)")
     ap.add_argument("--check", action="store_true", help="compare with a float32 reference")

@@ -20,8 +20,8 @@
 //
 // K/V tiles are gathered through the page table into double-buffered shared memory. A page
 // walker (one thread per key row, state in shared memory) computes each row's address one tile
-// ahead; the page-table entry it needs is loaded a tile earlier still, so no step waits on a
-// global load. Two copy paths:
+// ahead; the page-table entry it needs is fetched a tile earlier still (NVIDIA: by cp.async into
+// the walker's shared state), so no step waits on a global load. Two copy paths:
 //   - default: the walker publishes row sources in shared memory and every thread issues 16-byte
 //     copies (cp.async on NVIDIA) into swizzled rows;
 //   - Hopper, opt-in (RADIXKV_EXT_BULK=1): the walker issues one bulk copy (TMA engine) per K row
@@ -50,7 +50,8 @@
 //
 // Tuning (NVIDIA, D = 128; bench/NOTES.md "Extend" has the measurements): 4 warps x 32 rows,
 // 64-key tiles, one barrier per tile; wgmma 1.22-1.26x faster than mma.sync on the H200; lazy
-// rescaling with a slack of 8 (log2 units) another 1.7-3.0%.
+// rescaling with a slack of 8 (log2 units) another 1.7-3.0%; page-table entries by cp.async took
+// page size 1 from +5-9% over page 16 to within ~1% (and page 16 itself 2-3% faster).
 // AMD uses smaller tiles (gfx90a has 64 KB of LDS).
 #include "extend_attention.h"
 
@@ -92,6 +93,12 @@
 #ifndef RADIXKV_EXT_RESCALE_SLACK
 #define RADIXKV_EXT_RESCALE_SLACK 8  // > 0: keep a row's max until the new one exceeds it by this (log2)
 #endif
+#ifndef RADIXKV_EXT_PT_ASYNC
+#define RADIXKV_EXT_PT_ASYNC 1  // NVIDIA, cp.async path: page-table entries fetched by cp.async
+#endif
+#ifndef RADIXKV_EXT_WALK_LATE
+#define RADIXKV_EXT_WALK_LATE 0  // wgmma path: walker steps under S (measured ~1% slower)
+#endif
 #ifndef RADIXKV_EXT_RANK_ORDER
 #define RADIXKV_EXT_RANK_ORDER 1  // heaviest tiles first across the batch (when the grid allows)
 #endif
@@ -104,6 +111,11 @@ constexpr int kKKUnroll = RADIXKV_EXT_KK_UNROLL;
 constexpr bool kBulk = true;
 #else
 constexpr bool kBulk = false;
+#endif
+#if RK_NVIDIA && RADIXKV_EXT_PT_ASYNC
+constexpr bool kPtAsync = true;  // page-table entries by cp.async (the walker never waits on them)
+#else
+constexpr bool kPtAsync = false;
 #endif
 #if RK_NVIDIA && RADIXKV_EXT_O_SMEM
 constexpr bool kOSmem = true;
@@ -301,6 +313,13 @@ struct RowSrc {
   int64_t addr;
   int bytes;
 };
+// kAsyncFetch (NVIDIA, cp.async copy path): the next entry goes to the state's z by a 4-byte
+// cp.async, committed as its own group; the caller's next cp.async wait (the one before the barrier
+// of the next tile, or an explicit one) makes it visible. Storing a plainly loaded entry instead
+// would stall the walker warps on that load in every step, in front of the warpgroup's products:
+// at page size 1 every step reads 256 new bytes of the table (an L1 miss), at 16 only 16 bytes
+// (mostly L1 hits), which was most of page 1's 5-9% penalty (bench/notes_extend_page1.md).
+template <bool kAsyncFetch>
 RK_DEVICE RowSrc walk(int4* state, const WalkInfo* info, const ExtendParams& p, int key, int step_keys) {
   int4 w = *state;
   const WalkInfo in = *info;
@@ -314,6 +333,21 @@ RK_DEVICE RowSrc walk(int4* state, const WalkInfo* info, const ExtendParams& p, 
     w.y -= p.page_size;
     ++w.x;
   }
+#if RK_NVIDIA
+  if constexpr (kAsyncFetch) {
+    *reinterpret_cast<int2*>(state) = make_int2(w.x, w.y);
+    const int next = key + step_keys;
+    if (next < in.lk && w.x < in.row.cols) {
+      const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(&state->z));
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(in.row.pages + w.x)
+                   : "memory");
+    } else {
+      state->z = -1;
+    }
+    mma::async_commit();
+    return e;
+  }
+#endif
   w.z = fetch_page(in.row, w.x, key + step_keys, in.lk);
   *state = w;
   return e;
@@ -374,6 +408,7 @@ extend_attention_kernel(const ExtendParams p) {
   constexpr bool kWgmma = false;
 #endif
   using Copy = TileCopy<D, kBN, kThreads, kWgmma>;
+  constexpr bool kWalkLate = kWgmma && RADIXKV_EXT_WALK_LATE != 0;
   // Rows of this warp: blocks of 16 at warp_row0 + mt * kMStride (mma.sync: the warp's own 16 * kMT
   // consecutive rows; wgmma: rows 16w.. of each 64-row half).
   constexpr int kMStride = kWgmma ? 64 : 16;
@@ -469,7 +504,10 @@ extend_attention_kernel(const ExtendParams p) {
   }
   // Hand tile t's row of this walker to the copy path (walker threads only, t in order 0, 1, ...;
   // after the first barrier, which publishes sInfo).
-  auto walk_tile = [&](int t) { return walk(my_walk, sInfo, p, t * kBN + int(threadIdx.x), kBN); };
+  constexpr bool kAsyncFetch = kPtAsync && !kBulk;
+  auto walk_tile = [&](int t) {
+    return walk<kAsyncFetch>(my_walk, sInfo, p, t * kBN + int(threadIdx.x), kBN);
+  };
 
   // Q tile: row r is (position (row0 + r) / G, head kvh * G + (row0 + r) % G); rows past the
   // request are zero-filled (their results are never stored).
@@ -524,6 +562,7 @@ extend_attention_kernel(const ExtendParams p) {
     __syncthreads();  // sInfo visible
     if (is_walker) {
       sRows[threadIdx.x] = Copy::entry(walk_tile(0));
+      if (kAsyncFetch) mma::async_wait<0>();  // tile 1's page entry (and Q) landed
       sRows[kBN + threadIdx.x] = Copy::entry(walk_tile(1));
     }
     __syncthreads();  // sRows[0] visible
@@ -591,7 +630,8 @@ extend_attention_kernel(const ExtendParams p) {
                                          sRows + (buf ^ 1) * kBN, v_minus_k);
       mma::async_commit();
       // Tile n's row table is free (its copies were issued before the barrier): tile n + 2.
-      if (is_walker && n + 2 < n_kv_tiles) sRows[buf * kBN + threadIdx.x] = Copy::entry(walk_tile(n + 2));
+      if (!kWalkLate && is_walker && n + 2 < n_kv_tiles)
+        sRows[buf * kBN + threadIdx.x] = Copy::entry(walk_tile(n + 2));
     }
 
     Acc s[kMT][kKB];  // S = Q K^T for this warp's rows, then P
@@ -711,6 +751,10 @@ extend_attention_kernel(const ExtendParams p) {
         }
         wgmma::commit();
       }
+      // Late walk: off the path to the first product of the tile (the other warps wait there
+      // for the walker warps otherwise); tile n's row table is free until the next barrier.
+      if (kWalkLate && is_walker && n + 2 < n_kv_tiles)
+        sRows[buf * kBN + threadIdx.x] = Copy::entry(walk_tile(n + 2));
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) {
         wgmma::wait<1>();  // S of half mt done (the half after it may still run)
