@@ -8,12 +8,14 @@ Reported per cell: median time; TFLOP/s of the unmasked work (per request
 4·E·(P + (E+1)/2)·head_dim·query_heads); that rate as a fraction of a bf16 matmul measured in the
 same run; and speed ratios against FlashInfer's BatchPrefillWithPagedKVCacheWrapper with the
 ``fa2`` and ``fa3`` backends, and against SGLang's Triton ``extend_attention_fwd`` (ratio = their
-time / ours: > 1 means radixkv is faster). Timing: CUDA events around each call, L2 flushed (a
-1 GiB write) before every call, median of many. ``--check`` also compares each cell with a float32
-reference.
+time / ours: > 1 means radixkv is faster). Timing: CUDA events around each call, L2 flushed before
+every call (the "clean" flush of bench/_gpu_timing.py: a 1 GiB write, then a 256 MB read, so no
+dirty lines are written back inside the timed call; session 1 and the runs before session 2's
+final validation used the write alone), median of many. ``--check`` also compares each cell with
+a float32 reference.
 
 Usage (GPU machine; FlashInfer as ../shared/anchors/README.md describes and SGLang's Triton
-modules in .anchors/sglang_triton, both optional):
+modules in .anchors/sglang_triton, made by bench/setup_sglang_extend.sh; both optional):
     PYTHONPATH=python python3 bench/kernels_extend.py --out bench/results --check
 ``bench/kernels.py`` imports :func:`run_extend_bench`.
 """
@@ -24,13 +26,16 @@ import argparse
 import json
 import math
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _gpu_timing import Timer as _GpuTimer  # noqa: E402
+from _gpu_timing import load_flashinfer as _load_flashinfer  # noqa: E402
 
 H_Q, H_KV, D = 32, 8, 128
 BATCH = 8
@@ -43,25 +48,12 @@ def unmasked_flops(prefix: int, extend: int, batch: int = BATCH) -> float:
     return batch * 4.0 * extend * (prefix + (extend + 1) / 2.0) * D * H_Q
 
 
-class Timer:
-    """Median GPU time of fn() with a cold L2 before each call (CUDA events)."""
+class Timer(_GpuTimer):
+    """Median time (µs) of direct calls (no CUDA graph: the anchors' runners are timed as they
+    are called), each after a clean L2 flush (bench/_gpu_timing.py)."""
 
-    def __init__(self, flush_bytes: int = 1 << 30):
-        self.flush = torch.empty(flush_bytes, dtype=torch.uint8, device="cuda")
-
-    def __call__(self, fn: Callable[[], Any], reps: int = 30, warmup: int = 3) -> float:
-        for _ in range(warmup):
-            fn()
-        torch.cuda.synchronize()
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-        for i in range(reps):
-            self.flush.zero_()  # evicts L2 and gives the host a head start on the launch
-            starts[i].record()
-            fn()
-            ends[i].record()
-        torch.cuda.synchronize()
-        return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends)) * 1e3  # µs
+    def __call__(self, fn: Callable[[], Any], reps: int = 30, warmup: int = 3) -> float:  # type: ignore[override]
+        return super().__call__(fn, reps, use_graph=False, warmup=warmup)
 
 
 def matmul_tflops(timer: Timer, n: int = 8192) -> float:
@@ -108,13 +100,7 @@ class Pool:
 
 
 def load_flashinfer() -> Optional[Any]:
-    try:
-        import flashinfer  # noqa: PLC0415
-
-        return flashinfer
-    except Exception as exc:  # noqa: BLE001
-        print(f"[extend bench] FlashInfer unavailable ({exc}); anchors skipped", file=sys.stderr)
-        return None
+    return _load_flashinfer("extend bench")
 
 
 def flashinfer_runner(fi: Any, backend: str, pool: Pool, c: dict[str, torch.Tensor],
