@@ -826,7 +826,15 @@ extend_attention_kernel(const ExtendParams p) {
   for (; n < n_kv_tiles; ++n) process(n, MaskTag<true>{});
   if (!kBulk) mma::async_wait<0>();
 
-  // Normalise and store.
+  // Normalise and store: 1 / (row sum over the row's lanes), 0 for a row that saw no key.
+  float inv[kMT][kSlots];
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+    for (int sl = 0; sl < kSlots; ++sl) {
+      const float lt = mma::row_sum(l[mt][sl]);
+      inv[mt][sl] = lt > 0.f ? 1.f / lt : 0.f;
+    }
   if (kOSmem) {
     // Through this warp's own rows of the Q tile (no other warp reads them; with wgmma the whole
     // warpgroup read Q, hence the barrier): 4-byte writes in the accumulator layout, then
@@ -835,16 +843,10 @@ extend_attention_kernel(const ExtendParams p) {
     warp_sync();
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt) {
-      float inv[kSlots];
-#pragma unroll
-      for (int sl = 0; sl < kSlots; ++sl) {
-        const float lt = mma::row_sum(l[mt][sl]);
-        inv[sl] = lt > 0.f ? 1.f / lt : 0.f;
-      }
 #pragma unroll
       for (int i = 0; i < mma::kAccElems; i += 2) {
         const int r = warp_row0 + mt * kMStride + mma::acc_query(i);
-        const float sc = inv[mma::acc_slot(i)];
+        const float sc = inv[mt][mma::acc_slot(i)];
 #pragma unroll
         for (int db = 0; db < kDB; ++db) {
           const int d = db * 16 + mma::acc_other(i);
@@ -881,12 +883,6 @@ extend_attention_kernel(const ExtendParams p) {
     // Element pairs (i, i+1) are adjacent dims of one row on every backend.
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt) {
-      float inv[kSlots];
-#pragma unroll
-      for (int sl = 0; sl < kSlots; ++sl) {
-        const float lt = mma::row_sum(l[mt][sl]);
-        inv[sl] = lt > 0.f ? 1.f / lt : 0.f;
-      }
 #pragma unroll
       for (int i = 0; i < mma::kAccElems; i += 2) {
         const int r = warp_row0 + mt * kMStride + mma::acc_query(i);
@@ -894,7 +890,7 @@ extend_attention_kernel(const ExtendParams p) {
         const int pr = row0 + r;
         const int pos = pr / G, h = pr - pos * G;
         uint16_t* orow = out + int64_t(q_begin + pos) * p.o_stride_tok + int64_t(kvh * G + h) * p.o_stride_head;
-        const float sc = inv[mma::acc_slot(i)];
+        const float sc = inv[mt][mma::acc_slot(i)];
 #pragma unroll
         for (int db = 0; db < kDB; ++db) {
           const int d = db * 16 + mma::acc_other(i);

@@ -371,6 +371,11 @@ def test_caller_counters_and_workspace():
         with pytest.raises(radixkv.InvalidArgument, match="counters"):
             ops.paged_decode(q, pool.k, pool.v, indptr, indices, pool.kv_lens(), counters=bad,
                              num_splits=8)
+    for bad in (torch.empty(ws.numel(), dtype=torch.int32, device="cuda"),
+                torch.empty(7, device="cuda"), torch.empty(ws.numel())):
+        with pytest.raises(radixkv.InvalidArgument, match="workspace"):
+            ops.paged_decode(q, pool.k, pool.v, indptr, indices, pool.kv_lens(), workspace=bad,
+                             num_splits=8)
 
 
 def test_group_16_in_one_pass_matches_group_chunks():

@@ -351,41 +351,26 @@ def decode_counter_words(batch: int, h_q: int, h_kv: int) -> int:
     return max(1, batch * h_kv * -(-(h_q // max(h_kv, 1)) // _MMA_ROWS))
 
 
-def _workspace(device: torch.device, floats: int, given: Optional[torch.Tensor]) -> torch.Tensor:
+def _scratch(cache: dict[torch.device, torch.Tensor], name: str, device: torch.device, n: int,
+             dtype: torch.dtype, given: Optional[torch.Tensor], zero: bool = False) -> torch.Tensor:
+    """A buffer of >= ``n`` elements: the caller's ``given`` (checked: ``name`` in the error), else
+    a per-device cached one, grown rarely (doubling; warm up before CUDA-graph capture or pass
+    one). ``zero``: zero-filled when made (the merge counters start at zero; every decode call
+    leaves them zero, so one buffer serves every shape)."""
     if given is not None:
-        if given.dtype != torch.float32 or given.device != device or given.numel() < floats:
-            _fail(
-                f"workspace must be float32 on {device} with >= {floats} elements, got "
-                f"{given.dtype} on {given.device} with {given.numel()}"
-            )
-        return given
-    ws = _workspaces.get(device)
-    if ws is None or ws.numel() < floats:
-        # Grown rarely (doubling); warm up before CUDA-graph capture or pass workspace=.
-        ws = torch.empty(max(floats, 2 * (ws.numel() if ws is not None else 0)), dtype=torch.float32,
-                         device=device)
-        _workspaces[device] = ws
-    return ws
-
-
-def _counters(device: torch.device, words: int, given: Optional[torch.Tensor] = None
-              ) -> torch.Tensor:
-    """The split merge's int32 counters: zero-filled once; every decode call leaves them zero, so
-    one buffer serves every shape. Grown rarely (doubling); warm up before CUDA-graph capture."""
-    if given is not None:
-        if (given.dtype != torch.int32 or given.device != device or given.numel() < words
+        if (given.dtype != dtype or given.device != device or given.numel() < n
                 or not given.is_contiguous()):
             _fail(
-                f"counters must be contiguous int32 on {device} with >= {words} elements, got "
+                f"{name} must be contiguous {dtype} on {device} with >= {n} elements, got "
                 f"{given.dtype} on {given.device} with {given.numel()}"
             )
         return given
-    c = _counter_bufs.get(device)
-    if c is None or c.numel() < words:
-        c = torch.zeros(max(words, 2 * (c.numel() if c is not None else 0), 1024), dtype=torch.int32,
-                        device=device)
-        _counter_bufs[device] = c
-    return c
+    buf = cache.get(device)
+    if buf is None or buf.numel() < n:
+        size = max(n, 2 * (buf.numel() if buf is not None else 0), 1024)
+        buf = (torch.zeros if zero else torch.empty)(size, dtype=dtype, device=device)
+        cache[device] = buf
+    return buf
 
 
 # ----------------------------------------------------------------------------- ops
@@ -529,8 +514,10 @@ def paged_decode(
         if not 1 <= num_splits <= 256:
             _fail(f"num_splits must be in [1, 256], got {num_splits}")
         splits = int(num_splits)
-    ws = _workspace(q.device, splits * batch * h_q * (dim + 2) if splits > 1 else 1, workspace)
-    cnt = _counters(q.device, decode_counter_words(batch, h_q, h_kv), counters)
+    ws = _scratch(_workspaces, "workspace", q.device,
+                  splits * batch * h_q * (dim + 2) if splits > 1 else 1, torch.float32, workspace)
+    cnt = _scratch(_counter_bufs, "counters", q.device, decode_counter_words(batch, h_q, h_kv),
+                   torch.int32, counters, zero=True)
     _call(torch.ops.radixkv.paged_decode,
           q.contiguous(), k_cache, v_cache, kv_indptr, table, kv_lens, out, ws, cnt, scale, code,
           splits)
