@@ -10,7 +10,9 @@
 #   bash bench/final_extend.sh OUT_DIR "name=-DFLAG=1,-DFLAG2=2" ...
 # env: CELLS, REPS (tuning), SKIP_TUNE=1 (test + benchmark the committed defaults only),
 #      TUNE_ANCHORS=1 (FlashInfer / SGLang on the tuning cells too), SKIP_BENCH=1 (no full grid),
-#      NCU=1 (profile the chosen build on one cell with Nsight Compute afterwards)
+#      NCU=1 (profile the chosen build on one cell with Nsight Compute afterwards),
+#      FLOOR=1 (measurement floor of the small cells), NCU_SMALL=1 (ncu kernel durations of the
+#      two P = 0 small cells)
 set -uo pipefail
 out="$1"; shift
 logs=/tmp/extend_tune
@@ -24,6 +26,11 @@ if [[ -f .anchors/fi_pkg.tar.xz && ! -d /tmp/fi/flashinfer ]]; then
 fi
 export FLASHINFER_WORKSPACE_BASE=/tmp/fiws PYTHONPATH="/tmp/fi:/tmp/site:$PWD/python:${PYTHONPATH:-}"
 if [[ -f .carry/_core.abi3.so ]]; then cp .carry/_core.abi3.so python/radixkv/_core.abi3.so; fi
+# pytest, if the image lacks it (wheels carried in .whl/, as bench/gpu_run.sh does).
+if ! python3 -c "import pytest" 2>/dev/null && ls .whl/pytest-*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --target /tmp/pyt .whl/pytest-*.whl \
+    .whl/pluggy-*.whl .whl/iniconfig-*.whl .whl/pygments-*.whl && export PYTHONPATH="$PYTHONPATH:/tmp/pyt"
+fi
 
 flags=""
 if [[ -z "${SKIP_TUNE:-}" && $# -gt 0 ]]; then
@@ -73,6 +80,19 @@ echo "build $((SECONDS - t0)) s"
 timeout 240 python3 -m pytest -q -p no:cacheprovider tests/test_extend_gpu.py 2>&1 | tee "$out/test.log" | tail -4
 [[ -n "${SKIP_BENCH:-}" ]] && exit 0
 timeout 300 python3 bench/kernels_extend.py --out "$out" --reps "${BENCH_REPS:-20}" --check 2>&1 | tee "$out/bench.log" | tail -24
+if [[ -n "${FLOOR:-}" ]]; then
+  # Measurement floor of the small cells on the chosen build (kernels_extend.measure_floor).
+  timeout 90 python3 bench/kernels_extend.py --floor 2>&1 | tee "$out/floor.log" | grep "^floor"
+fi
+if [[ -n "${NCU_SMALL:-}" ]]; then
+  # Kernel duration (no events, no launch path) of the two P = 0 small cells, cold caches (ncu
+  # flushes them before each launch), clocks untouched; compare with the event times above.
+  ncu_bin="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)"
+  timeout 120 "$ncu_bin" --clock-control none -k regex:extend_attention_kernel --launch-count 12 \
+    --section LaunchStats --metrics gpu__time_duration.sum \
+    python3 bench/kernels_extend.py --cells 16:0:128,16:0:512 --reps 3 --no-anchors >"$out/ncu_small.txt" 2>&1
+  grep -E "gpu__time_duration|Grid Size|Shared Memory Configuration Size|Dynamic Shared" "$out/ncu_small.txt" | head -60
+fi
 if [[ -n "${NCU:-}" ]]; then
   # Hardware counters of the chosen build on the P 4096 / E 512 cell (one launch, clocks untouched).
   ncu_bin="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)"

@@ -99,6 +99,9 @@
 #ifndef RADIXKV_EXT_WALK_LATE
 #define RADIXKV_EXT_WALK_LATE 0  // wgmma path: walker steps under S (measured ~1% slower)
 #endif
+#ifndef RADIXKV_EXT_FAST_PROLOGUE
+#define RADIXKV_EXT_FAST_PROLOGUE 1  // cp.async path: tiles 0 and 1's page entries in one round trip
+#endif
 #ifndef RADIXKV_EXT_RANK_ORDER
 #define RADIXKV_EXT_RANK_ORDER 1  // heaviest tiles first across the batch (when the grid allows)
 #endif
@@ -132,6 +135,18 @@ RK_DEVICE int shfl_up_int(int v, int delta) {
   return __shfl_up(v, delta);
 #else
   return __shfl_up_sync(0xffffffffu, v, delta);
+#endif
+}
+
+// A global load issued where it stands: the compiler would otherwise sink a load whose value is
+// used only after an early exit below that exit, turning independent loads into a chain.
+RK_DEVICE int load_early(const int32_t* ptr) {
+#if RK_NVIDIA
+  int v;
+  asm volatile("ld.volatile.global.b32 %0, [%1];\n" : "=r"(v) : "l"(ptr));
+  return v;
+#else
+  return *ptr;
 #endif
 }
 
@@ -319,20 +334,27 @@ struct RowSrc {
 // would stall the walker warps on that load in every step, in front of the warpgroup's products:
 // at page size 1 every step reads 256 new bytes of the table (an L1 miss), at 16 only 16 bytes
 // (mostly L1 hits), which was most of page 1's 5-9% penalty (bench/notes_extend_page1.md).
-template <bool kAsyncFetch>
-RK_DEVICE RowSrc walk(int4* state, const WalkInfo* info, const ExtendParams& p, int key, int step_keys) {
-  int4 w = *state;
-  const WalkInfo in = *info;
+RK_DEVICE RowSrc row_source(int4 w, const WalkInfo& in, const ExtendParams& p, int key) {
   const bool valid = key < in.lk && w.z >= 0 && w.z < p.num_pages;
-  const RowSrc e{valid ? in.k_head + 2 * (int64_t(w.z) * p.kv_stride_page + int64_t(w.y) * p.kv_stride_slot)
-                       : in.k_head,
-                 valid ? 16 : 0};
+  return RowSrc{valid ? in.k_head + 2 * (int64_t(w.z) * p.kv_stride_page + int64_t(w.y) * p.kv_stride_slot)
+                      : in.k_head,
+                valid ? 16 : 0};
+}
+// (page, offset) of the walker's key row one tile (kBN keys) further.
+RK_DEVICE void advance(int4& w, const WalkInfo& in, const ExtendParams& p) {
   w.x += in.step_pages;
   w.y += in.step_off;
   if (w.y >= p.page_size) {
     w.y -= p.page_size;
     ++w.x;
   }
+}
+
+template <bool kAsyncFetch>
+RK_DEVICE RowSrc walk_from(int4 w, const WalkInfo& in, int4* state, const ExtendParams& p, int key,
+                           int step_keys) {
+  const RowSrc e = row_source(w, in, p, key);
+  advance(w, in, p);
 #if RK_NVIDIA
   if constexpr (kAsyncFetch) {
     *reinterpret_cast<int2*>(state) = make_int2(w.x, w.y);
@@ -351,6 +373,10 @@ RK_DEVICE RowSrc walk(int4* state, const WalkInfo* info, const ExtendParams& p, 
   w.z = fetch_page(in.row, w.x, key + step_keys, in.lk);
   *state = w;
   return e;
+}
+template <bool kAsyncFetch>
+RK_DEVICE RowSrc walk(int4* state, const WalkInfo* info, const ExtendParams& p, int key, int step_keys) {
+  return walk_from<kAsyncFetch>(*state, *info, state, p, key, step_keys);
 }
 
 // 16-byte copies of [kBN][D] key/value tiles (swizzled rows): thread t moves chunk t % (D/8) of
@@ -432,13 +458,21 @@ extend_attention_kernel(const ExtendParams p) {
   (void)sBar;
 
   const int G = p.num_q_heads / p.num_kv_heads;
-  int req, kvh, tile, lq;
+  // Fast prologue (cp.async path): the per-request values are loaded together, and the walkers
+  // fetch tiles 0 and 1's page entries together, so the first K/V copy waits on three dependent
+  // global round trips (indptr / lengths, page entries, K/V) instead of five.
+  constexpr bool kFastPrologue = RADIXKV_EXT_FAST_PROLOGUE != 0 && kPtAsync && !kBulk;
+  int req, kvh, tile, lq, q_begin = 0, lk = 0, kv_start = 0;
   if (kRankOrder) {
     const int lin = blockIdx.x;
     kvh = lin % p.num_kv_heads;
     const int t = lin / p.num_kv_heads;
     const int rank = t / p.batch;
     req = t - rank * p.batch;
+    if (kFastPrologue) {  // req < batch: all in bounds, none depends on another
+      lk = load_early(p.kv_lens + req);
+      if (p.kv_indptr != nullptr) kv_start = load_early(p.kv_indptr + req);
+    }
     lq = p.qo_indptr[req + 1] - p.qo_indptr[req];
     const int n_tiles_req = (lq * G + kBM - 1) / kBM;
     if (rank >= n_tiles_req) return;  // this request has fewer tiles
@@ -451,8 +485,11 @@ extend_attention_kernel(const ExtendParams p) {
     const int n_tiles_req = (lq * G + kBM - 1) / kBM;
     tile = n_tiles_req - 1 - tile_in_req;  // later tiles see more keys: run them first
   }
-  const int q_begin = p.qo_indptr[req];
-  const int lk = p.kv_lens[req];
+  q_begin = p.qo_indptr[req];
+  if (!kFastPrologue || !kRankOrder) {
+    lk = p.kv_lens[req];
+    if (p.kv_indptr != nullptr) kv_start = p.kv_indptr[req];
+  }
   const int row0 = tile * kBM;                       // first packed row of this tile
   const int rows_valid = min(kBM, lq * G - row0);
   const int prefix = lk - lq;                        // L_k - L_q
@@ -484,23 +521,32 @@ extend_attention_kernel(const ExtendParams p) {
     pages.pages = p.page_table + int64_t(req) * p.table_stride;
     pages.cols = p.table_cols;
   } else {
-    pages.pages = p.page_table + p.kv_indptr[req];
+    pages.pages = p.page_table + kv_start;
     pages.cols = 0x7fffffff;
   }
   // Page walker: thread r < kBN owns key row r.
   const bool is_walker = threadIdx.x < kBN;
   int4* my_walk = sWalk + (is_walker ? threadIdx.x : 0);
-  if (threadIdx.x == 0) {
-    const int step_pages = kBN / p.page_size;
-    const int64_t k_head = int64_t(reinterpret_cast<uintptr_t>(p.k_cache)) + 2 * int64_t(kvh) * p.kv_stride_head;
-    *sInfo = WalkInfo{pages, k_head, lk, step_pages, kBN - step_pages * p.page_size};
-  }
+  const int step_pages = kBN / p.page_size;
+  const WalkInfo info{pages,
+                      int64_t(reinterpret_cast<uintptr_t>(p.k_cache)) + 2 * int64_t(kvh) * p.kv_stride_head,
+                      lk, step_pages, kBN - step_pages * p.page_size};
+  if (threadIdx.x == 0) *sInfo = info;
   const int64_t v_minus_k =
       int64_t(reinterpret_cast<uintptr_t>(p.v_cache)) - int64_t(reinterpret_cast<uintptr_t>(p.k_cache));
+  int4 w0 = make_int4(0, 0, -1, 0), w1 = w0;  // fast prologue: walker state at tiles 0 and 1
   if (is_walker) {
     const int r = threadIdx.x;
     const int pidx = r / p.page_size;
-    *my_walk = make_int4(pidx, r - pidx * p.page_size, fetch_page(pages, pidx, r, lk), 0);
+    w0 = make_int4(pidx, r - pidx * p.page_size, fetch_page(pages, pidx, r, lk), 0);
+    if (kFastPrologue) {
+      // Both entries in flight at once (consumed after the Q copies are issued).
+      w1 = w0;
+      advance(w1, info, p);
+      w1.z = fetch_page(pages, w1.x, r + kBN, lk);
+    } else {
+      *my_walk = w0;
+    }
   }
   // Hand tile t's row of this walker to the copy path (walker threads only, t in order 0, 1, ...;
   // after the first barrier, which publishes sInfo).
@@ -559,11 +605,21 @@ extend_attention_kernel(const ExtendParams p) {
   }
 #endif
   if (!kBulk) {
-    __syncthreads();  // sInfo visible
-    if (is_walker) {
-      sRows[threadIdx.x] = Copy::entry(walk_tile(0));
-      if (kAsyncFetch) mma::async_wait<0>();  // tile 1's page entry (and Q) landed
-      sRows[kBN + threadIdx.x] = Copy::entry(walk_tile(1));
+    if (kFastPrologue) {
+      // Rows of tiles 0 and 1 from the entries in registers; tile 2's entry goes by cp.async
+      // (the loop's first wait makes it visible). sInfo is first read after the barrier below.
+      if (is_walker) {
+        sRows[threadIdx.x] = Copy::entry(row_source(w0, info, p, int(threadIdx.x)));
+        sRows[kBN + threadIdx.x] =
+            Copy::entry(walk_from<kAsyncFetch>(w1, info, my_walk, p, kBN + int(threadIdx.x), kBN));
+      }
+    } else {
+      __syncthreads();  // sInfo visible
+      if (is_walker) {
+        sRows[threadIdx.x] = Copy::entry(walk_tile(0));
+        if (kAsyncFetch) mma::async_wait<0>();  // tile 1's page entry (and Q) landed
+        sRows[kBN + threadIdx.x] = Copy::entry(walk_tile(1));
+      }
     }
     __syncthreads();  // sRows[0] visible
     Copy::copy(sK, sV, sRows, v_minus_k);
