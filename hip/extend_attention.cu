@@ -51,7 +51,9 @@
 // Tuning (NVIDIA, D = 128; bench/NOTES.md "Extend" has the measurements): 4 warps x 32 rows,
 // 64-key tiles, one barrier per tile; wgmma 1.22-1.26x faster than mma.sync on the H200; lazy
 // rescaling with a slack of 8 (log2 units) another 1.7-3.0%; page-table entries by cp.async took
-// page size 1 from +5-9% over page 16 to within ~1% (and page 16 itself 2-3% faster).
+// page size 1 from +5-9% over page 16 to within ~1% (and page 16 itself 2-3% faster); the fast
+// prologue (3 dependent global round trips before the first product instead of 5) took the
+// smallest cells 4-10% faster (P0/E128 15.7 -> 14.8 µs, P0/E512 73.6 -> 70.9 in one run).
 // AMD uses smaller tiles (gfx90a has 64 KB of LDS).
 #include "extend_attention.h"
 
