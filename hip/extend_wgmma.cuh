@@ -63,78 +63,59 @@ RK_DEVICE void fence_operands(Acc (&a)[N]) {
 }
 
 
-// d (4 blocks of 16 keys) {=, +=} A(64 x 16, smem) B(64 x 16, smem)^T, bf16.
-template <class Acc>
-RK_DEVICE void ss_m64n64k16_bf16(Acc (&d)[4], uint64_t da, uint64_t db, bool accumulate) {
-  if (accumulate) {
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-        : "+f"(d[0].x[0]), "+f"(d[0].x[1]), "+f"(d[0].x[2]), "+f"(d[0].x[3]), "+f"(d[0].x[4]), "+f"(d[0].x[5]), "+f"(d[0].x[6]), "+f"(d[0].x[7]), "+f"(d[1].x[0]), "+f"(d[1].x[1]), "+f"(d[1].x[2]), "+f"(d[1].x[3]), "+f"(d[1].x[4]), "+f"(d[1].x[5]), "+f"(d[1].x[6]), "+f"(d[1].x[7]), "+f"(d[2].x[0]), "+f"(d[2].x[1]), "+f"(d[2].x[2]), "+f"(d[2].x[3]), "+f"(d[2].x[4]), "+f"(d[2].x[5]), "+f"(d[2].x[6]), "+f"(d[2].x[7]), "+f"(d[3].x[0]), "+f"(d[3].x[1]), "+f"(d[3].x[2]), "+f"(d[3].x[3]), "+f"(d[3].x[4]), "+f"(d[3].x[5]), "+f"(d[3].x[6]), "+f"(d[3].x[7])
-        : "l"(da), "l"(db), "r"(int(accumulate)));
-  } else {
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-        : "=f"(d[0].x[0]), "=f"(d[0].x[1]), "=f"(d[0].x[2]), "=f"(d[0].x[3]), "=f"(d[0].x[4]), "=f"(d[0].x[5]), "=f"(d[0].x[6]), "=f"(d[0].x[7]), "=f"(d[1].x[0]), "=f"(d[1].x[1]), "=f"(d[1].x[2]), "=f"(d[1].x[3]), "=f"(d[1].x[4]), "=f"(d[1].x[5]), "=f"(d[1].x[6]), "=f"(d[1].x[7]), "=f"(d[2].x[0]), "=f"(d[2].x[1]), "=f"(d[2].x[2]), "=f"(d[2].x[3]), "=f"(d[2].x[4]), "=f"(d[2].x[5]), "=f"(d[2].x[6]), "=f"(d[2].x[7]), "=f"(d[3].x[0]), "=f"(d[3].x[1]), "=f"(d[3].x[2]), "=f"(d[3].x[3]), "=f"(d[3].x[4]), "=f"(d[3].x[5]), "=f"(d[3].x[6]), "=f"(d[3].x[7])
-        : "l"(da), "l"(db), "r"(int(accumulate)));
-  }
-}
-// d (8 blocks of 16 dims) += A(64 x 16, registers: mma.h's P fragment per warp) B(16 x 128,
-// smem, MN-major), bf16.
-template <class Acc>
-RK_DEVICE void rs_m64n128k16_bf16(Acc (&d)[8], const uint32_t (&a)[4], uint64_t db) {
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, %69, 0;\n wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
-      : "+f"(d[0].x[0]), "+f"(d[0].x[1]), "+f"(d[0].x[2]), "+f"(d[0].x[3]), "+f"(d[0].x[4]), "+f"(d[0].x[5]), "+f"(d[0].x[6]), "+f"(d[0].x[7]), "+f"(d[1].x[0]), "+f"(d[1].x[1]), "+f"(d[1].x[2]), "+f"(d[1].x[3]), "+f"(d[1].x[4]), "+f"(d[1].x[5]), "+f"(d[1].x[6]), "+f"(d[1].x[7]), "+f"(d[2].x[0]), "+f"(d[2].x[1]), "+f"(d[2].x[2]), "+f"(d[2].x[3]), "+f"(d[2].x[4]), "+f"(d[2].x[5]), "+f"(d[2].x[6]), "+f"(d[2].x[7]), "+f"(d[3].x[0]), "+f"(d[3].x[1]), "+f"(d[3].x[2]), "+f"(d[3].x[3]), "+f"(d[3].x[4]), "+f"(d[3].x[5]), "+f"(d[3].x[6]), "+f"(d[3].x[7]), "+f"(d[4].x[0]), "+f"(d[4].x[1]), "+f"(d[4].x[2]), "+f"(d[4].x[3]), "+f"(d[4].x[4]), "+f"(d[4].x[5]), "+f"(d[4].x[6]), "+f"(d[4].x[7]), "+f"(d[5].x[0]), "+f"(d[5].x[1]), "+f"(d[5].x[2]), "+f"(d[5].x[3]), "+f"(d[5].x[4]), "+f"(d[5].x[5]), "+f"(d[5].x[6]), "+f"(d[5].x[7]), "+f"(d[6].x[0]), "+f"(d[6].x[1]), "+f"(d[6].x[2]), "+f"(d[6].x[3]), "+f"(d[6].x[4]), "+f"(d[6].x[5]), "+f"(d[6].x[6]), "+f"(d[6].x[7]), "+f"(d[7].x[0]), "+f"(d[7].x[1]), "+f"(d[7].x[2]), "+f"(d[7].x[3]), "+f"(d[7].x[4]), "+f"(d[7].x[5]), "+f"(d[7].x[6]), "+f"(d[7].x[7])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
-}
+// Accumulator operands of the products below: blocks of 8 floats, bound read-write ("+f") or,
+// when the product overwrites them, write-only ("=f"). CON is the constraint literal.
+#define RK_WG_BLOCK(CON, d, b)                                                                  \
+  CON(d[b].x[0]), CON(d[b].x[1]), CON(d[b].x[2]), CON(d[b].x[3]), CON(d[b].x[4]), CON(d[b].x[5]), \
+      CON(d[b].x[6]), CON(d[b].x[7])
+#define RK_WG_BLOCKS4(CON, d) \
+  RK_WG_BLOCK(CON, d, 0), RK_WG_BLOCK(CON, d, 1), RK_WG_BLOCK(CON, d, 2), RK_WG_BLOCK(CON, d, 3)
+#define RK_WG_BLOCKS8(CON, d) \
+  RK_WG_BLOCKS4(CON, d), RK_WG_BLOCK(CON, d, 4), RK_WG_BLOCK(CON, d, 5), RK_WG_BLOCK(CON, d, 6), \
+      RK_WG_BLOCK(CON, d, 7)
 
-// d (4 blocks of 16 keys) {=, +=} A(64 x 16, smem) B(64 x 16, smem)^T, f16.
-template <class Acc>
-RK_DEVICE void ss_m64n64k16_f16(Acc (&d)[4], uint64_t da, uint64_t db, bool accumulate) {
-  if (accumulate) {
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-        : "+f"(d[0].x[0]), "+f"(d[0].x[1]), "+f"(d[0].x[2]), "+f"(d[0].x[3]), "+f"(d[0].x[4]), "+f"(d[0].x[5]), "+f"(d[0].x[6]), "+f"(d[0].x[7]), "+f"(d[1].x[0]), "+f"(d[1].x[1]), "+f"(d[1].x[2]), "+f"(d[1].x[3]), "+f"(d[1].x[4]), "+f"(d[1].x[5]), "+f"(d[1].x[6]), "+f"(d[1].x[7]), "+f"(d[2].x[0]), "+f"(d[2].x[1]), "+f"(d[2].x[2]), "+f"(d[2].x[3]), "+f"(d[2].x[4]), "+f"(d[2].x[5]), "+f"(d[2].x[6]), "+f"(d[2].x[7]), "+f"(d[3].x[0]), "+f"(d[3].x[1]), "+f"(d[3].x[2]), "+f"(d[3].x[3]), "+f"(d[3].x[4]), "+f"(d[3].x[5]), "+f"(d[3].x[6]), "+f"(d[3].x[7])
-        : "l"(da), "l"(db), "r"(int(accumulate)));
-  } else {
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-        : "=f"(d[0].x[0]), "=f"(d[0].x[1]), "=f"(d[0].x[2]), "=f"(d[0].x[3]), "=f"(d[0].x[4]), "=f"(d[0].x[5]), "=f"(d[0].x[6]), "=f"(d[0].x[7]), "=f"(d[1].x[0]), "=f"(d[1].x[1]), "=f"(d[1].x[2]), "=f"(d[1].x[3]), "=f"(d[1].x[4]), "=f"(d[1].x[5]), "=f"(d[1].x[6]), "=f"(d[1].x[7]), "=f"(d[2].x[0]), "=f"(d[2].x[1]), "=f"(d[2].x[2]), "=f"(d[2].x[3]), "=f"(d[2].x[4]), "=f"(d[2].x[5]), "=f"(d[2].x[6]), "=f"(d[2].x[7]), "=f"(d[3].x[0]), "=f"(d[3].x[1]), "=f"(d[3].x[2]), "=f"(d[3].x[3]), "=f"(d[3].x[4]), "=f"(d[3].x[5]), "=f"(d[3].x[6]), "=f"(d[3].x[7])
-        : "l"(da), "l"(db), "r"(int(accumulate)));
-  }
-}
+// d (4 blocks of 16 keys) {=, +=} A(64 x 16, smem) B(64 x 16, smem)^T; TY the PTX element type.
+#define RK_WG_SS_M64N64K16(TY, CON)                                                             \
+  asm volatile(                                                                                \
+      "{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n wgmma.mma_async.sync.aligned.m64n64k16.f32." \
+      TY "." TY " "                                                                            \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"                                                 \
+      : RK_WG_BLOCKS4(CON, d)                                                                  \
+      : "l"(da), "l"(db), "r"(int(accumulate)))
 // d (8 blocks of 16 dims) += A(64 x 16, registers: mma.h's P fragment per warp) B(16 x 128,
-// smem, MN-major), f16.
-template <class Acc>
-RK_DEVICE void rs_m64n128k16_f16(Acc (&d)[8], const uint32_t (&a)[4], uint64_t db) {
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, %69, 0;\n wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
-      : "+f"(d[0].x[0]), "+f"(d[0].x[1]), "+f"(d[0].x[2]), "+f"(d[0].x[3]), "+f"(d[0].x[4]), "+f"(d[0].x[5]), "+f"(d[0].x[6]), "+f"(d[0].x[7]), "+f"(d[1].x[0]), "+f"(d[1].x[1]), "+f"(d[1].x[2]), "+f"(d[1].x[3]), "+f"(d[1].x[4]), "+f"(d[1].x[5]), "+f"(d[1].x[6]), "+f"(d[1].x[7]), "+f"(d[2].x[0]), "+f"(d[2].x[1]), "+f"(d[2].x[2]), "+f"(d[2].x[3]), "+f"(d[2].x[4]), "+f"(d[2].x[5]), "+f"(d[2].x[6]), "+f"(d[2].x[7]), "+f"(d[3].x[0]), "+f"(d[3].x[1]), "+f"(d[3].x[2]), "+f"(d[3].x[3]), "+f"(d[3].x[4]), "+f"(d[3].x[5]), "+f"(d[3].x[6]), "+f"(d[3].x[7]), "+f"(d[4].x[0]), "+f"(d[4].x[1]), "+f"(d[4].x[2]), "+f"(d[4].x[3]), "+f"(d[4].x[4]), "+f"(d[4].x[5]), "+f"(d[4].x[6]), "+f"(d[4].x[7]), "+f"(d[5].x[0]), "+f"(d[5].x[1]), "+f"(d[5].x[2]), "+f"(d[5].x[3]), "+f"(d[5].x[4]), "+f"(d[5].x[5]), "+f"(d[5].x[6]), "+f"(d[5].x[7]), "+f"(d[6].x[0]), "+f"(d[6].x[1]), "+f"(d[6].x[2]), "+f"(d[6].x[3]), "+f"(d[6].x[4]), "+f"(d[6].x[5]), "+f"(d[6].x[6]), "+f"(d[6].x[7]), "+f"(d[7].x[0]), "+f"(d[7].x[1]), "+f"(d[7].x[2]), "+f"(d[7].x[3]), "+f"(d[7].x[4]), "+f"(d[7].x[5]), "+f"(d[7].x[6]), "+f"(d[7].x[7])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
-}
+// smem, MN-major).
+#define RK_WG_RS_M64N128K16(TY)                                                                  \
+  asm volatile(                                                                                 \
+      "{\n .reg .pred p;\n setp.ne.b32 p, %69, 0;\n wgmma.mma_async.sync.aligned.m64n128k16.f32." \
+      TY "." TY " "                                                                             \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"                                   \
+      : RK_WG_BLOCKS8("+f", d)                                                                  \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1))
 
 template <class T, class Acc>
 RK_DEVICE void ss_m64n64k16(Acc (&d)[4], uint64_t da, uint64_t db, bool accumulate) {
   if constexpr (std::is_same<T, bf16_t>::value) {
-    ss_m64n64k16_bf16(d, da, db, accumulate);
+    if (accumulate) RK_WG_SS_M64N64K16("bf16", "+f");
+    else RK_WG_SS_M64N64K16("bf16", "=f");
   } else {
-    ss_m64n64k16_f16(d, da, db, accumulate);
+    if (accumulate) RK_WG_SS_M64N64K16("f16", "+f");
+    else RK_WG_SS_M64N64K16("f16", "=f");
   }
 }
 template <class T, class Acc>
 RK_DEVICE void rs_m64n128k16(Acc (&d)[8], const uint32_t (&a)[4], uint64_t db) {
   if constexpr (std::is_same<T, bf16_t>::value) {
-    rs_m64n128k16_bf16(d, a, db);
+    RK_WG_RS_M64N128K16("bf16");
   } else {
-    rs_m64n128k16_f16(d, a, db);
+    RK_WG_RS_M64N128K16("f16");
   }
 }
+
+#undef RK_WG_SS_M64N64K16
+#undef RK_WG_RS_M64N128K16
+#undef RK_WG_BLOCKS8
+#undef RK_WG_BLOCKS4
+#undef RK_WG_BLOCK
 
 #endif  // RADIXKV_EXT_HAS_WGMMA
 
