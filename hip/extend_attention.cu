@@ -980,14 +980,8 @@ void launch(const ExtendParams& p, Stream stream) {
   if (!rank && gx > 0x7fffffff) throw LaunchError("radixkv extend_attention: grid too large");
   auto kernel = rank ? extend_attention_kernel<T, D, true> : extend_attention_kernel<T, D, false>;
   const dim3 grid = rank ? dim3(unsigned(b * p.num_kv_heads)) : dim3(unsigned(gx), p.num_kv_heads);
-#if RK_AMD
-  (void)hipFuncSetAttribute(reinterpret_cast<const void*>(kernel),
-                            hipFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
-  hipLaunchKernelGGL(kernel, grid, dim3(C::kThreads), C::kSmemBytes, static_cast<stream_t>(stream), p);
-#else
-  (void)cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
+  allow_dynamic_smem(kernel, C::kSmemBytes);
   kernel<<<grid, dim3(C::kThreads), C::kSmemBytes, static_cast<stream_t>(stream)>>>(p);
-#endif
   const error_t e = last_error();
   if (e != kSuccess)
     throw LaunchError(std::string("radixkv extend_attention launch failed: ") + error_string(e));

@@ -420,8 +420,8 @@ void run_cuda_cores(const PagedDecodeParams& p, Stream stream) {
 // matrix cores (gfx90a, gfx94x: MFMA); gfx906-class parts run the CUDA-core kernel.
 inline bool device_has_mfma() {
   static int known[64] = {};  // per device: 0 not asked yet, 1 MFMA, 2 none
-  int dev = 0;
-  if (hipGetDevice(&dev) != hipSuccess || dev < 0 || dev >= 64) return false;
+  const int dev = current_device();
+  if (dev < 0 || dev >= 64) return false;
   if (known[dev] == 0) {
     hipDeviceProp_t prop;
     bool mfma = false;
@@ -449,15 +449,8 @@ void run_any(const PagedDecodeParams& p, Stream stream) {
   if (p.variant == 1) return launch_shape<T, PS, DefaultShape<D>, false>(p, stream);
   if (p.variant == 2) return launch_shape<T, PS, WideShape<D>, false>(p, stream);
   if (p.variant == 3) return run_cuda_cores<T, D, PS>(p, stream);
-  if (p.variant == 4 || p.variant == 5) {
-    const int chunks = (p.num_q_heads / p.num_kv_heads + kRows - 1) / kRows;
-    const bool wide = int64_t(p.num_splits) * p.batch * p.num_kv_heads * chunks > sm_count();
-    if (p.variant == 4)
-      return wide ? launch_shape<T, PS, WideShape<D>, true>(p, stream)
-                  : launch_shape<T, PS, DefaultShape<D>, true>(p, stream);
-    return wide ? launch_shape<T, PS, WideShape<D>, false, false>(p, stream)
-                : launch_shape<T, PS, DefaultShape<D>, false, false>(p, stream);
-  }
+  if (p.variant == 4) return launch_auto<T, D, PS, true>(p, stream);
+  if (p.variant == 5) return launch_auto<T, D, PS, false, false>(p, stream);
 #endif
   decode_mma::launch_auto<T, D, PS>(p, stream);
 #else

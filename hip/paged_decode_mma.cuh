@@ -39,6 +39,11 @@ constexpr int kMaxSplits = 256;  // torch_ops.cpp rejects more
 template <int S>
 constexpr int kLookAhead = S;
 
+// Blocks per (split, request, KV head): the GQA group in chunks of kRows query heads.
+RK_HOST_DEVICE int head_chunks(const PagedDecodeParams& p) {
+  return (p.num_q_heads / p.num_kv_heads + kRows - 1) / kRows;
+}
+
 // One configuration: D head_dim, W warps per block, KEYS keys per tile (per stage), S stages.
 template <int D_, int W_, int KEYS_, int S_>
 struct Shape {
@@ -133,7 +138,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
   const int split = kHeadsFast ? blockIdx.z : blockIdx.x, b = blockIdx.y;
   const int head_block = kHeadsFast ? blockIdx.x : blockIdx.z;
   const int group = p.num_q_heads / p.num_kv_heads;
-  const int chunks = (group + kRows - 1) / kRows;
+  const int chunks = head_chunks(p);
   const int kvh = head_block / chunks, chunk = head_block % chunks;
   const int h0 = kvh * group + chunk * kRows;  // first query head of this block
   const int rows = min(kRows, group - chunk * kRows);
@@ -521,53 +526,39 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
 // Multiprocessors of the current device (cached per device; a host query, not a stream op).
 inline int sm_count() {
   static int known[64] = {};
-  int dev = 0;
-#if RK_AMD
-  if (hipGetDevice(&dev) != hipSuccess || dev < 0 || dev >= 64) return 1;
-  if (known[dev] == 0 &&
-      hipDeviceGetAttribute(&known[dev], hipDeviceAttributeMultiprocessorCount, dev) != hipSuccess)
-    known[dev] = 1;
-#else
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 1;
-  if (known[dev] == 0 &&
-      cudaDeviceGetAttribute(&known[dev], cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-    known[dev] = 1;
-#endif
+  const int dev = current_device();
+  if (dev < 0 || dev >= 64) return 1;
+  if (known[dev] == 0) known[dev] = multiprocessor_count(dev);
   return known[dev];
 }
 
 template <class T, int PS, class C, bool kLoadsOnly, bool kHeadsFast = true>
 void launch_shape(const PagedDecodeParams& p, Stream stream) {
-  const int chunks = (p.num_q_heads / p.num_kv_heads + kRows - 1) / kRows;
+  const int chunks = head_chunks(p);
   const dim3 grid = kHeadsFast ? dim3(p.num_kv_heads * chunks, p.batch, p.num_splits)
                                : dim3(p.num_splits, p.batch, p.num_kv_heads * chunks);
   auto kernel = decode_kernel<T, PS, C, kLoadsOnly, kHeadsFast>;
-#if RK_AMD
-  (void)hipFuncSetAttribute(reinterpret_cast<const void*>(kernel),
-                            hipFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
-  hipLaunchKernelGGL(kernel, grid, dim3(C::kThreads), C::kSmemBytes, static_cast<stream_t>(stream), p);
-#else
   // Raise the dynamic shared-memory limit once per device (a host call; done by the first,
   // uncaptured call, so graph capture never meets it).
   static bool attr_set[64] = {};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64 || !attr_set[dev]) {
-    (void)cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
+  const int dev = current_device();
+  if (dev < 0 || dev >= 64 || !attr_set[dev]) {
+    allow_dynamic_smem(kernel, C::kSmemBytes);
     if (dev >= 0 && dev < 64) attr_set[dev] = true;
   }
   kernel<<<grid, C::kThreads, C::kSmemBytes, static_cast<stream_t>(stream)>>>(p);
-#endif
   const error_t e = last_error();
   if (e != kSuccess) throw LaunchError(std::string("radixkv paged_decode launch: ") + error_string(e));
 }
 
 // The shape for this grid: 192 KB blocks while the grid fits one block per SM, else 96 KB ones.
-template <class T, int D, int PS>
+// (kLoadsOnly / kHeadsFast = false: tuning variants 4 and 5, see run_any.)
+template <class T, int D, int PS, bool kLoadsOnly = false, bool kHeadsFast = true>
 void launch_auto(const PagedDecodeParams& p, Stream stream) {
-  const int chunks = (p.num_q_heads / p.num_kv_heads + kRows - 1) / kRows;
-  const int64_t blocks = static_cast<int64_t>(p.num_splits) * p.batch * p.num_kv_heads * chunks;
-  if (blocks > sm_count()) return launch_shape<T, PS, WideShape<D>, false>(p, stream);
-  launch_shape<T, PS, DefaultShape<D>, false>(p, stream);
+  const int64_t blocks = static_cast<int64_t>(p.num_splits) * p.batch * p.num_kv_heads * head_chunks(p);
+  if (blocks > sm_count())
+    return launch_shape<T, PS, WideShape<D>, kLoadsOnly, kHeadsFast>(p, stream);
+  launch_shape<T, PS, DefaultShape<D>, kLoadsOnly, kHeadsFast>(p, stream);
 }
 
 }  // namespace decode_mma

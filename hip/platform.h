@@ -54,6 +54,36 @@ inline const char* error_string(error_t e) { return cudaGetErrorString(e); }
 constexpr error_t kSuccess = cudaSuccess;
 #endif
 
+// Host-side device queries and launch set-up. current_device(): -1 if it cannot be asked;
+// multiprocessor_count(): 1 if it cannot be asked. allow_dynamic_smem: let `kernel` use `bytes` of
+// dynamic shared memory beyond the default 48 KB (a function attribute, not a stream operation).
+inline int current_device() {
+  int dev = 0;
+#if RK_AMD
+  return hipGetDevice(&dev) == hipSuccess ? dev : -1;
+#else
+  return cudaGetDevice(&dev) == cudaSuccess ? dev : -1;
+#endif
+}
+inline int multiprocessor_count(int dev) {
+  int n = 0;
+#if RK_AMD
+  const bool ok = hipDeviceGetAttribute(&n, hipDeviceAttributeMultiprocessorCount, dev) == hipSuccess;
+#else
+  const bool ok = cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess;
+#endif
+  return ok && n > 0 ? n : 1;
+}
+template <class Kernel>
+inline void allow_dynamic_smem(Kernel kernel, int bytes) {
+#if RK_AMD
+  (void)hipFuncSetAttribute(reinterpret_cast<const void*>(kernel),
+                            hipFuncAttributeMaxDynamicSharedMemorySize, bytes);
+#else
+  (void)cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+#endif
+}
+
 // ---------------------------------------------------------------------------------------------
 // Lane shuffles. `width` (a power of two <= kWarpSize) confines the exchange to aligned groups of
 // that many lanes, as in a reduction over the lanes that share one K/V row.
