@@ -329,6 +329,12 @@ def _tuning_variant() -> int:
         return 0
 
 
+def _mma_head_chunks(h_q: int, h_kv: int) -> int:
+    """Blocks per (request, KV head) of the matrix-unit decode kernel: the GQA group in chunks of
+    _MMA_ROWS query heads (paged_decode_mma.cuh, head_chunks)."""
+    return -(-(h_q // max(h_kv, 1)) // _MMA_ROWS)
+
+
 def decode_plan(batch: int, h_q: int, h_kv: int, est_len: int,
                 device: Optional[torch.device] = None) -> tuple[int, int]:
     """(num_splits, head_chunks) that paged_decode picks on ``device`` for this shape."""
@@ -336,7 +342,7 @@ def decode_plan(batch: int, h_q: int, h_kv: int, est_len: int,
     group = h_q // max(h_kv, 1)
     variant = _tuning_variant()
     if _matrix_kernel(dev):
-        chunks = -(-group // _MMA_ROWS)
+        chunks = _mma_head_chunks(h_q, h_kv)
         # Splits are sized for the 192 KB shape (one block per SM); grids of more blocks than
         # SMs run the 96 KB shape (two per SM). Tuning variant 2 always runs the 96 KB shape.
         per_sm = 2 if variant == 2 and torch.version.hip is None else 1
@@ -348,7 +354,7 @@ def decode_plan(batch: int, h_q: int, h_kv: int, est_len: int,
 
 def decode_counter_words(batch: int, h_q: int, h_kv: int) -> int:
     """int32 merge counters a split decode needs: one per (request, KV head, 16-head chunk)."""
-    return max(1, batch * h_kv * -(-(h_q // max(h_kv, 1)) // _MMA_ROWS))
+    return max(1, batch * h_kv * _mma_head_chunks(h_q, h_kv))
 
 
 def _scratch(cache: dict[torch.device, torch.Tensor], name: str, device: torch.device, n: int,
