@@ -17,20 +17,9 @@ set -uo pipefail
 out="$1"; shift
 logs=/tmp/extend_tune
 mkdir -p "$out" "$logs"
-# 9.0a: the arch-specific Hopper target (extend_attention's wgmma path needs it).
-export PYTHONUNBUFFERED=1 TORCH_CUDA_ARCH_LIST="${TORCH_CUDA_ARCH_LIST:-9.0a}" MAX_JOBS="${MAX_JOBS:-16}"
-# FlashInfer (anchor) and the Rust extension, as bench/gpu_run.sh sets them up.
-if [[ -f .anchors/fi_pkg.tar.xz && ! -d /tmp/fi/flashinfer ]]; then
-  python3 -m pip install -q --no-index --no-deps --target /tmp/site .anchors/apache_tvm_ffi-*.whl \
-    && mkdir -p /tmp/fi && tar xJf .anchors/fi_pkg.tar.xz -C /tmp/fi || echo "FlashInfer setup failed"
-fi
-export FLASHINFER_WORKSPACE_BASE=/tmp/fiws PYTHONPATH="/tmp/fi:/tmp/site:$PWD/python:${PYTHONPATH:-}"
-if [[ -f .carry/_core.abi3.so ]]; then cp .carry/_core.abi3.so python/radixkv/_core.abi3.so; fi
-# pytest, if the image lacks it (wheels carried in .whl/, as bench/gpu_run.sh does).
-if ! python3 -c "import pytest" 2>/dev/null && ls .whl/pytest-*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --target /tmp/pyt .whl/pytest-*.whl \
-    .whl/pluggy-*.whl .whl/iniconfig-*.whl .whl/pygments-*.whl && export PYTHONPATH="$PYTHONPATH:/tmp/pyt"
-fi
+# FlashInfer, pytest, the carried Rust extension, TORCH_CUDA_ARCH_LIST=9.0a (bench/gpu_env.sh); the
+# kernel library is built below from the chosen variant, never taken prebuilt.
+source bench/gpu_env.sh
 
 flags=""
 if [[ -z "${SKIP_TUNE:-}" && $# -gt 0 ]]; then
@@ -87,16 +76,14 @@ fi
 if [[ -n "${NCU_SMALL:-}" ]]; then
   # Kernel duration (no events, no launch path) of the two P = 0 small cells, cold caches (ncu
   # flushes them before each launch), clocks untouched; compare with the event times above.
-  ncu_bin="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)"
-  timeout 120 "$ncu_bin" --clock-control none -k regex:extend_attention_kernel --launch-count 12 \
+  timeout 120 "$NCU_BIN" --clock-control none -k regex:extend_attention_kernel --launch-count 12 \
     --section LaunchStats --metrics gpu__time_duration.sum \
     python3 bench/kernels_extend.py --cells 16:0:128,16:0:512 --reps 3 --no-anchors >"$out/ncu_small.txt" 2>&1
   grep -E "gpu__time_duration|Grid Size|Shared Memory Configuration Size|Dynamic Shared" "$out/ncu_small.txt" | head -60
 fi
 if [[ -n "${NCU:-}" ]]; then
   # Hardware counters of the chosen build on the P 4096 / E 512 cell (one launch, clocks untouched).
-  ncu_bin="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)"
-  timeout 150 "$ncu_bin" --clock-control none -k regex:extend_attention_kernel --launch-skip 3 \
+  timeout 150 "$NCU_BIN" --clock-control none -k regex:extend_attention_kernel --launch-skip 3 \
     --launch-count 1 --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
     --section ComputeWorkloadAnalysis --section Occupancy --section LaunchStats \
     python3 bench/kernels_extend.py --cells 16:4096:512 --reps 1 --no-anchors >"$out/ncu.txt" 2>&1

@@ -13,12 +13,9 @@ export OUT="${OUT:-$repo/bench/results/final}" PYTHONUNBUFFERED=1
 export RADIXKV_TEST_FILES="${RADIXKV_TEST_FILES:-tests/test_kernels_gpu.py tests/test_extend_gpu.py tests/test_engine.py}"
 bash bench/gpu_run.sh validate
 rc=$?
-# gpu_run.sh set up FlashInfer under /tmp; the same paths serve the benchmark.
-export PYTHONPATH="/tmp/fi:/tmp/site:$repo/python:${PYTHONPATH:-}" FLASHINFER_WORKSPACE_BASE=/tmp/fiws
-export RADIXKV_BUILD_DIR=/tmp/radixkv-build TORCH_CUDA_ARCH_LIST="${TORCH_CUDA_ARCH_LIST:-9.0a}"
-if [[ -f .carry/radixkv_kernels_sm90.so && "$(bash bench/hip_hash.sh)" == "$(cat .carry/radixkv_kernels_sm90.hash)" ]]; then
-  export RADIXKV_PREBUILT_LIB="$repo/.carry/radixkv_kernels_sm90.so"
-fi
+# The same environment and library for the benchmarks (gpu_run.sh ran in its own process).
+source bench/gpu_env.sh
+use_prebuilt_library
 echo "=== benchmarks: decode + extend ($(date -u +%H:%M:%S))"
 timeout 480 python3 bench/kernels.py --out "$OUT" --no-sweep 2>&1 | tee -a "$OUT/gpu_run.log" || rc=1
 rm -f "$OUT/pytest_gpu.xml"  # at most 8 files come back

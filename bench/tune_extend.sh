@@ -12,7 +12,8 @@ out="$1"; shift
 cells="${CELLS:-16:4096:512,16:0:2048,16:0:512,1:1024:512}"
 reps="${REPS:-15}"
 base="-DRADIXKV_HD_64=0,-DRADIXKV_HD_256=0,-DRADIXKV_DT_FP16=0"
-export RADIXKV_BUILD_DIR=/tmp/rkx PYTHONUNBUFFERED=1
+source bench/gpu_env.sh  # FlashInfer, Rust extension, NCU_BIN
+export RADIXKV_BUILD_DIR=/tmp/rkx
 mkdir -p "$out"
 
 # Build every variant at once (one process each: each loads its own copy of the op).
@@ -33,11 +34,10 @@ for v in "$@"; do
     --reps "$reps" --check $anchors 2>&1 | tee "$out/tune_$name.log" | grep -E "^ps=|Error|error" | head -20
 done
 if [[ -n "${NCU_VARIANT:-}" ]]; then
-  ncu_bin="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)"
   for v in "$@"; do
     name="${v%%=*}"; flags="${v#*=}"
     [[ "$name" == "$NCU_VARIANT" ]] || continue
-    timeout 150 "$ncu_bin" --clock-control none -k regex:extend_attention_kernel --launch-skip 3 \
+    timeout 150 "$NCU_BIN" --clock-control none -k regex:extend_attention_kernel --launch-skip 3 \
       --launch-count 1 --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
       --section Occupancy --section LaunchStats --section ComputeWorkloadAnalysis \
       --section InstructionStats --section SourceCounters \
