@@ -14,6 +14,9 @@ hidden.
 Columns: time; achieved bandwidth (bytes of K and V read / time); that bandwidth as a fraction of a
 read-only stream and of a device-to-device copy (read + write bytes / time), both measured in the
 same run; FlashInfer's time and the ratio FlashInfer time / radixkv time (> 1: radixkv faster).
+For cells under ~1.2 GB also "same-size read": the time of a contiguous read-only stream of exactly
+the cell's KV bytes under the same timer and flush (launch, ramp-up and tail included): the floor
+for any kernel that must read those bytes, against which the small cells' times can be judged.
 FlashInfer is called as ../shared/anchors/README.md records (BatchDecodeWithPagedKVCacheWrapper,
 "NHD", use_tensor_cores=True). If bench/kernels_extend.py is present its extend section runs after.
 
@@ -179,6 +182,9 @@ def run_decode_bench(out_dir: Optional[Path], batches=BATCHES, lengths=LENGTHS,
           f"({ {k: round(v, 2) for k, v in ceil.items()} })", flush=True)
     fi = load_flashinfer("decode bench")
     fi_ws = torch.empty(1 << 30, dtype=torch.uint8, device="cuda") if fi else None
+    # The same-size contiguous read: a slice of one buffer per cell (cells up to its size).
+    same_elems = min(max(batches) * max(lengths), 1 << 18) * BYTES_PER_TOKEN // 2
+    same = torch.empty(same_elems, dtype=torch.bfloat16, device="cuda").normal_()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     pool = Pool(max(batches) * max(lengths) + 64 * 16)
     rows: list[dict[str, Any]] = []
@@ -195,6 +201,11 @@ def run_decode_bench(out_dir: Optional[Path], batches=BATCHES, lengths=LENGTHS,
                     "num_splits": decode_plan(batch, H_Q, H_KV, length)[0],
                 }
                 row["radixkv_us"] = timer(ours, reps)
+                if nbytes // 2 <= same_elems:
+                    try:
+                        row["read_same_us"] = timer(_triton_read(same[: nbytes // 2]), reps)
+                    except Exception as exc:  # noqa: BLE001
+                        print(f"[decode bench] same-size read failed: {exc}", file=sys.stderr)
                 if write_column or (batch, length) == (1, 32768):
                     row["radixkv_write_us"] = timer(ours, reps, flush="write")
                 for var in TUNING_VARIANTS:
@@ -239,7 +250,7 @@ def run_decode_bench(out_dir: Optional[Path], batches=BATCHES, lengths=LENGTHS,
         "ceilings_tbps": ceil,
         "rows": rows,
     }
-    del pool
+    del pool, same
     torch.cuda.empty_cache()
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -250,9 +261,10 @@ def run_decode_bench(out_dir: Optional[Path], batches=BATCHES, lengths=LENGTHS,
 
 def fmt_row(r: dict[str, Any]) -> str:
     fi = f"{r['flashinfer_us']:8.1f} us x{r['vs_flashinfer']:.2f}" if "vs_flashinfer" in r else "-"
+    same = f" | same-size read {r['read_same_us']:.1f} us" if "read_same_us" in r else ""
     return (f"ps={r['page_size']:>2} B={r['batch']:>3} L={r['kv_len']:>5} splits={r['num_splits']:>2} | "
             f"{r['radixkv_us']:8.1f} us {r['tbps']:.2f} TB/s ({r['frac_read']:.2f} read, "
-            f"{r['frac_copy']:.2f} copy) | FI {fi}"
+            f"{r['frac_copy']:.2f} copy){same} | FI {fi}"
             + (f" | write flush {r['radixkv_write_us']:.1f} us" if "radixkv_write_us" in r else "")
             + (f" FI {r['flashinfer_write_us']:.1f} us x{r['vs_flashinfer_write']:.2f}"
                if "vs_flashinfer_write" in r else "")
@@ -283,7 +295,10 @@ def summary(result: dict[str, Any]) -> list[str]:
             f"page {page} ({flush} flush): geomean x{gm:.2f} vs FlashInfer over {len(rs)} cells "
             f"(target 1.2); >=1 GB cells: min x{worst_big:.2f} (target 1.0), min {worst_read:.2f} "
             f"of read stream (target 0.95); B=1 L=32768: "
-            + (f"x{one[0]['vs_flashinfer']:.2f} (target 1.5)" if one else "-"))
+            + (f"x{one[0]['vs_flashinfer']:.2f} (target 1.5)" if one else "-")
+            + (f"; a contiguous read of the same bytes takes {one[0]['read_same_us']:.1f} us "
+               f"= x{one[0]['flashinfer_us'] / one[0]['read_same_us']:.2f} FlashInfer's time"
+               if one and "read_same_us" in one[0] else ""))
         ws = [r for r in rs if "vs_flashinfer_write" in r]
         if ws:
             gmw = math.exp(sum(math.log(r["vs_flashinfer_write"]) for r in ws) / len(ws))
@@ -301,9 +316,9 @@ def print_table(result: dict[str, Any]) -> None:
           f"read stream {c['read']:.2f} TB/s, copy {c['copy']:.2f} TB/s; ratio = FlashInfer / radixkv")
     print(f"flush: {result.get('flush', 'write (1 GiB)')}")
     vs_ = [v for v in VARIANT_IDS if any(f"variant{v}_us" in r for r in result["rows"])]
-    print("| ps | B | L | KV MB | splits | radixkv µs | TB/s | of read | of copy | FI µs | vs FI |"
-          " write: radixkv µs | FI µs | vs FI |" + "".join(f" variant{v} µs |" for v in vs_))
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * len(vs_))
+    print("| ps | B | L | KV MB | splits | radixkv µs | TB/s | of read | of copy | same-size read µs |"
+          " FI µs | vs FI | write: radixkv µs | FI µs | vs FI |" + "".join(f" variant{v} µs |" for v in vs_))
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * len(vs_))
 
     def f1(r: dict[str, Any], k: str, fmt: str = "{:.1f}") -> str:
         return fmt.format(r[k]) if k in r else "-"
@@ -311,7 +326,8 @@ def print_table(result: dict[str, Any]) -> None:
     for r in result["rows"]:
         print(f"| {r['page_size']} | {r['batch']} | {r['kv_len']} | {r['kv_bytes'] / 1e6:.0f} | "
               f"{r['num_splits']} | {r['radixkv_us']:.1f} | {r['tbps']:.2f} | {r['frac_read']:.2f} | "
-              f"{r['frac_copy']:.2f} | {f1(r, 'flashinfer_us')} | {f1(r, 'vs_flashinfer', '{:.2f}')} | "
+              f"{r['frac_copy']:.2f} | {f1(r, 'read_same_us')} | {f1(r, 'flashinfer_us')} | "
+              f"{f1(r, 'vs_flashinfer', '{:.2f}')} | "
               f"{f1(r, 'radixkv_write_us')} | {f1(r, 'flashinfer_write_us')} | "
               f"{f1(r, 'vs_flashinfer_write', '{:.2f}')} |"
               + "".join(f" {r[f'variant{v}_us']:.1f} |" if f"variant{v}_us" in r else " - |"

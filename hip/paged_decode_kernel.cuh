@@ -440,7 +440,8 @@ inline bool device_has_mfma() {
 // builds (-DRADIXKV_DECODE_VARIANTS=1, NVIDIA) pick by p.variant: 1 = always the 192 KB shape,
 // 2 = always the 96 KB shape, 3 = the CUDA-core kernel, 4 = the copies of the automatic shape
 // alone (no math: wrong output; times the memory pipeline), 5 = the automatic shape with the
-// split-major grid order of runs s2-1/2 (decode_kernel's kHeadsFast).
+// split-major grid order of runs s2-1/2 (decode_kernel's kHeadsFast), 6-9 = the probes of
+// decode_mma::Probe (empty, dependent chain, no fused merge, per-block time line).
 template <typename T, int D, int PS>
 void run_any(const PagedDecodeParams& p, Stream stream) {
 #if RK_NVIDIA
@@ -451,6 +452,10 @@ void run_any(const PagedDecodeParams& p, Stream stream) {
   if (p.variant == 3) return run_cuda_cores<T, D, PS>(p, stream);
   if (p.variant == 4) return launch_auto<T, D, PS, true>(p, stream);
   if (p.variant == 5) return launch_auto<T, D, PS, false, false>(p, stream);
+  if (p.variant == 6) return launch_auto<T, D, PS, false, true, kProbeEmpty>(p, stream);
+  if (p.variant == 7) return launch_auto<T, D, PS, false, true, kProbeChain>(p, stream);
+  if (p.variant == 8) return launch_auto<T, D, PS, false, true, kProbeNoMerge>(p, stream);
+  if (p.variant == 9) return launch_auto<T, D, PS, false, true, kProbeTrace>(p, stream);
 #endif
   decode_mma::launch_auto<T, D, PS>(p, stream);
 #else

@@ -119,11 +119,36 @@ RK_DEVICE int copy_offset(int lane_off) {
 // token's K (V) rows of all KV heads are one contiguous 2 KB run (bshd), so the DRAM pages they
 // open serve all heads at once. Otherwise (tuning variant 5, run s2-1/2's order): x = split,
 // y = request, z = head, where large batches walk the heads one after another.
-template <class T, int PS, class C, bool kLoadsOnly, bool kHeadsFast = true>
+// Probes (tuning builds only: run_any's variants 6-9): what a part of the kernel costs, found by
+// leaving the rest out, and a per-block time line (bench/decode_probe.py reads them).
+enum Probe : int {
+  kProbeNone = 0,
+  kProbeEmpty = 1,    // return at entry: launch and block scheduling only
+  kProbeChain = 2,    // kv_indptr -> page entries -> the first S - 1 tiles' copies, then return
+  kProbeNoMerge = 3,  // everything but the fused merge of split partials (wrong output at splits > 1)
+  kProbeTrace = 4,    // the full kernel, stamping %globaltimer per block into the workspace's tail
+};
+
+template <class T, int PS, class C, bool kLoadsOnly, bool kHeadsFast = true, int kProbe = kProbeNone>
 __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecodeParams p) {
 #if defined(RADIXKV_MMA_FMA) && defined(__HIP_DEVICE_COMPILE__)
   __builtin_trap();  // never launched there: launch() picks the CUDA-core kernel on such parts
 #else
+  if constexpr (kProbe == kProbeEmpty) return;
+  // Trace slots per block (int64, after the partials: the caller's workspace must hold them):
+  // entry, first tile landed (warp 0), loop done (all warps), output or partial stored, merge
+  // done (merging block only), SM id, split, tiles of warp 0.
+  int64_t* trace = nullptr;
+  if constexpr (kProbe == kProbeTrace) {
+    const int64_t ws_rows0 = static_cast<int64_t>(p.num_splits) * p.batch * p.num_q_heads;
+    const int64_t blk = blockIdx.x + gridDim.x * (blockIdx.y + static_cast<int64_t>(gridDim.y) * blockIdx.z);
+    trace = reinterpret_cast<int64_t*>(p.workspace + ws_rows0 * (C::D + 2)) + blk * 8;
+    if (threadIdx.x == 0) {
+      trace[0] = static_cast<int64_t>(global_timer_ns());
+      trace[4] = 0;
+      trace[5] = sm_id();
+    }
+  }
   constexpr int D = C::D, W = C::W, KEYS = C::KEYS, S = C::S, KB = C::kKB, DB = C::kDB;
   constexpr int IDX = C::kIdx, LA = kLookAhead<S>;
   using Mask = typename MaskOf<KEYS>::type;
@@ -242,6 +267,10 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
   };
 #pragma unroll
   for (int k = 0; k + 1 < S; ++k) maskq[k] = issue_next(k);
+  if (kProbe == kProbeChain && n_my >= 0) {  // (a run-time test: the rest stays reachable)
+    cp_async_wait<0>();
+    return;
+  }
 
 #pragma unroll
   for (int k = 0; k < kQVecs; ++k) {
@@ -276,6 +305,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
     maskq[S - 1] = issue_next(i + S - 1);
     cp_async_wait<S - 1>();  // this lane's copies of tile i have landed ...
     warp_sync();             // ... and every lane's
+    if constexpr (kProbe == kProbeTrace)
+      if (i == 0 && tid == 0) trace[1] = static_cast<int64_t>(global_timer_ns());
     const int boff = (i % S) * C::kTileElems;
     const Mask mask = maskq[0];
 #pragma unroll
@@ -367,6 +398,12 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
 #pragma unroll
   for (int s = 0; s < SL; ++s) l[s] = mma::row_sum(l[s]);
   __syncthreads();  // every warp is done with its stages: the merge area overlaps them
+  if constexpr (kProbe == kProbeTrace)
+    if (tid == 0) {
+      trace[2] = static_cast<int64_t>(global_timer_ns());
+      trace[6] = split;
+      trace[7] = n_my;
+    }
 
   // Merge the warps' states. Shared memory: o [W][16][kOStride], m, l, wgt [W][16], L, M [16].
   constexpr int OS = C::kOStride;
@@ -440,7 +477,9 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
       }
     }
   }
-  if (p.num_splits == 1) return;
+  if constexpr (kProbe == kProbeTrace)
+    if (tid == 0) trace[3] = static_cast<int64_t>(global_timer_ns());
+  if (p.num_splits == 1 || kProbe == kProbeNoMerge) return;
 
   // Fused combine: the last block of this (request, KV head, chunk) merges all partitions.
   int* counter = p.counters + (static_cast<int64_t>(b) * p.num_kv_heads + kvh) * chunks + chunk;
@@ -520,6 +559,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
     store4(row_b + r, d, make_float4(a.x * inv, a.y * inv, a.z * inv, a.w * inv));
   }
   if (tid == 0) *counter = 0;  // ready for the next launch (stream order)
+  if constexpr (kProbe == kProbeTrace)
+    if (tid == 0) trace[4] = static_cast<int64_t>(global_timer_ns());
 #endif
 }
 
@@ -532,12 +573,12 @@ inline int sm_count() {
   return known[dev];
 }
 
-template <class T, int PS, class C, bool kLoadsOnly, bool kHeadsFast = true>
+template <class T, int PS, class C, bool kLoadsOnly, bool kHeadsFast = true, int kProbe = kProbeNone>
 void launch_shape(const PagedDecodeParams& p, Stream stream) {
   const int chunks = head_chunks(p);
   const dim3 grid = kHeadsFast ? dim3(p.num_kv_heads * chunks, p.batch, p.num_splits)
                                : dim3(p.num_splits, p.batch, p.num_kv_heads * chunks);
-  auto kernel = decode_kernel<T, PS, C, kLoadsOnly, kHeadsFast>;
+  auto kernel = decode_kernel<T, PS, C, kLoadsOnly, kHeadsFast, kProbe>;
   // Raise the dynamic shared-memory limit once per device (a host call; done by the first,
   // uncaptured call, so graph capture never meets it).
   static bool attr_set[64] = {};
@@ -553,12 +594,13 @@ void launch_shape(const PagedDecodeParams& p, Stream stream) {
 
 // The shape for this grid: 192 KB blocks while the grid fits one block per SM, else 96 KB ones.
 // (kLoadsOnly / kHeadsFast = false: tuning variants 4 and 5, see run_any.)
-template <class T, int D, int PS, bool kLoadsOnly = false, bool kHeadsFast = true>
+template <class T, int D, int PS, bool kLoadsOnly = false, bool kHeadsFast = true,
+          int kProbe = kProbeNone>
 void launch_auto(const PagedDecodeParams& p, Stream stream) {
   const int64_t blocks = static_cast<int64_t>(p.num_splits) * p.batch * p.num_kv_heads * head_chunks(p);
   if (blocks > sm_count())
-    return launch_shape<T, PS, WideShape<D>, kLoadsOnly, kHeadsFast>(p, stream);
-  launch_shape<T, PS, DefaultShape<D>, kLoadsOnly, kHeadsFast>(p, stream);
+    return launch_shape<T, PS, WideShape<D>, kLoadsOnly, kHeadsFast, kProbe>(p, stream);
+  launch_shape<T, PS, DefaultShape<D>, kLoadsOnly, kHeadsFast, kProbe>(p, stream);
 }
 
 }  // namespace decode_mma

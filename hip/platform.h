@@ -232,6 +232,27 @@ RK_DEVICE float4 load_coherent4(const float* p) {
 // Make this thread's global writes visible device-wide before a later atomic signals them.
 RK_DEVICE void fence_device() { __threadfence(); }
 
+// Diagnostics (tuning builds' per-block time line): a device-wide clock in ns (it ticks in
+// steps of ~0.26 us on an H200) and the multiprocessor id.
+RK_DEVICE uint64_t global_timer_ns() {
+#if RK_NVIDIA && defined(__CUDA_ARCH__)
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+#else
+  return 0;  // AMD: the probes are NVIDIA tuning builds only
+#endif
+}
+RK_DEVICE int sm_id() {
+#if RK_NVIDIA && defined(__CUDA_ARCH__)
+  int id;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+  return id;
+#else
+  return 0;
+#endif
+}
+
 // ---------------------------------------------------------------------------------------------
 // 16-bit float storage types. bf16 is kept as raw 16-bit storage with bit-level conversions:
 // HIP 5.2 has no __hip_bfloat16 device type, and a bf16 -> float conversion is only a shift.
