@@ -298,6 +298,31 @@ RK_DEVICE void rowsum_scale(RowSum& r, int slot, float f) {
   r.x[2 * slot] *= f;
   r.x[2 * slot + 1] *= f;
 }
+
+// Narrow blocks (NVIDIA; decode with <= 8 query heads per KV head): the products run transposed,
+// 16 keys (or dims) as the rows and the group's query heads as the 8 columns of one m16n8k16, so
+// no rows are padding: S^T(16 keys x 8 heads) += K Q^T, O^T(16 dims x 8 heads) += V^T P^T.
+//   K as the A operand: load_q on the K tile (same roles: 16 rows x 16 k).
+//   Q^T as the B operand: x[0], x[1] of load_k on the Q tile (heads 0-7 as the n8 half).
+//   V^T as the A operand: ldmatrix.trans with the K lanes' addresses (rows = keys).
+//   P^T as the B operand: the S^T accumulator's two 8x8 halves, each transposed in registers.
+// Accumulator (float[4]): x[0], x[1] at row lane/4, columns 2 (lane%4) and +1; x[2], x[3] at row
+// lane/4 + 8.
+template <int kCols>
+RK_DEVICE void load_vt(Frag& f, SmemLane lane_k, int key0, int dim0) {
+  ldmatrix_x4_trans_at(f, block_addr<kCols>(lane_k, key0, dim0));
+}
+RK_DEVICE uint32_t transpose8x8(uint32_t v) {
+  uint32_t t;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(t) : "r"(v));
+  return t;
+}
+// P^T B operand (keys x heads) from an exponentiated S^T accumulator.
+template <class T>
+RK_DEVICE void pt_from_acc(uint32_t& b0, uint32_t& b1, const float* s) {
+  b0 = transpose8x8(pack2<T>(s[0], s[1]));
+  b1 = transpose8x8(pack2<T>(s[2], s[3]));
+}
 RK_DEVICE float rowsum_get(const RowSum& r, int slot) { return r.x[2 * slot]; }
 constexpr bool kHasMmaRowSum = true;
 

@@ -441,7 +441,8 @@ inline bool device_has_mfma() {
 // 2 = always the 96 KB shape, 3 = the CUDA-core kernel, 4 = the copies of the automatic shape
 // alone (no math: wrong output; times the memory pipeline), 5 = the automatic shape with the
 // split-major grid order of runs s2-1/2 (decode_kernel's kHeadsFast), 6-9 = the probes of
-// decode_mma::Probe (empty, dependent chain, no fused merge, per-block time line).
+// decode_mma::Probe (empty, dependent chain, no fused merge, per-block time line), 10 = the 16-row
+// form for every GQA group (the default runs groups <= 8 in the narrow form).
 template <typename T, int D, int PS>
 void run_any(const PagedDecodeParams& p, Stream stream) {
 #if RK_NVIDIA
@@ -456,6 +457,7 @@ void run_any(const PagedDecodeParams& p, Stream stream) {
   if (p.variant == 7) return launch_auto<T, D, PS, false, true, kProbeChain>(p, stream);
   if (p.variant == 8) return launch_auto<T, D, PS, false, true, kProbeNoMerge>(p, stream);
   if (p.variant == 9) return launch_auto<T, D, PS, false, true, kProbeTrace>(p, stream);
+  if (p.variant == 10) return launch_auto<T, D, PS, false, true, kProbeNone, false>(p, stream);
 #endif
   decode_mma::launch_auto<T, D, PS>(p, stream);
 #else

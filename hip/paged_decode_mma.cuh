@@ -6,7 +6,9 @@
 // MMA A operand are the query heads of the GQA group that read this KV head (a group < 16 is
 // padded with zero rows, a group of 16 is one pass over the KV, larger groups take several
 // chunks). Scores S(16 heads x 16 keys) = Q K^T and O(16 x D) += P V run on the matrix units, the
-// online softmax runs per head row on the accumulators (mma.h's acc_query / row_max).
+// online softmax runs per head row on the accumulators (mma.h's acc_query / row_max). On NVIDIA a
+// group of at most 8 heads runs transposed instead (kNarrow: keys or dims as the MMA rows, the
+// heads as its 8 columns), which leaves no padding rows.
 //
 // Pipeline: each warp owns every W-th key tile of the block's partition and its own S
 // shared-memory stages, filled by 16-byte asynchronous copies (cp.async, L2::128B) and completed
@@ -129,7 +131,11 @@ enum Probe : int {
   kProbeTrace = 4,    // the full kernel, stamping %globaltimer per block into the workspace's tail
 };
 
-template <class T, int PS, class C, bool kLoadsOnly, bool kHeadsFast = true, int kProbe = kProbeNone>
+// kNarrow (NVIDIA, GQA groups of at most 8): the products run transposed on mma.h's narrow
+// blocks, S^T = K Q^T and O^T += V^T P^T with the group's heads as the 8 columns, so no MMA rows
+// are padding: half the matrix work, exponentials and accumulator registers of the 16-row form.
+template <class T, int PS, class C, bool kLoadsOnly, bool kHeadsFast = true, int kProbe = kProbeNone,
+          bool kNarrow = false>
 __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecodeParams p) {
 #if defined(RADIXKV_MMA_FMA) && defined(__HIP_DEVICE_COMPILE__)
   __builtin_trap();  // never launched there: launch() picks the CUDA-core kernel on such parts
@@ -283,11 +289,31 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
   const mma::SmemLane lq = mma::lane_q<D>(sQ);
   const mma::SmemLane lk = mma::lane_k<D>(wK);
   const mma::SmemLane lv = mma::lane_v<D>(wV);
-  Frag qf[C::kQRegs ? DB : 1];
-  if constexpr (C::kQRegs) {
+  Frag qf[C::kQRegs && !kNarrow ? DB : 1];
+  if constexpr (C::kQRegs && !kNarrow) {
 #pragma unroll
     for (int db = 0; db < DB; ++db) mma::load_q<D>(qf[db], lq, 0, db * 16);
   }
+#if defined(RADIXKV_MMA_NV)
+  // kNarrow state: Q^T B operands (heads 0-7) per 16 dims; O^T [dims x heads] per 16 dims; the
+  // running max and sum of this lane's two heads 2 (lane % 4) + j.
+  uint32_t qt[kNarrow ? DB : 1][2];
+  float ot[kNarrow ? DB : 1][4];
+  float mn[2] = {kNegInf, kNegInf}, ln[2] = {0.f, 0.f};
+  const mma::SmemLane lka = mma::lane_q<D>(wK);  // K rows as the A operand
+  if constexpr (kNarrow) {
+    const mma::SmemLane lqb = mma::lane_k<D>(sQ);
+#pragma unroll
+    for (int db = 0; db < DB; ++db) {
+      Frag f;
+      mma::load_k<D>(f, lqb, 0, db * 16);
+      qt[db][0] = f.x[0];
+      qt[db][1] = f.x[1];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) ot[db][e] = 0.f;
+    }
+  }
+#endif
 
   constexpr int SL = mma::kRowSlots;
   Acc o[DB];
@@ -312,7 +338,80 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
 #pragma unroll
     for (int k = 0; k + 1 < S; ++k) maskq[k] = maskq[k + 1];
 
-    if constexpr (!kLoadsOnly) {
+#if defined(RADIXKV_MMA_NV)
+    if constexpr (kNarrow && !kLoadsOnly) {
+      // S^T = K Q^T (raw scores): per 16-key block, two partial sums over the dims.
+      float st[KB][4], st2[KB][4];
+#pragma unroll
+      for (int kb = 0; kb < KB; ++kb)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) st[kb][e] = st2[kb][e] = 0.f;
+#pragma unroll
+      for (int db = 0; db < DB; ++db)
+#pragma unroll
+        for (int kb = 0; kb < KB; ++kb) {
+          Frag kf;
+          mma::load_q<D>(kf, mma::lane_offset(lka, boff), kb * 16, db * 16);
+          mma::mma_16816<T>((db & 1) ? st2[kb] : st[kb], kf.x, qt[db][0], qt[db][1]);
+        }
+      // Element e of block kb: key kb * 16 + lane / 4 + 8 (e / 2), head 2 (lane % 4) + e % 2.
+      const bool full = mask == kFull;
+      const int g = lane / 4;
+      float mx[2] = {kNegInf, kNegInf};
+#pragma unroll
+      for (int kb = 0; kb < KB; ++kb)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float v = (st[kb][e] + st2[kb][e]) * c;
+          if (!full && !((mask >> (kb * 16 + g + 8 * (e >> 1))) & 1)) v = kNegInf;
+          st[kb][e] = v;
+          mx[e & 1] = fmaxf(mx[e & 1], v);
+        }
+      float corr[2], ms[2];
+      bool grew = false;
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {  // max over the keys of head j: the lanes of one lane % 4
+        float v = fmaxf(mx[j], shfl_xor(mx[j], 4));
+        v = fmaxf(v, shfl_xor(v, 8));
+        v = fmaxf(v, shfl_xor(v, 16));
+        const float m_new = fmaxf(mn[j], v);
+        ms[j] = safe_max(m_new);
+        corr[j] = m_new > mn[j] ? fast_exp2(mn[j] - ms[j]) : 1.f;
+        grew |= m_new > mn[j];
+        mn[j] = m_new;
+      }
+      float sum[2] = {0.f, 0.f};
+#pragma unroll
+      for (int kb = 0; kb < KB; ++kb)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float pv = fast_exp2(st[kb][e] - ms[e & 1]);
+          st[kb][e] = pv;
+          sum[e & 1] += pv;
+        }
+#pragma unroll
+      for (int j = 0; j < 2; ++j) ln[j] = fmaf(ln[j], corr[j], sum[j]);  // lane partial
+      if (warp_any(grew)) {
+#pragma unroll
+        for (int db = 0; db < DB; ++db)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) ot[db][e] *= corr[e & 1];
+      }
+      // O^T += V^T P^T
+#pragma unroll
+      for (int kb = 0; kb < KB; ++kb) {
+        uint32_t b0, b1;
+        mma::pt_from_acc<T>(b0, b1, st[kb]);
+#pragma unroll
+        for (int db = 0; db < DB; ++db) {
+          Frag vf;
+          mma::load_vt<D>(vf, mma::lane_offset(lk, C::S * C::kTileElems + boff), kb * 16, db * 16);
+          mma::mma_16816<T>(ot[db], vf.x, b0, b1);
+        }
+      }
+    }
+#endif
+    if constexpr (!kLoadsOnly && !kNarrow) {
       // S = Q K^T (raw scores), two partial sums per block to halve the MMA dependency chain.
       Acc sc[KB], sc2[KB];
 #pragma unroll
@@ -397,6 +496,16 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
   cp_async_wait<0>();
 #pragma unroll
   for (int s = 0; s < SL; ++s) l[s] = mma::row_sum(l[s]);
+#if defined(RADIXKV_MMA_NV)
+  if constexpr (kNarrow) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      ln[j] += shfl_xor(ln[j], 4);
+      ln[j] += shfl_xor(ln[j], 8);
+      ln[j] += shfl_xor(ln[j], 16);
+    }
+  }
+#endif
   __syncthreads();  // every warp is done with its stages: the merge area overlaps them
   if constexpr (kProbe == kProbeTrace)
     if (tid == 0) {
@@ -413,17 +522,35 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
   float* sm_w = sm_l + W * kRows;
   float* sm_L = sm_w + W * kRows;
   float* sm_M = sm_L + kRows;
+#if defined(RADIXKV_MMA_NV)
+  if constexpr (kNarrow) {  // O^T element e of block db: dim db * 16 + lane / 4 + 8 (e / 2)
 #pragma unroll
-  for (int db = 0; db < DB; ++db)
+    for (int db = 0; db < DB; ++db)
 #pragma unroll
-    for (int e = 0; e < mma::kAccElems; e += 2) {  // elements e, e + 1: adjacent dims of one row
-      float* dst = sm_o + (warp * kRows + mma::acc_query(e)) * OS + db * 16 + mma::acc_other(e);
-      *reinterpret_cast<float2*>(dst) = make_float2(o[db].x[e], o[db].x[e + 1]);
+      for (int e = 0; e < 4; ++e)
+        sm_o[(warp * kRows + 2 * (lane % 4) + (e & 1)) * OS + db * 16 + lane / 4 + 8 * (e >> 1)] = ot[db][e];
+    if (lane < 4) {  // heads 8-15 stay unwritten: rows <= 8 never reads them
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        sm_m[warp * kRows + 2 * lane + j] = mn[j];
+        sm_l[warp * kRows + 2 * lane + j] = ln[j];
+      }
     }
+  }
+#endif
+  if constexpr (!kNarrow) {
 #pragma unroll
-  for (int s = 0; s < SL; ++s) {  // lanes of a row hold the same values: any may write
-    sm_m[warp * kRows + mma::slot_query(s)] = m[s];
-    sm_l[warp * kRows + mma::slot_query(s)] = l[s];
+    for (int db = 0; db < DB; ++db)
+#pragma unroll
+      for (int e = 0; e < mma::kAccElems; e += 2) {  // elements e, e + 1: adjacent dims of one row
+        float* dst = sm_o + (warp * kRows + mma::acc_query(e)) * OS + db * 16 + mma::acc_other(e);
+        *reinterpret_cast<float2*>(dst) = make_float2(o[db].x[e], o[db].x[e + 1]);
+      }
+#pragma unroll
+    for (int s = 0; s < SL; ++s) {  // lanes of a row hold the same values: any may write
+      sm_m[warp * kRows + mma::slot_query(s)] = m[s];
+      sm_l[warp * kRows + mma::slot_query(s)] = l[s];
+    }
   }
   __syncthreads();
   if (tid < kRows) {
@@ -573,12 +700,13 @@ inline int sm_count() {
   return known[dev];
 }
 
-template <class T, int PS, class C, bool kLoadsOnly, bool kHeadsFast = true, int kProbe = kProbeNone>
+template <class T, int PS, class C, bool kLoadsOnly, bool kHeadsFast = true, int kProbe = kProbeNone,
+          bool kNarrow = false>
 void launch_shape(const PagedDecodeParams& p, Stream stream) {
   const int chunks = head_chunks(p);
   const dim3 grid = kHeadsFast ? dim3(p.num_kv_heads * chunks, p.batch, p.num_splits)
                                : dim3(p.num_splits, p.batch, p.num_kv_heads * chunks);
-  auto kernel = decode_kernel<T, PS, C, kLoadsOnly, kHeadsFast, kProbe>;
+  auto kernel = decode_kernel<T, PS, C, kLoadsOnly, kHeadsFast, kProbe, kNarrow>;
   // Raise the dynamic shared-memory limit once per device (a host call; done by the first,
   // uncaptured call, so graph capture never meets it).
   static bool attr_set[64] = {};
@@ -594,10 +722,18 @@ void launch_shape(const PagedDecodeParams& p, Stream stream) {
 
 // The shape for this grid: 192 KB blocks while the grid fits one block per SM, else 96 KB ones.
 // (kLoadsOnly / kHeadsFast = false: tuning variants 4 and 5, see run_any.)
+// kAllowNarrow: GQA groups of at most 8 run the narrow (transposed) form on NVIDIA.
 template <class T, int D, int PS, bool kLoadsOnly = false, bool kHeadsFast = true,
-          int kProbe = kProbeNone>
+          int kProbe = kProbeNone, bool kAllowNarrow = true>
 void launch_auto(const PagedDecodeParams& p, Stream stream) {
   const int64_t blocks = static_cast<int64_t>(p.num_splits) * p.batch * p.num_kv_heads * head_chunks(p);
+#if RK_NVIDIA
+  if (kAllowNarrow && p.num_q_heads <= 8 * p.num_kv_heads) {
+    if (blocks > sm_count())
+      return launch_shape<T, PS, WideShape<D>, kLoadsOnly, kHeadsFast, kProbe, true>(p, stream);
+    return launch_shape<T, PS, DefaultShape<D>, kLoadsOnly, kHeadsFast, kProbe, true>(p, stream);
+  }
+#endif
   if (blocks > sm_count())
     return launch_shape<T, PS, WideShape<D>, kLoadsOnly, kHeadsFast, kProbe>(p, stream);
   launch_shape<T, PS, DefaultShape<D>, kLoadsOnly, kHeadsFast, kProbe>(p, stream);
