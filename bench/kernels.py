@@ -293,7 +293,7 @@ def summary(result: dict[str, Any]) -> list[str]:
         one = [r for r in rs if r["batch"] == 1 and r["kv_len"] == 32768]
         lines.append(
             f"page {page} ({flush} flush): geomean x{gm:.2f} vs FlashInfer over {len(rs)} cells "
-            f"(target 1.2); >=1 GB cells: min x{worst_big:.2f} (target 1.0), min {worst_read:.2f} "
+            f"(target 1.2); >=1 GB cells: min x{worst_big:.2f} (target 1.0), min {worst_read:.3f} "
             f"of read stream (target 0.95); B=1 L=32768: "
             + (f"x{one[0]['vs_flashinfer']:.2f} (target 1.5)" if one else "-")
             + (f"; a contiguous read of the same bytes takes {one[0]['read_same_us']:.1f} us "

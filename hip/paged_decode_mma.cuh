@@ -529,11 +529,11 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
 #pragma unroll
       for (int e = 0; e < 4; ++e)
         sm_o[(warp * kRows + 2 * (lane % 4) + (e & 1)) * OS + db * 16 + lane / 4 + 8 * (e >> 1)] = ot[db][e];
-    if (lane < 4) {  // heads 8-15 stay unwritten: rows <= 8 never reads them
+    if (lane < 8) {  // lanes 4-7: the unused rows 8-15 (their O rows are never read)
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
-        sm_m[warp * kRows + 2 * lane + j] = mn[j];
-        sm_l[warp * kRows + 2 * lane + j] = ln[j];
+        sm_m[warp * kRows + 2 * lane + j] = lane < 4 ? mn[j] : kNegInf;
+        sm_l[warp * kRows + 2 * lane + j] = lane < 4 ? ln[j] : 0.f;
       }
     }
   }
