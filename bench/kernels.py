@@ -144,12 +144,13 @@ def radixkv_runner(k: Any, v: Any, c: dict[str, Any], num_splits: Optional[int] 
 TUNING = os.environ.get("RADIXKV_DECODE_VARIANTS") == "1"
 # Which variants to time in a tuning build (hip/paged_decode_kernel.cuh, run_any: 1 = matrix
 # kernel, 192 KB shape always, 2 = 96 KB shape always, 3 = the CUDA-core kernel, 4 = the
-# automatic shape's copies only, no math, 5 = automatic shape, split-major grid order).
+# automatic shape's copies only, no math, 5 = automatic shape, split-major grid order, 6-9 =
+# probes (bench/decode_probe.py), 10 = the 16-row form for every GQA group).
 TUNING_VARIANTS = [int(v) for v in os.environ.get("RADIXKV_BENCH_VARIANTS", "1").split(",")
                    if v.strip()] if TUNING else []
 
 
-VARIANT_IDS = (1, 2, 3, 4, 5)
+VARIANT_IDS = tuple(range(1, 11))  # hip/paged_decode_kernel.cuh, run_any
 # Variants whose split counts are swept too (RADIXKV_BENCH_SWEEP_VARIANTS, default none).
 SWEEP_VARIANTS = [int(v) for v in os.environ.get("RADIXKV_BENCH_SWEEP_VARIANTS", "").split(",")
                   if v.strip()] if TUNING else []
