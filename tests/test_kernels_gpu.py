@@ -303,7 +303,8 @@ def test_random_fuzz_decode_against_reference():
 
 
 @pytest.mark.skipif(os.environ.get("RADIXKV_DECODE_VARIANTS") != "1", reason="needs a tuning build")
-@pytest.mark.parametrize("variant", [1, 2, 3, 5], ids=["mma192k", "mma96k", "cuda_cores", "split_major"])
+@pytest.mark.parametrize("variant", [1, 2, 3, 5, 10],
+                         ids=["mma192k", "mma96k", "cuda_cores", "split_major", "sixteen_rows"])
 @pytest.mark.parametrize("dim, page", [(128, 1), (128, 16), (256, 16)])
 def test_tuning_variant_matches_reference(dim, page, variant, monkeypatch):
     need(dim, page, torch.bfloat16)
