@@ -312,6 +312,18 @@ template <int kCols>
 RK_DEVICE void load_vt(Frag& f, SmemLane lane_k, int key0, int dim0) {
   ldmatrix_x4_trans_at(f, block_addr<kCols>(lane_k, key0, dim0));
 }
+// Reduce a per-lane value over the 8 lanes holding the same heads (equal lane % 4): all keys of
+// a narrow S^T block's two head columns.
+RK_DEVICE float head_max(float v) {
+  v = fmaxf(v, shfl_xor(v, 4));
+  v = fmaxf(v, shfl_xor(v, 8));
+  return fmaxf(v, shfl_xor(v, 16));
+}
+RK_DEVICE float head_sum(float v) {
+  v += shfl_xor(v, 4);
+  v += shfl_xor(v, 8);
+  return v + shfl_xor(v, 16);
+}
 RK_DEVICE uint32_t transpose8x8(uint32_t v) {
   uint32_t t;
   asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(t) : "r"(v));

@@ -1,9 +1,8 @@
 // paged_decode.h — params and launcher of paged decode attention (torch-free, device-free).
 //
-// One query token per request attends over its paged KV context. The grid is
-// (num_splits, batch, H_kv * head_chunks): each block loads a KV tile of one KV head once and
-// applies it to every query head of its chunk of the GQA group (16 heads per chunk on the matrix
-// units). With num_splits > 1 each block covers 1/num_splits of its request's context and writes a
+// One query token per request attends over its paged KV context. One block per (split, request,
+// KV head, chunk of the GQA group): each block loads a KV tile of one KV head once and applies it
+// to every query head of its chunk (16 heads per chunk on the matrix units). With num_splits > 1 each block covers 1/num_splits of its request's context and writes a
 // partial state to the workspace; the last block of a (request, KV head, chunk) to finish merges
 // the partitions (softmax.h explains the math). The CUDA-core kernel of parts without matrix units
 // merges them in a second kernel instead.

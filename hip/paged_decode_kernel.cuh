@@ -96,18 +96,9 @@ __global__ void __launch_bounds__(kThreads, (Tile<D, GC>::kMinBlocks))
   const int h0 = kvh * group + (blockIdx.z % chunks) * GC;  // first query head served here
   const int tid = threadIdx.x, rg = tid / LPR, lane = tid % LPR;
 
-  // Pages of this request; tokens beyond what its pages hold are never read.
-  const int32_t* pages;
-  int npages;
-  if (p.kv_indptr != nullptr) {
-    const int s = p.kv_indptr[b];
-    pages = p.page_table + s;
-    npages = p.kv_indptr[b + 1] - s;
-  } else {
-    pages = p.page_table + static_cast<int64_t>(b) * p.table_stride;
-    npages = p.table_cols;
-  }
-  const int len = max(0, min(p.kv_lens[b], max(npages, 0) * PS));
+  const RequestPages rq = request_pages<PS>(p, b);  // paged_decode_mma.cuh
+  const int32_t* pages = rq.pages;
+  const int len = rq.len;
   // This partition's tokens, cut on step boundaries.
   const int per_split = ((len + p.num_splits - 1) / p.num_splits + STEP - 1) / STEP * STEP;
   const int begin = split * per_split;

@@ -28,6 +28,30 @@
 #include "softmax.h"
 
 namespace rk {
+
+// Where one request's pages are, for both decode kernels: its CSR slice (kv_indptr) or its
+// block-table row, and `len`, its kv_lens clamped to what those pages hold (tokens beyond are
+// never read).
+struct RequestPages {
+  const int32_t* pages;
+  int len;
+};
+template <int PS>
+RK_DEVICE RequestPages request_pages(const PagedDecodeParams& p, int b) {
+  RequestPages r;
+  int npages;
+  if (p.kv_indptr != nullptr) {
+    const int s0 = p.kv_indptr[b];
+    r.pages = p.page_table + s0;
+    npages = p.kv_indptr[b + 1] - s0;
+  } else {
+    r.pages = p.page_table + static_cast<int64_t>(b) * p.table_stride;
+    npages = p.table_cols;
+  }
+  r.len = max(0, min(p.kv_lens[b], max(npages, 0) * PS));
+  return r;
+}
+
 namespace decode_mma {
 
 using mma::Acc;
@@ -103,17 +127,13 @@ template <>
 struct MaskOf<64> { using type = uint64_t; };
 
 // Element offset, inside a swizzled [KEYS][D] tile (mma.h smem_index), of the 16-byte chunk that
-// this lane copies in copy j: row j * kRowsPerCopy + lane / kChunks, chunk lane % kChunks. Rows of
-// one copy differ only in their low bits, so the swizzle of row r0 + lr is (lane part) ^ r0.
+// this lane copies in copy 0: row lane / kChunks, chunk lane % kChunks. Rows of one copy differ
+// only in their low bits, so copy j (rows r0 = j * kRowsPerCopy + ...) is at
+// (this ^ ((r0 & 7) << 3)) + r0 * D.
 template <class C>
 RK_DEVICE int copy_lane_offset(int lane) {
   const int lr = lane / C::kChunks, c = lane % C::kChunks;
   return lr * C::D + ((((c ^ lr) & 7) | (c & ~7)) << 3);
-}
-template <class C, int J>
-RK_DEVICE int copy_offset(int lane_off) {
-  constexpr int r0 = J * C::kRowsPerCopy;
-  return (lane_off ^ ((r0 & 7) << 3)) + r0 * C::D;
 }
 
 // Grid order. kHeadsFast (default): x = KV head (and chunk), y = request, z = split, so the
@@ -174,18 +194,9 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
   const int h0 = kvh * group + chunk * kRows;  // first query head of this block
   const int rows = min(kRows, group - chunk * kRows);
 
-  // Pages of this request; tokens beyond what its pages hold are never read.
-  const int32_t* pages;
-  int npages;
-  if (p.kv_indptr != nullptr) {
-    const int s0 = p.kv_indptr[b];
-    pages = p.page_table + s0;
-    npages = p.kv_indptr[b + 1] - s0;
-  } else {
-    pages = p.page_table + static_cast<int64_t>(b) * p.table_stride;
-    npages = p.table_cols;
-  }
-  const int len = max(0, min(p.kv_lens[b], max(npages, 0) * PS));
+  const RequestPages rq = request_pages<PS>(p, b);
+  const int32_t* pages = rq.pages;
+  const int len = rq.len;
   // This partition's tokens, cut on tile boundaries; warp w takes tiles w, w + W, ...
   const int per_split = ((len + p.num_splits - 1) / p.num_splits + KEYS - 1) / KEYS * KEYS;
   const int begin = split * per_split;
@@ -370,16 +381,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
       float corr[2], ms[2];
       bool grew = false;
 #pragma unroll
-      for (int j = 0; j < 2; ++j) {  // max over the keys of head j: the lanes of one lane % 4
-        float v = fmaxf(mx[j], shfl_xor(mx[j], 4));
-        v = fmaxf(v, shfl_xor(v, 8));
-        v = fmaxf(v, shfl_xor(v, 16));
-        const float m_new = fmaxf(mn[j], v);
-        ms[j] = safe_max(m_new);
-        corr[j] = m_new > mn[j] ? fast_exp2(mn[j] - ms[j]) : 1.f;
-        grew |= m_new > mn[j];
-        mn[j] = m_new;
-      }
+      for (int j = 0; j < 2; ++j) grew |= online_max_step(mn[j], mma::head_max(mx[j]), ms[j], corr[j]);
       float sum[2] = {0.f, 0.f};
 #pragma unroll
       for (int kb = 0; kb < KB; ++kb)
@@ -451,14 +453,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
       float corr[SL], ms[SL];
       bool grew = false;
 #pragma unroll
-      for (int s = 0; s < SL; ++s) {
-        const float m_new = fmaxf(m[s], mma::row_max(mx[s]));
-        ms[s] = safe_max(m_new);
-        // Only a grown max rescales (m = -inf -> factor 0); an unchanged one multiplies by 1.
-        corr[s] = m_new > m[s] ? fast_exp2(m[s] - ms[s]) : 1.f;
-        grew |= m_new > m[s];
-        m[s] = m_new;
-      }
+      for (int s = 0; s < SL; ++s) grew |= online_max_step(m[s], mma::row_max(mx[s]), ms[s], corr[s]);
       float sum[SL];
 #pragma unroll
       for (int s = 0; s < SL; ++s) sum[s] = 0.f;
@@ -499,11 +494,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
 #if defined(RADIXKV_MMA_NV)
   if constexpr (kNarrow) {
 #pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      ln[j] += shfl_xor(ln[j], 4);
-      ln[j] += shfl_xor(ln[j], 8);
-      ln[j] += shfl_xor(ln[j], 16);
-    }
+    for (int j = 0; j < 2; ++j) ln[j] = mma::head_sum(ln[j]);
   }
 #endif
   __syncthreads();  // every warp is done with its stages: the merge area overlaps them
@@ -721,22 +712,25 @@ void launch_shape(const PagedDecodeParams& p, Stream stream) {
 }
 
 // The shape for this grid: 192 KB blocks while the grid fits one block per SM, else 96 KB ones.
-// (kLoadsOnly / kHeadsFast = false: tuning variants 4 and 5, see run_any.)
-// kAllowNarrow: GQA groups of at most 8 run the narrow (transposed) form on NVIDIA.
+template <class T, int D, int PS, bool kLoadsOnly, bool kHeadsFast, int kProbe, bool kNarrow>
+void launch_sized(const PagedDecodeParams& p, Stream stream) {
+  const int64_t blocks = static_cast<int64_t>(p.num_splits) * p.batch * p.num_kv_heads * head_chunks(p);
+  if (blocks > sm_count())
+    return launch_shape<T, PS, WideShape<D>, kLoadsOnly, kHeadsFast, kProbe, kNarrow>(p, stream);
+  launch_shape<T, PS, DefaultShape<D>, kLoadsOnly, kHeadsFast, kProbe, kNarrow>(p, stream);
+}
+
+// The form and shape for this call: GQA groups of at most 8 run the narrow (transposed) form on
+// NVIDIA unless !kAllowNarrow. (kLoadsOnly / kHeadsFast = false: tuning variants 4 and 5, see
+// run_any.)
 template <class T, int D, int PS, bool kLoadsOnly = false, bool kHeadsFast = true,
           int kProbe = kProbeNone, bool kAllowNarrow = true>
 void launch_auto(const PagedDecodeParams& p, Stream stream) {
-  const int64_t blocks = static_cast<int64_t>(p.num_splits) * p.batch * p.num_kv_heads * head_chunks(p);
 #if RK_NVIDIA
-  if (kAllowNarrow && p.num_q_heads <= 8 * p.num_kv_heads) {
-    if (blocks > sm_count())
-      return launch_shape<T, PS, WideShape<D>, kLoadsOnly, kHeadsFast, kProbe, true>(p, stream);
-    return launch_shape<T, PS, DefaultShape<D>, kLoadsOnly, kHeadsFast, kProbe, true>(p, stream);
-  }
+  if (kAllowNarrow && p.num_q_heads <= 8 * p.num_kv_heads)
+    return launch_sized<T, D, PS, kLoadsOnly, kHeadsFast, kProbe, true>(p, stream);
 #endif
-  if (blocks > sm_count())
-    return launch_shape<T, PS, WideShape<D>, kLoadsOnly, kHeadsFast, kProbe>(p, stream);
-  launch_shape<T, PS, DefaultShape<D>, kLoadsOnly, kHeadsFast, kProbe>(p, stream);
+  launch_sized<T, D, PS, kLoadsOnly, kHeadsFast, kProbe, false>(p, stream);
 }
 
 }  // namespace decode_mma

@@ -36,4 +36,17 @@ RK_DEVICE float merge_scales(float m_a, float m_b, float& s_a, float& s_b) {
 
 RK_DEVICE float finalize_scale(float l) { return l > 0.f ? 1.f / l : 0.f; }
 
+// One step of the online max: folds a tile's maximum score into the running max `m`. Sets `ms`,
+// the value the tile's exponentials subtract (the safe max), and `corr`, the factor the state so
+// far is scaled by: 1 when the max did not grow (skipping the rescale is then exact), 0 when the
+// state was empty. Returns whether the max grew.
+RK_DEVICE bool online_max_step(float& m, float tile_max, float& ms, float& corr) {
+  const float m_new = fmaxf(m, tile_max);
+  ms = safe_max(m_new);
+  const bool grew = m_new > m;
+  corr = grew ? fast_exp2(m - ms) : 1.f;
+  m = m_new;
+  return grew;
+}
+
 }  // namespace rk
