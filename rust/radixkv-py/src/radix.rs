@@ -52,9 +52,7 @@ fn encode_namespace(ns: Option<&Bound<'_, PyAny>>, buf: &mut Vec<u8>) -> PyResul
 /// Mutable access for a method that takes `slf`. Calls never release the GIL while they hold the
 /// cache, so calls from several threads serialize; this can only fail on re-entry (Python code
 /// run from inside a call, e.g. a finalizer), which gets a typed error instead of a panic.
-fn busy_mut<'a, 'py>(
-    slf: &'a Bound<'py, PyRadixCache>,
-) -> PyResult<PyRefMut<'py, PyRadixCache>> {
+fn busy_mut<'py>(slf: &Bound<'py, PyRadixCache>) -> PyResult<PyRefMut<'py, PyRadixCache>> {
     slf.try_borrow_mut()
         .map_err(|e| InvalidArgument::new_err(format!("the cache is busy in another call: {e}")))
 }
@@ -312,8 +310,7 @@ impl PyRadixCache {
         let mut ns = Vec::new();
         encode_namespace(namespace, &mut ns)?;
         let t = t.as_slice();
-        let cache = &self.inner;
-        cache.peek_prefix(&ns, t).py()
+        self.inner.peek_prefix(&ns, t).py()
     }
 
     /// Caches the whole pages of `tokens` with their `slots`; returns how many leading tokens
@@ -330,8 +327,7 @@ impl PyRadixCache {
         let mut ns = Vec::new();
         encode_namespace(namespace, &mut ns)?;
         let (t, s) = (t.as_slice(), s.as_slice());
-        let cache = &mut self.inner;
-        cache.insert(&ns, t, s).py()
+        self.inner.insert(&ns, t, s).py()
     }
 
     /// As `insert`, also returning the node where the inserted whole pages end (a node the
@@ -415,8 +411,7 @@ impl PyRadixCache {
     /// freed.
     fn evict(&mut self, num_tokens: i64) -> PyResult<usize> {
         let n = count(num_tokens, "num_tokens")?;
-        let cache = &mut self.inner;
-        Ok(cache.evict(n))
+        Ok(self.inner.evict(n))
     }
 
     /// As evict, returning the freed slot ids (with a pool, already back in it).
@@ -426,8 +421,7 @@ impl PyRadixCache {
         num_tokens: i64,
     ) -> PyResult<Bound<'py, PyArray1<i32>>> {
         let n = count(num_tokens, "num_tokens")?;
-        let cache = &mut self.inner;
-        Ok(to_numpy(py, cache.evict_slots(n)))
+        Ok(to_numpy(py, self.inner.evict_slots(n)))
     }
 
     /// Slots from the root to the path end `node`.
@@ -495,8 +489,7 @@ impl PyRadixCache {
 
     /// Verifies every invariant of the tree and of pool conservation.
     fn check(&self) -> PyResult<()> {
-        let cache = &self.inner;
-        cache.check().py()
+        self.inner.check().py()
     }
 
     /// Every node as (namespace bytes, full path tokens, own slots, `lock_ref`, `last_access`,

@@ -219,9 +219,7 @@ impl PyBlockAllocator {
             Some(e) => e,
             None => self.inner.seq_len(id).py()?,
         };
-        let inner = &self.inner;
-        let v = inner.slot_mapping(id, start, end);
-        Ok(to_numpy(py, v.py()?))
+        Ok(to_numpy(py, self.inner.slot_mapping(id, start, end).py()?))
     }
 
     /// CSR decode metadata over the sequences' blocks (`radixkv.DecodeMetadata`).
