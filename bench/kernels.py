@@ -72,24 +72,32 @@ def stream_ceilings(timer: Timer, nbytes: int = 4 << 30) -> dict[str, float]:
     return res
 
 
+_read_kernel: Any = None  # the Triton read-stream kernel, defined (and compiled) once
+
+
 def _triton_read(x: Any) -> Callable[[], Any]:
-    import triton  # noqa: PLC0415
-    import triton.language as tl  # noqa: PLC0415
+    """A call that streams all of bf16 ``x`` once (grid-stride, 8 programs per SM)."""
+    global _read_kernel
+    if _read_kernel is None:
+        import triton  # noqa: PLC0415
+        import triton.language as tl  # noqa: PLC0415
 
-    @triton.jit
-    def read_kernel(p, out, n, BLOCK: tl.constexpr):
-        pid = tl.program_id(0)
-        acc = tl.zeros([BLOCK], dtype=tl.float32)
-        step = tl.num_programs(0) * BLOCK
-        for start in range(pid * BLOCK, n, step):
-            offs = start + tl.arange(0, BLOCK)
-            acc += tl.load(p + offs, mask=offs < n, other=0.0).to(tl.float32)
-        tl.atomic_add(out, tl.sum(acc, 0))
+        @triton.jit
+        def read_kernel(p, out, n, BLOCK: tl.constexpr):
+            pid = tl.program_id(0)
+            acc = tl.zeros([BLOCK], dtype=tl.float32)
+            step = tl.num_programs(0) * BLOCK
+            for start in range(pid * BLOCK, n, step):
+                offs = start + tl.arange(0, BLOCK)
+                acc += tl.load(p + offs, mask=offs < n, other=0.0).to(tl.float32)
+            tl.atomic_add(out, tl.sum(acc, 0))
 
+        _read_kernel = read_kernel
     n = x.numel()
     out = torch.zeros((), dtype=torch.float32, device="cuda")
     grid = (torch.cuda.get_device_properties(0).multi_processor_count * 8,)
-    return lambda: read_kernel[grid](x, out, n, BLOCK=4096, num_warps=8)
+    kernel = _read_kernel
+    return lambda: kernel[grid](x, out, n, BLOCK=4096, num_warps=8)
 
 
 class Pool:
