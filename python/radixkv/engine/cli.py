@@ -1,56 +1,127 @@
-"""``radixkv demo``: replay a built-in workload through the engine, verify it, report."""
+"""``radixkv demo``: replay a built-in workload through the engine, verify it, report.
+
+Every argument is checked before any work (model loading, serving): a bad one gets one line on
+stderr and exit status 2, as argparse's own errors do.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import os
 import sys
 import time
-from typing import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable, NoReturn, Sequence
 
 import torch
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+import radixkv as rk
 from radixkv.engine import workloads
+from radixkv.engine.checkpoint import (
+    CheckpointInfo,
+    inspect_checkpoint,
+    load_model,
+    model_from_shape,
+)
 from radixkv.engine.engine import Engine, EngineConfig
-from radixkv.engine.model import ModelConfig, TinyLlama
+from radixkv.engine.model import LlamaModel, ModelConfig
 from radixkv.engine.report import build_report, render
-from radixkv.engine.request import Completion
+from radixkv.engine.request import Completion, Request
 from radixkv.engine.scheduler import SchedulerConfig
-from radixkv.engine.verify import verify
+from radixkv.engine.shapes import SHAPES, shape_config
+from radixkv.engine.verify import DenseReference, Reference, TransformersReference, verify
 
-EOS_TOKEN_ID = 1
+EOS_TOKEN_ID = 1  # the demo's random-weight models: workloads draw prompt tokens from [2, vocab)
+DEFAULT_SHAPE = "tiny"
+_TINY_LAYERS, _TINY_HIDDEN = 4, 128  # the demo's default model (fast and exact on a CPU)
+_Fail = Callable[[str], NoReturn]
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but an error is one line (no usage block): ``radixkv demo: error: ...``."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _int_at_least(low: int) -> type[int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
+        return value
+
+    parse.__name__ = f"integer >= {low}"
+    return parse  # type: ignore[return-value]
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="radixkv", description="radixkv command line")
-    sub = p.add_subparsers(dest="command", required=True)
+    p = _Parser(prog="radixkv", description="radixkv command line")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     d = sub.add_parser("demo", help="serve a built-in workload with radixkv and verify every token",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     d.add_argument("--workload", choices=workloads.NAMES, default="all",
                    help="multi-turn chat, few-shot with a long shared prefix, parallel sampling, "
                    "or all three interleaved")
+    model = d.add_mutually_exclusive_group()
+    model.add_argument("--model", metavar="PATH",
+                       help="a Hugging Face checkpoint folder (config.json + *.safetensors) of a "
+                       "Llama, Qwen2 or Mistral model")
+    model.add_argument("--model-shape", metavar="NAME", choices=SHAPES, default=None,
+                       help=f"random weights of a named shape ({', '.join(SHAPES)}); "
+                       f"default {DEFAULT_SHAPE}")
     d.add_argument("--device", default="cpu", help="cpu, or cuda (the kernels)")
     d.add_argument("--dtype", choices=["auto", "float32", "bfloat16", "float16"], default="auto",
                    help="auto: float32 on cpu, bfloat16 on cuda (the kernels take fp16/bf16)")
     d.add_argument("--json", metavar="PATH", help="also write the report as JSON")
-    d.add_argument("--pool-tokens", type=int, default=1024,
+    d.add_argument("--pool-tokens", type=_int_at_least(1), default=1024,
                    help="radix pool size in slots (small enough that the default run evicts)")
-    d.add_argument("--num-blocks", type=int, default=96, help="paged pool blocks (parallel sampling)")
-    d.add_argument("--block-size", type=int, default=16, help="paged pool page size")
-    d.add_argument("--max-batch-tokens", type=int, default=256,
+    d.add_argument("--num-blocks", type=_int_at_least(1), default=96,
+                   help="paged pool blocks (parallel sampling)")
+    d.add_argument("--block-size", type=_int_at_least(1), default=16,
+                   help="paged pool page size (1, 16 or 64 on a GPU)")
+    d.add_argument("--max-batch-tokens", type=_int_at_least(1), default=256,
                    help="tokens computed per step (decodes + prefill chunks)")
-    d.add_argument("--chunk-size", type=int, default=128, help="chunked-prefill chunk")
-    d.add_argument("--seed", type=int, default=0, help="workload and model weights")
-    d.add_argument("--layers", type=int, default=4, help="model layers")
-    d.add_argument("--hidden", type=int, default=128, help="model hidden size")
+    d.add_argument("--chunk-size", type=_int_at_least(1), default=128,
+                   help="chunked-prefill chunk")
+    d.add_argument("--seed", type=_int_at_least(0), default=0, help="workload and model weights")
+    d.add_argument("--layers", type=_int_at_least(1), default=None,
+                   help=f"model layers of a random-weight model (tiny: {_TINY_LAYERS})")
+    d.add_argument("--hidden", type=_int_at_least(2), default=None,
+                   help=f"hidden size of a random-weight model (tiny: {_TINY_HIDDEN})")
     d.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True,
-                   help="recompute every sequence densely and compare tokens")
-    d.add_argument("--threads", type=int, default=1,
+                   help="recompute every sequence with a reference model and compare tokens")
+    d.add_argument("--reference", choices=["auto", "transformers", "dense"], default="auto",
+                   help="what verification recomputes with: transformers' own model of the same "
+                   "weights, or this engine's model with dense attention; auto: transformers "
+                   "for a --model checkpoint when transformers is installed, else dense")
+    d.add_argument("--threads", type=_int_at_least(0), default=1,
                    help="torch CPU threads; the model is tiny, so more threads mostly add overhead")
     d.add_argument("--quiet", action="store_true", help="no progress bar, no table")
+    d.set_defaults(parser=d)  # checks after parsing report as "radixkv demo: error: ..."
     return p
+
+
+@dataclass
+class _Plan:
+    """Everything resolved from the arguments before any work starts."""
+
+    device: torch.device
+    dtype: torch.dtype
+    config: ModelConfig
+    checkpoint: CheckpointInfo | None
+    workload: workloads.Workload
+    reference: str | None  # "transformers", "dense", or None (no verification)
+    eos_token_id: int | None
+    engine: EngineConfig
 
 
 def _dtype(name: str, device: torch.device) -> torch.dtype:
@@ -59,23 +130,159 @@ def _dtype(name: str, device: torch.device) -> torch.dtype:
     return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
 
 
+def _check_device(fail: _Fail, text: str) -> torch.device:
+    try:
+        device = torch.device(text)
+    except RuntimeError:
+        fail(f"--device {text!r} is not a device (use cpu or cuda)")
+    if device.type == "cpu":
+        return device
+    if device.type != "cuda":
+        fail(f"--device {text!r}: only cpu and cuda are supported")
+    if not torch.cuda.is_available():
+        fail(f"--device {text}: torch sees no GPU (use --device cpu)")
+    if device.index is not None and device.index >= torch.cuda.device_count():
+        fail(f"--device {text}: there are {torch.cuda.device_count()} GPUs")
+    return device
+
+
+def _check_json(fail: _Fail, text: str) -> None:
+    path = Path(text)
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        fail(f"--json {text}: is a directory")
+    if not parent.is_dir():
+        fail(f"--json {text}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        fail(f"--json {text}: not writable")
+
+
+def _all_requests(wl: workloads.Workload) -> list[Request]:
+    """Every request the workload can submit, follow-ups included, each at its longest (every
+    answer assumed to run to max_new_tokens)."""
+    out: list[Request] = []
+    todo = list(wl.requests)
+    while todo:
+        req = todo.pop()
+        out.append(req)
+        n, m = req.params.n, req.params.max_new_tokens
+        todo.extend(wl.on_finish(Completion(req, [[2] * m for _ in range(n)], 0, 0)))
+    return out
+
+
+def _check_fits(fail: _Fail, plan_engine: EngineConfig, mc: ModelConfig,
+                reqs: list[Request]) -> None:
+    """Refuse a pool or context too small for the workload's largest request, as the engine
+    would at submission, but before anything runs."""
+    from radixkv.engine.forking import ForkManager
+    from radixkv.engine.prefix import PrefixManager
+
+    radix = PrefixManager(plan_engine.pool_tokens)
+    paged = ForkManager(plan_engine.num_blocks, plan_engine.block_size)
+    for req in reqs:
+        total = int(req.prompt.size) + req.params.max_new_tokens
+        if total > mc.max_seq_len:
+            fail(f"request {req.rid} of the workload needs {total} positions but the model's "
+                 f"context is {mc.max_seq_len}")
+        try:
+            if req.params.n == 1:
+                radix.check_fits(req)
+            else:
+                paged.check_fits(req)
+        except rk.InvalidArgument as e:
+            flags = "--pool-tokens" if req.params.n == 1 else "--num-blocks/--block-size"
+            fail(f"{flags} too small for this workload: {e}")
+
+
+def _plan(parser: argparse.ArgumentParser, args: argparse.Namespace) -> _Plan:
+    def fail(message: str) -> NoReturn:
+        parser.error(message)
+
+    device = _check_device(fail, args.device)
+    dtype = _dtype(args.dtype, device)
+    if args.json:
+        _check_json(fail, args.json)
+    checkpoint = None
+    if args.model is not None:
+        if args.layers is not None or args.hidden is not None:
+            fail("--layers/--hidden change random-weight models only, not a --model checkpoint")
+        try:
+            checkpoint = inspect_checkpoint(args.model)
+        except rk.InvalidArgument as e:
+            fail(f"--model {args.model}: {e}")
+        config = checkpoint.config
+    else:
+        shape = args.model_shape or DEFAULT_SHAPE
+        overrides = {k: v for k, v in (("num_layers", args.layers), ("hidden_size", args.hidden))
+                     if v is not None}
+        try:
+            config = replace(shape_config(shape), seed=args.seed, **overrides)
+        except (ValueError, rk.InvalidArgument) as e:
+            fail(f"--model-shape {shape}: {e}")
+    if device.type == "cuda":
+        import radixkv.ops
+
+        if dtype not in radixkv.ops.SUPPORTED_DTYPES:
+            fail(f"--dtype {args.dtype}: the GPU kernels take float16 or bfloat16")
+        if config.head_dim not in radixkv.ops.SUPPORTED_HEAD_DIMS:
+            fail(f"head_dim {config.head_dim} has no GPU kernel (supported: "
+                 f"{', '.join(map(str, radixkv.ops.SUPPORTED_HEAD_DIMS))})")
+        if args.block_size not in radixkv.ops.SUPPORTED_PAGE_SIZES:
+            fail(f"--block-size {args.block_size} has no GPU kernel (supported: "
+                 f"{', '.join(map(str, radixkv.ops.SUPPORTED_PAGE_SIZES))})")
+    reference = None
+    if args.verify:
+        has_tf = importlib.util.find_spec("transformers") is not None
+        if args.reference == "transformers" and not has_tf:
+            fail("--reference transformers: transformers is not installed "
+                 "(pip install 'transformers==5.17.0')")
+        if args.reference == "auto":
+            reference = "transformers" if checkpoint is not None and has_tf else "dense"
+        else:
+            reference = args.reference
+    if checkpoint is not None:
+        eos = checkpoint.config.eos_token_ids[0] if checkpoint.config.eos_token_ids else None
+    else:
+        eos = EOS_TOKEN_ID
+    engine = EngineConfig(
+        pool_tokens=args.pool_tokens, num_blocks=args.num_blocks, block_size=args.block_size,
+        eos_token_id=eos, keep_logits=args.verify,
+        scheduler=SchedulerConfig(max_batch_tokens=args.max_batch_tokens,
+                                  chunk_size=args.chunk_size),
+    )
+    wl = workloads.build(args.workload, args.seed, config.vocab_size)
+    _check_fits(fail, engine, config, _all_requests(wl))
+    wl = workloads.build(args.workload, args.seed, config.vocab_size)  # fresh: follow-ups keep state
+    return _Plan(device, dtype, config, checkpoint, wl, reference, eos, engine)
+
+
+def _build_model(args: argparse.Namespace, plan: _Plan) -> LlamaModel:
+    if plan.checkpoint is not None:
+        return load_model(plan.checkpoint.path, plan.device, plan.dtype)
+    shape = args.model_shape or DEFAULT_SHAPE
+    overrides = {k: v for k, v in (("num_layers", args.layers), ("hidden_size", args.hidden))
+                 if v is not None}
+    return model_from_shape(shape, plan.device, plan.dtype, args.seed, **overrides)
+
+
+def _reference(plan: _Plan, model: LlamaModel) -> Reference:
+    if plan.reference == "transformers":
+        if plan.checkpoint is not None:
+            return TransformersReference.from_pretrained(str(plan.checkpoint.path), plan.device,
+                                                         plan.dtype)
+        from radixkv.engine.checkpoint import hf_model
+
+        return TransformersReference(hf_model(model))
+    return DenseReference(model)
+
+
 def demo(args: argparse.Namespace) -> int:
-    device = torch.device(args.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        print("radixkv demo: --device cuda but torch sees no GPU (use --device cpu)", file=sys.stderr)
-        return 2
+    plan = _plan(args.parser, args)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
-    dtype = _dtype(args.dtype, device)
-    model = TinyLlama(ModelConfig(num_layers=args.layers, hidden_size=args.hidden, seed=args.seed),
-                      device, dtype)
-    config = EngineConfig(
-        pool_tokens=args.pool_tokens, num_blocks=args.num_blocks, block_size=args.block_size,
-        eos_token_id=EOS_TOKEN_ID, keep_logits=args.verify,
-        scheduler=SchedulerConfig(max_batch_tokens=args.max_batch_tokens, chunk_size=args.chunk_size),
-    )
-    engine = Engine(model, config)
-    wl = workloads.build(args.workload, args.seed, model.config.vocab_size)
+    model = _build_model(args, plan)
+    engine = Engine(model, plan.engine)
+    wl = plan.workload
     console = Console(stderr=True, quiet=args.quiet)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=console,
@@ -89,21 +296,23 @@ def demo(args: argparse.Namespace) -> int:
 
         completions = engine.run(wl.requests, wl.on_finish, on_step=on_step)
     result = None
-    if args.verify:
+    if plan.reference is not None:
         t0 = time.perf_counter()
-        with console.status("verifying against dense recomputation"):
-            result = verify(model, completions, EOS_TOKEN_ID)
+        with console.status(f"verifying against {plan.reference} recomputation"):
+            result = verify(model, completions, plan.eos_token_id, _reference(plan, model))
         verify_s = time.perf_counter() - t0
-    backend = "reference" if device.type == "cpu" else _ops_backend(device)
+    backend = "reference" if plan.device.type == "cpu" else _ops_backend(plan.device)
     report = build_report(engine, wl.name, args.seed, backend, result)
+    report["model_source"] = (str(plan.checkpoint.path) if plan.checkpoint is not None
+                              else f"random weights, shape {args.model_shape or DEFAULT_SHAPE}")
     if result is not None:
         report["verify"]["wall_s"] = verify_s
     render(report, Console(quiet=args.quiet))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=2)
-    # bf16 kernels and a bf16 dense path may round differently; exactness is a float32 claim.
-    return 1 if result is not None and not result.ok and dtype == torch.float32 else 0
+    # bf16 kernels and a bf16 reference may round differently; exactness is a float32 claim.
+    return 1 if result is not None and not result.ok and plan.dtype == torch.float32 else 0
 
 
 def _ops_backend(device: torch.device) -> str:
@@ -113,7 +322,8 @@ def _ops_backend(device: torch.device) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     if args.command == "demo":
         return demo(args)
     return 2

@@ -1,22 +1,67 @@
-"""Check every generated token against a dense recomputation (``TinyLlama.forward_dense``).
+"""Check every generated token against a recomputation by a reference model.
 
-For a sequence ``prompt + output``, one dense causal forward over ``prompt + output[:-1]`` yields
-the logits that preceded every output token; re-applying the same sampling rule (greedy, or the
-same seeded Gumbel noise) must give back each output token. By induction this is the same as
-generating from scratch with dense attention, token for token, but costs one forward per sequence.
+For a sequence ``prompt + output``, one causal forward over ``prompt + output[:-1]`` yields the
+logits that preceded every output token; re-applying the same sampling rule (greedy, or the same
+seeded Gumbel noise) must give back each output token. By induction this is the same as generating
+from scratch with the reference, token for token, but costs one forward per sequence.
+
+Two references: ``DenseReference`` (the engine's model with plain causal attention, no radixkv
+code: ``LlamaModel.forward_dense``) and ``TransformersReference`` (transformers' own model of the
+same checkpoint, the implementation users trust).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 
-from radixkv.engine.model import TinyLlama
+from radixkv.engine.model import LlamaModel
 from radixkv.engine.request import Completion
 from radixkv.engine.sampling import sample
+
+
+class Reference(Protocol):
+    name: str  # "dense" or "transformers", reported as verify.reference
+
+    def logits(self, tokens: torch.Tensor) -> torch.Tensor:
+        """float32 [L, V] on the CPU: the logits after each of ``tokens`` int64 [L]."""
+        ...
+
+
+class DenseReference:
+    name = "dense"
+
+    def __init__(self, model: LlamaModel) -> None:
+        self.model = model
+
+    def logits(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.model.forward_dense(tokens).cpu()
+
+
+class TransformersReference:
+    """A ``transformers`` causal LM (``AutoModelForCausalLM``), run without a KV cache."""
+
+    name = "transformers"
+
+    def __init__(self, hf_model: Any) -> None:
+        self.hf = hf_model
+        self.device = next(hf_model.parameters()).device
+
+    @classmethod
+    def from_pretrained(cls, path: str, device: torch.device, dtype: torch.dtype
+                        ) -> TransformersReference:
+        from transformers import AutoModelForCausalLM
+
+        hf = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+        return cls(hf.to(device).eval())
+
+    def logits(self, tokens: torch.Tensor) -> torch.Tensor:
+        with torch.inference_mode():
+            out = self.hf(input_ids=tokens.to(self.device)[None], use_cache=False)
+        return out.logits[0].float().cpu()
 
 
 @dataclass
@@ -25,8 +70,9 @@ class VerifyResult:
     tokens: int = 0
     mismatched_sequences: int = 0
     mismatched_tokens: int = 0
-    max_abs_logit_diff: float | None = None  # engine logits vs dense, where the engine kept them
+    max_abs_logit_diff: float | None = None  # engine logits vs reference, where the engine kept them
     first_mismatches: list[str] = field(default_factory=list)
+    reference: str = "dense"
 
     @property
     def ok(self) -> bool:
@@ -36,9 +82,12 @@ class VerifyResult:
         return {**asdict(self), "ok": self.ok}
 
 
-def verify(model: TinyLlama, completions: list[Completion], eos_token_id: int | None = None
-           ) -> VerifyResult:
-    result = VerifyResult()
+def verify(model: LlamaModel, completions: list[Completion], eos_token_id: int | None = None,
+           reference: Reference | None = None) -> VerifyResult:
+    """Re-derive every output token of ``completions`` from ``reference``'s logits (the model's
+    dense path if None)."""
+    ref = reference if reference is not None else DenseReference(model)
+    result = VerifyResult(reference=ref.name)
     with torch.inference_mode():
         for comp in completions:
             req = comp.request
@@ -47,8 +96,7 @@ def verify(model: TinyLlama, completions: list[Completion], eos_token_id: int | 
                 result.sequences += 1
                 result.tokens += len(output)
                 seq = np.concatenate([req.prompt, np.asarray(output[:-1], dtype=np.int32)])
-                dense = model.forward_dense(torch.from_numpy(seq.astype(np.int64)))
-                rows = dense[req.prompt.size - 1 :].cpu()
+                rows = ref.logits(torch.from_numpy(seq.astype(np.int64)))[req.prompt.size - 1 :]
                 bad = 0
                 for i, token in enumerate(output):
                     expect = sample(rows[i], p.temperature, p.seed, branch, i)
@@ -56,7 +104,7 @@ def verify(model: TinyLlama, completions: list[Completion], eos_token_id: int | 
                         bad += 1
                         if len(result.first_mismatches) < 5:
                             result.first_mismatches.append(
-                                f"{req.rid}[{branch}] token {i}: engine {token}, dense {expect}"
+                                f"{req.rid}[{branch}] token {i}: engine {token}, {ref.name} {expect}"
                             )
                 stopped_early = len(output) < p.max_new_tokens
                 if eos_token_id is not None and (
