@@ -63,9 +63,9 @@ class Engine:
         self._next_ns = 0
         use_graphs = config.cuda_graphs if config.cuda_graphs is not None else self.device.type == "cuda"
         self.graphs: Optional[DecodeGraphs] = None
-        # Graphs need the public ops (fixed split plans, caller workspaces); the reference ops
-        # read indices on the host, so a test running them on a GPU runs eagerly.
-        if use_graphs and self.device.type == "cuda" and hasattr(self.ops, "decode_plan"):
+        # On the CPU (or with the reference ops) the graph layouts run eagerly: the same packing
+        # and static buffers, no capture.
+        if use_graphs:
             mc = model.config
             longest = min(mc.max_seq_len, config.pool_tokens)
             self.graphs = DecodeGraphs(
@@ -150,7 +150,7 @@ class Engine:
                 self.pool.copy_pages(self.ops, copies_t)
             if graph is not None:
                 assert self.graphs is not None
-                logits = self.graphs.replay(graph)[: len(plan.decodes)]
+                logits = self.graphs.replay(graph, len(plan.decodes))[: len(plan.decodes)]
                 self.stats.graph_steps += 1
             else:
                 attend = StepAttention(self.pool, self.ops, batch.extend, batch.decode,

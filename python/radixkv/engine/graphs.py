@@ -67,15 +67,23 @@ class DecodeAttention:
     """``attend`` for a decode step over fixed-size inputs (graph-capturable: no host reads)."""
 
     def __init__(self, pool: KVPool, ops: ModuleType, indptr: torch.Tensor, indices: torch.Tensor,
-                 lens: torch.Tensor, write: torch.Tensor, workspace: torch.Tensor,
-                 counters: torch.Tensor, num_splits: int) -> None:
+                 lens: torch.Tensor, write: torch.Tensor, workspace: Optional[torch.Tensor],
+                 counters: Optional[torch.Tensor], num_splits: Optional[int],
+                 live: Optional[int] = None) -> None:
         self.pool, self.ops = pool, ops
         self.indptr, self.indices, self.lens, self.write = indptr, indices, lens, write
         self.workspace, self.counters, self.num_splits = workspace, counters, num_splits
+        self.live = live  # eager emulation only: rows past it are padding, left zero
 
     def __call__(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         kc, vc = self.pool.k[layer], self.pool.v[layer]
         self.ops.store_kv(kc, vc, k, v, self.write)
+        if self.num_splits is None:  # the reference ops (CPU): no split plan, no empty rows
+            n = q.shape[0] if self.live is None else self.live
+            out = torch.zeros_like(q)
+            out[:n] = self.ops.paged_decode(q[:n], kc, vc, self.indptr[: n + 1], self.indices,
+                                            self.lens[:n])
+            return out
         return self.ops.paged_decode(q, kc, vc, self.indptr, self.indices, self.lens,
                                      workspace=self.workspace, counters=self.counters,
                                      num_splits=self.num_splits)
@@ -96,13 +104,19 @@ class DecodeGraphs:
             self.buckets = [b for b in BUCKETS if b <= top]
         self.max_pages_per_seq = max_pages_per_seq
         self.hq, self.hkv, self.dim = num_q_heads, num_kv_heads, head_dim
-        self.splits = {b: int(ops.decode_plan(b, num_q_heads, num_kv_heads, est_len, device)[0])
-                       for b in self.buckets}
-        top = self.buckets[-1]
-        ws = max(s * b * num_q_heads * (head_dim + 2) for b, s in self.splits.items())
-        self.workspace = torch.empty(max(ws, 1), dtype=torch.float32, device=device)
-        self.counters = torch.zeros(ops.decode_counter_words(top, num_q_heads, num_kv_heads),
-                                    dtype=torch.int32, device=device)
+        # On the CPU (or with the reference ops) the same static layouts run eagerly.
+        self.eager = device.type != "cuda" or not hasattr(ops, "decode_plan")
+        self.splits: dict[int, Optional[int]] = {b: None for b in self.buckets}
+        self.workspace: Optional[torch.Tensor] = None
+        self.counters: Optional[torch.Tensor] = None
+        if not self.eager:
+            self.splits = {b: int(ops.decode_plan(b, num_q_heads, num_kv_heads, est_len, device)[0])
+                           for b in self.buckets}
+            top = self.buckets[-1]
+            ws = max(s * b * num_q_heads * (head_dim + 2) for b, s in self.splits.items() if s)
+            self.workspace = torch.empty(max(ws, 1), dtype=torch.float32, device=device)
+            self.counters = torch.zeros(ops.decode_counter_words(top, num_q_heads, num_kv_heads),
+                                        dtype=torch.int32, device=device)
         self.graphs: dict[int, _Graph] = {}
         self.mempool: Any = None
         self.disabled: Optional[str] = None  # why graphs are off, if they are
@@ -126,13 +140,13 @@ class DecodeGraphs:
             if b not in self.graphs and self._capture(b) is None:
                 return
 
-    def _run(self, g: _Graph) -> torch.Tensor:
+    def _run(self, g: _Graph, live: Optional[int] = None) -> torch.Tensor:
         lay, st = g.layout, g.static
         b = lay.batch
         attend = DecodeAttention(
             self.pool, self.ops, st.narrow(0, lay.indptr, b + 1), st.narrow(0, lay.indices, lay.capacity),
             st.narrow(0, lay.lens, b), st.narrow(0, lay.write, b), self.workspace, self.counters,
-            self.splits[b])
+            self.splits[b], live)
         return self.forward(st.narrow(0, lay.tok, b).long(), st.narrow(0, lay.pos, b).long(), attend, None)
 
     def _capture(self, b: int) -> Optional[_Graph]:
@@ -141,6 +155,9 @@ class DecodeGraphs:
         static = torch.zeros(lay.size, dtype=torch.int32, device=self.device)
         static.narrow(0, lay.write, b).fill_(-1)  # padding rows write nothing
         g = _Graph(lay, static)
+        if self.eager:
+            self.graphs[b] = g
+            return g
         try:
             stream = torch.cuda.Stream(self.device)
             stream.wait_stream(torch.cuda.current_stream(self.device))
@@ -164,7 +181,12 @@ class DecodeGraphs:
         self.graphs[b] = g
         return g
 
-    def replay(self, g: _Graph) -> torch.Tensor:
+    def replay(self, g: _Graph, live: int) -> torch.Tensor:
+        """Logits ``[bucket, V]`` of the step packed into ``g.static`` (``live`` real rows)."""
+        if self.eager:
+            self.replays += 1
+            with torch.inference_mode():
+                return self._run(g, live)
         assert g.graph is not None and g.logits is not None
         g.graph.replay()
         self.replays += 1
