@@ -36,9 +36,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="auto: float32 on cpu, bfloat16 on cuda (the kernels take fp16/bf16)")
     d.add_argument("--json", metavar="PATH", help="also write the report as JSON")
     d.add_argument("--pool-tokens", type=int, default=1024,
-                   help="radix pool size in slots (small enough that the default run evicts)")
-    d.add_argument("--num-blocks", type=int, default=96, help="paged pool blocks (parallel sampling)")
-    d.add_argument("--block-size", type=int, default=16, help="paged pool page size")
+                   help="KV pool size in tokens (small enough that the default run evicts and preempts)")
+    d.add_argument("--page-size", type=int, default=16, help="KV page size in tokens")
+    d.add_argument("--radix", action=argparse.BooleanOptionalAction, default=True,
+                   help="reuse cached prefixes across requests")
     d.add_argument("--max-batch-tokens", type=int, default=256,
                    help="tokens computed per step (decodes + prefill chunks)")
     d.add_argument("--chunk-size", type=int, default=128, help="chunked-prefill chunk")
@@ -70,7 +71,7 @@ def demo(args: argparse.Namespace) -> int:
     model = TinyLlama(ModelConfig(num_layers=args.layers, hidden_size=args.hidden, seed=args.seed),
                       device, dtype)
     config = EngineConfig(
-        pool_tokens=args.pool_tokens, num_blocks=args.num_blocks, block_size=args.block_size,
+        pool_tokens=args.pool_tokens, page_size=args.page_size, radix=args.radix,
         eos_token_id=EOS_TOKEN_ID, keep_logits=args.verify,
         scheduler=SchedulerConfig(max_batch_tokens=args.max_batch_tokens, chunk_size=args.chunk_size),
     )
