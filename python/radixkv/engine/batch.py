@@ -40,7 +40,8 @@ class Staging:
         self.device = device
         self.pinned = device.type == "cuda"
         self.host = torch.zeros(0, dtype=torch.int32)
-        self.copies = 0  # host-to-device copies issued (one per step)
+        self.copies = 0  # host-to-device copies issued (one per step on a GPU)
+        self.sends = 0  # steps whose inputs went out (counted on the CPU too)
 
     def buffer(self, n: int) -> np.ndarray:
         if self.host.numel() < n:
@@ -51,6 +52,7 @@ class Staging:
     def send(self, n: int, dest: Optional[torch.Tensor] = None) -> torch.Tensor:
         """The first ``n`` elements on the device (into ``dest[:n]`` if given)."""
         src = self.host[:n]
+        self.sends += 1
         if self.device.type == "cpu":
             if dest is None:
                 return src.clone()

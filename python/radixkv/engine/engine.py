@@ -221,8 +221,8 @@ class Engine:
             seq.kv_len = w.end
             s.prefill_computed += len(w.tokens)
             s.prefill_chunks += 1
-            if seq.preemptions:
-                s.recomputed_tokens += len(w.tokens)
+            s.recomputed_tokens += max(0, min(w.end, seq.computed) - w.start)
+            seq.computed = max(seq.computed, w.end)
             if self.kv.radix:
                 self.kv.publish(seq)
         for w in plan.decodes:
@@ -250,7 +250,7 @@ class Engine:
                 self._branch_done(group)
             else:
                 child = Seq(group, b, prompt + [toks[b]], parent.namespace, order=parent.order,
-                            preemptions=parent.preemptions)
+                            preemptions=parent.preemptions, computed=parent.kv_len)
                 children.append(child)
         parent.branch = 0
         copies = self.kv.fork(parent, children)

@@ -45,6 +45,7 @@ class Seq:
     order: int = 0  # admission order; preemption takes the newest first
     reserved_pages: int = 0  # contiguous admission: pages promised up front
     preemptions: int = 0
+    computed: int = 0  # high-water mark of kv_len: positions below it were computed before
     fork_pages: I32 = field(default_factory=lambda: np.zeros(0, np.int32))  # see KVManager.fork
 
     @property

@@ -57,7 +57,7 @@ class EngineStats:
     prompt_tokens: int = 0
     cached_tokens: int = 0  # prompt tokens served by the radix cache at first admission
     prefill_computed: int = 0  # tokens run through the model as prefill (recompute included)
-    recomputed_tokens: int = 0  # of those, prefill of sequences re-admitted after preemption
+    recomputed_tokens: int = 0  # of those, positions a preempted sequence had computed before
     prefill_chunks: int = 0
     decode_tokens: int = 0
     generated_tokens: int = 0
