@@ -40,8 +40,8 @@ def _bad(capsys: pytest.CaptureFixture[str], argv: list[str], match: str) -> str
     (["--chunk-size", "0"], "--chunk-size: must be >= 1, got 0"),
     (["--max-batch-tokens", "-3"], "--max-batch-tokens: must be >= 1"),
     (["--pool-tokens", "x"], "'x' is not an integer"),
-    (["--num-blocks", "0"], "--num-blocks: must be >= 1"),
-    (["--block-size", "0"], "--block-size: must be >= 1"),
+    (["--page-size", "0"], "--page-size: must be >= 1"),
+    (["--pool-tokens", "1000"], "must be a multiple of page_size (16)"),
     (["--seed", "-1"], "--seed: must be >= 0"),
     (["--layers", "0"], "--layers: must be >= 1"),
     (["--threads", "-1"], "--threads: must be >= 0"),
@@ -50,9 +50,9 @@ def _bad(capsys: pytest.CaptureFixture[str], argv: list[str], match: str) -> str
     (["--dtype", "int8"], "invalid choice: 'int8'"),
     (["--device", "meta"], "only cpu and cuda are supported"),
     (["--device", "what?"], "is not a device"),
-    (["--pool-tokens", "256"], "--pool-tokens too small for this workload: request"),
-    (["--workload", "parallel", "--num-blocks", "4"],
-     "--num-blocks/--block-size too small for this workload"),
+    (["--pool-tokens", "256"], "--pool-tokens 256 too small for this workload: request"),
+    (["--workload", "parallel", "--pool-tokens", "128"],
+     "--pool-tokens 128 too small for this workload: request parallel"),
     (["--json", "/missing/dir/x.json"], "directory /missing/dir does not exist"),
     (["--model", "/definitely/not/here"], "checkpoint path is not a folder"),
     (["--model", "x", "--model-shape", "tiny"], "not allowed with argument"),
@@ -77,7 +77,7 @@ def test_context_too_short_for_workload(capsys: pytest.CaptureFixture[str], no_w
                                    max_position_embeddings=128)
     transformers.LlamaForCausalLM(cfg).save_pretrained(str(tmp_path))
     _bad(capsys, ["--model", str(tmp_path), "--workload", "fewshot"],
-         "positions but the model's context is 128")
+         "the model's context too small for this workload")
     _bad(capsys, ["--model", str(tmp_path), "--layers", "2"], "random-weight models only")
 
 

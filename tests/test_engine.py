@@ -52,15 +52,13 @@ def _engine(model: TinyLlama, **kw: object) -> Engine:
 
 
 def _check_drained(engine: Engine) -> None:
-    """After a run nothing is locked or reserved and every slot/block is free or cached."""
-    cache, pool = engine.prefix.cache, engine.prefix.pool
+    """After a run nothing is locked or reserved and every slot is free or cached."""
+    cache, pool = engine.kv.cache, engine.kv.pool
     cache.check()
     pool.check()
-    engine.forks.blocks.check()
-    assert cache.protected_size == 0
-    assert engine.prefix.reserved == 0 and engine.forks.reserved == 0
-    assert pool.available + cache.total_size == engine.prefix.num_slots
-    assert engine.forks.blocks.num_free_blocks == engine.forks.num_blocks
+    assert cache.protected_size == 0 and pool.num_out == 0
+    assert engine.scheduler.reserved_pages == 0 and not engine.scheduler.running
+    assert pool.available + cache.total_size == engine.kv.num_slots
 
 
 def _assert_exact(model: TinyLlama, done: list, eos: int | None = None) -> None:
@@ -80,10 +78,10 @@ def test_multi_turn_chat_reuses_history_and_matches_dense(model: TinyLlama) -> N
     for c in range(3):
         for t in (1, 2):
             prev = by_id[f"chat{c}.turn{t - 1}"]
-            # The whole previous turn (prompt + answer, minus the last token, which has no KV).
-            assert by_id[f"chat{c}.turn{t}"].cached_prompt_tokens >= (
-                prev.request.prompt.size + len(prev.outputs[0]) - 1
-            )
+            # The whole previous turn (prompt + answer, minus the last token, which has no KV),
+            # in whole 16-token pages.
+            had = prev.request.prompt.size + len(prev.outputs[0]) - 1
+            assert by_id[f"chat{c}.turn{t}"].cached_prompt_tokens >= had // 16 * 16
     _check_drained(engine)
 
 
@@ -102,7 +100,7 @@ def test_free_running_dense_greedy_equals_engine(model: TinyLlama) -> None:
 
 def test_shared_prefix_is_computed_once(model: TinyLlama) -> None:
     wl = workloads.fewshot(seed=2, vocab=SMALL.vocab_size, questions=8, prefix_len=200)
-    engine = _engine(model)
+    engine = _engine(model, page_size=1)  # token-granular sharing: the whole 200-token prefix
     done = engine.run(wl.requests)
     _assert_exact(model, done)
     s = engine.stats
@@ -127,25 +125,26 @@ def test_chunked_prefill_matches_dense(model: TinyLlama) -> None:
 
 def test_small_pool_evicts_mid_run_and_stays_exact(model: TinyLlama) -> None:
     wl = workloads.build("all", seed=4, vocab=SMALL.vocab_size)
-    engine = _engine(model, pool_tokens=420, num_blocks=64)
+    engine = _engine(model, pool_tokens=416)
     done = engine.run(wl.requests, wl.on_finish)
     assert len(done) == wl.total_requests
-    assert engine.prefix.evicted_tokens > 0
+    assert engine.kv.cache.evicted_tokens > 0
     _assert_exact(model, done)
     _check_drained(engine)
 
 
 def test_parallel_sampling_forks_and_copies_on_write(model: TinyLlama) -> None:
     wl = workloads.parallel(seed=6, vocab=SMALL.vocab_size, prompts=3, n=4, out_len=20)
-    engine = _engine(model, num_blocks=64, block_size=16)
+    engine = _engine(model, page_size=16)
     done = engine.run(wl.requests)
     _assert_exact(model, done)
-    assert engine.forks.forks == 3 * 3
-    assert engine.forks.cow_copies > 0
+    assert engine.kv.forks == 3 * 3
+    assert engine.kv.cow_copies > 0
     for c in done:
         assert len(c.outputs) == 4 and len({tuple(o) for o in c.outputs}) > 1
     s = engine.stats
-    assert sum(x.paged_blocks for x in s.samples) < sum(x.paged_blocks_if_copied for x in s.samples)
+    # Branches share the prompt's pages: held slots stay below every branch's own pages.
+    assert sum(x.in_use_tokens for x in s.samples) < sum(x.logical_page_tokens for x in s.samples)
     _check_drained(engine)
 
 
@@ -153,12 +152,12 @@ def test_greedy_branches_equal_single_request(model: TinyLlama) -> None:
     """Two memory paths, one answer: n=3 greedy branches (forked pages) equal an n=1 request
     (radix slots), so fork + copy-on-write never corrupts the shared prompt."""
     prompt = np.random.default_rng(7).integers(2, SMALL.vocab_size, size=45, dtype=np.int32)
-    engine = _engine(model, num_blocks=32, block_size=16)
+    engine = _engine(model, page_size=16)
     done = engine.run([Request("one", prompt, SamplingParams(max_new_tokens=12)),
                        Request("three", prompt, SamplingParams(max_new_tokens=12, n=3))])
     outs = {c.request.rid: c.outputs for c in done}
     assert outs["three"] == outs["one"] * 3
-    assert engine.forks.cow_copies >= 2
+    assert engine.kv.cow_copies >= 2
     _check_drained(engine)
 
 
@@ -169,7 +168,7 @@ def test_metadata_passes_the_validated_ops(model: TinyLlama, monkeypatch: pytest
 
     monkeypatch.setenv("RADIXKV_OPS_CHECK", "1")
     wl = workloads.build("all", seed=8, vocab=SMALL.vocab_size)
-    engine = Engine(model, EngineConfig(pool_tokens=500, num_blocks=64), ops=radixkv.ops)
+    engine = Engine(model, EngineConfig(pool_tokens=512), ops=radixkv.ops)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # "no GPU: using the reference ops"
         done = engine.run(wl.requests, wl.on_finish)
@@ -196,9 +195,8 @@ def test_random_traces_stay_exact_and_drain(model: TinyLlama, seed: int) -> None
                             arrival_step=int(rng.integers(0, 20))))
     sched = SchedulerConfig(max_batch_tokens=int(rng.integers(8, 64)),
                             chunk_size=int(rng.integers(4, 40)), max_running=int(rng.integers(2, 8)))
-    block = int(rng.choice([1, 4, 16]))
-    engine = _engine(model, pool_tokens=160, num_blocks=480 // block, block_size=block,
-                     scheduler=sched)
+    page = int(rng.choice([1, 4, 16]))
+    engine = _engine(model, pool_tokens=256, page_size=page, scheduler=sched)
     done = engine.run(reqs)
     assert sorted(c.request.rid for c in done) == sorted(r.rid for r in reqs)
     _assert_exact(model, done)
@@ -207,7 +205,7 @@ def test_random_traces_stay_exact_and_drain(model: TinyLlama, seed: int) -> None
 
 def test_namespaces_never_share_prefixes(model: TinyLlama) -> None:
     prompt = np.arange(2, 70, dtype=np.int32)
-    engine = _engine(model)
+    engine = _engine(model, page_size=1)
     reqs = [Request(f"{ns}{i}", prompt, SamplingParams(max_new_tokens=4), arrival_step=10 * i,
                     namespace=ns) for i, ns in enumerate(["a", "b", "a", None])]
     cached = {c.request.rid: c.cached_prompt_tokens for c in engine.run(reqs)}
@@ -243,24 +241,35 @@ def test_bad_input_raises_typed_errors_and_changes_nothing(model: TinyLlama) -> 
     with pytest.raises(rk.InvalidArgument, match="prompt"):
         Request("empty", np.array([], dtype=np.int32))
     engine = _engine(model, pool_tokens=64)
-    with pytest.raises(rk.InvalidArgument, match="pool has 64"):
+    with pytest.raises(rk.InvalidArgument, match="pool has 4 .64 tokens"):
         engine.submit(Request("big", np.arange(2, 80, dtype=np.int32)))
-    with pytest.raises(rk.InvalidArgument, match="blocks"):
-        engine.submit(Request("wide", np.arange(2, 80, dtype=np.int32),
-                              SamplingParams(max_new_tokens=300, n=8)))
-    assert engine.idle and engine.prefix.pool.available == 64
+    with pytest.raises(rk.InvalidArgument, match="KV pages"):
+        engine.submit(Request("wide", np.arange(2, 40, dtype=np.int32),
+                              SamplingParams(max_new_tokens=20, n=8)))
+    with pytest.raises(rk.InvalidArgument, match="max_seq_len 1024"):
+        _engine(model).submit(Request("long", np.arange(2, 1000, dtype=np.int32),
+                                      SamplingParams(max_new_tokens=100)))
+    with pytest.raises(rk.InvalidArgument, match="multiple of page_size"):
+        _engine(model, pool_tokens=100)
+    assert engine.idle and engine.kv.pool.available == 64 and engine.stats.refused == 2
 
 
 def _check_report(report: dict, total_requests: int) -> None:
     r, pc, mem = report["requests"], report["prefix_cache"], report["memory"]
     assert r["requests"] == total_requests
     assert r["sequences"] >= r["requests"]
-    assert pc["cached_tokens"] + pc["prefill_tokens_computed"] == r["prompt_tokens"]
-    assert pc["prompt_tokens"] <= r["prompt_tokens"]
+    # Every prompt token is cached or computed. Preemption adds recomputation, and prefill of
+    # generated tokens (a re-admitted sequence prefills its output too).
+    recomputed = report["preemption"]["recomputed_tokens"]
+    first_time = pc["cached_tokens"] + pc["prefill_tokens_computed"] - recomputed
+    if report["preemption"]["preemptions"] == 0:
+        assert first_time == r["prompt_tokens"]
+    else:
+        assert r["prompt_tokens"] <= first_time <= r["prompt_tokens"] + r["generated_tokens"]
     assert pc["hit_rate"] == pytest.approx(pc["cached_tokens"] / max(1, pc["prompt_tokens"]))
     assert report["throughput"]["generated_tokens_per_s"] > 0
-    assert 0 < mem["peak_used_tokens"] <= mem["reserved_tokens"]
-    assert mem["peak_used_bytes"] == mem["peak_used_tokens"] * mem["kv_bytes_per_token"]
+    assert 0 < mem["peak_in_use_tokens"] <= mem["pool_tokens"]
+    assert mem["peak_in_use_bytes"] == mem["peak_in_use_tokens"] * mem["kv_bytes_per_token"]
     schemes = mem["schemes"]
     assert schemes["this_engine"]["vs_this_engine"] == pytest.approx(1.0)
     for s in schemes.values():
@@ -273,7 +282,7 @@ def _check_report(report: dict, total_requests: int) -> None:
 def test_cli_main_writes_consistent_json(tmp_path: Path) -> None:
     path = tmp_path / "report.json"
     rc = main(["demo", "--workload", "all", "--json", str(path), "--quiet", "--layers", "2",
-               "--hidden", "64", "--pool-tokens", "600"])
+               "--hidden", "64", "--pool-tokens", "640"])
     assert rc == 0
     report = json.loads(path.read_text())
     _check_report(report, workloads.build("all", 0, 512).total_requests)

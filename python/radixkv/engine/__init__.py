@@ -1,10 +1,12 @@
 """A small continuous-batching serving engine built on radixkv, for the demo and its tests.
 
 ``python -m radixkv demo`` replays built-in workloads through it and verifies every token against
-dense recomputation. The pieces: ``model`` (Llama-style decoder), ``kv`` (paged KV pools and the
-attention that goes through ``radixkv.ops``), ``prefix`` (radix prefix cache lifecycle),
-``forking`` (parallel sampling by fork + copy-on-write), ``scheduler`` (continuous batching),
-``batch`` (metadata), ``engine`` (the step loop), ``verify``, ``workloads``, ``report``, ``cli``.
+dense recomputation. The pieces: ``model`` (Llama-style decoder), ``seq`` (a sequence's state),
+``memory`` (the paged KV pool under the radix cache: match, allocate, publish, release, fork),
+``kv`` (the KV tensors and the attention through ``radixkv.ops``), ``scheduler`` (continuous
+batching, admission, preemption), ``batch`` (Rust metadata packed into one host-to-device copy),
+``graphs`` (CUDA graphs of decode steps), ``sampling``, ``engine`` (the step loop), ``stats``,
+``verify``, ``workloads``, ``report``, ``cli``.
 """
 
 from __future__ import annotations

@@ -1,94 +1,208 @@
-"""Turn a ``StepPlan`` into the flat token batch and the attention segments of one forward.
+"""Turn a ``StepPlan`` into one forward's inputs, sent to the device in ONE host-to-device copy.
 
-Radix-pool work (page size 1) gets its CSR metadata from ``radixkv.build_extend_metadata`` (prefix
-slots + new slots per request, built in Rust in one call). Paged-pool work lists pages, as
-FlashInfer's ``kv_indices`` do, so its CSR is built here from the block tables.
+The index arrays come from the Rust builders (``build_paged_extend_metadata`` for prefill chunks,
+``build_decode_metadata`` for decodes), each of which fills one int32 buffer. Those buffers, the
+token ids, the rows whose logits are sampled, their sampling parameters and the step's
+copy-on-write page pairs are packed at 64-byte-aligned offsets into one pinned int32 staging
+buffer, copied to the device at once, and used there as views (``narrow``). Decode-only steps
+can instead be packed into a CUDA graph's fixed layout (``graphs.DecodeLayout``), so the same one
+copy lands in the graph's static inputs.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, Optional
 
 import numpy as np
 import torch
 
 import radixkv as rk
-from radixkv.engine.forking import Branch
-from radixkv.engine.kv import KVPool, Segment
+from radixkv.engine.memory import ceil_div
+from radixkv.engine.sampling import key_words
 from radixkv.engine.scheduler import StepPlan, Work
+from radixkv.metadata import DecodeMetadata, ExtendMetadata
+
+_ALIGN = 16  # int32 elements: 64 bytes
+
+
+def _aligned(n: int) -> int:
+    return -(-n // _ALIGN) * _ALIGN
+
+
+class Staging:
+    """A reusable host int32 buffer (pinned on CUDA) and the copy of its prefix to the device.
+
+    Reuse is safe because every step waits for its sampled tokens (a synchronising copy back)
+    before the next step writes the buffer again."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.pinned = device.type == "cuda"
+        self.host = torch.zeros(0, dtype=torch.int32)
+        self.copies = 0  # host-to-device copies issued (one per step on a GPU)
+        self.sends = 0  # steps whose inputs went out (counted on the CPU too)
+
+    def buffer(self, n: int) -> np.ndarray:
+        if self.host.numel() < n:
+            size = max(n, 2 * self.host.numel(), 1 << 16)
+            self.host = torch.zeros(size, dtype=torch.int32, pin_memory=self.pinned)
+        return self.host.numpy()
+
+    def send(self, n: int, dest: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """The first ``n`` elements on the device (into ``dest[:n]`` if given)."""
+        src = self.host[:n]
+        self.sends += 1
+        if self.device.type == "cpu":
+            if dest is None:
+                return src.clone()
+            dest[:n].copy_(src)
+            return dest
+        self.copies += 1
+        if dest is None:
+            return src.to(self.device, non_blocking=True)
+        dest[:n].copy_(src, non_blocking=True)
+        return dest
 
 
 @dataclass
-class ForwardBatch:
+class SampleRows:
+    """Sampling inputs of the rows whose logits are needed, in row order."""
+
+    entries: list[tuple[Work, int]]  # (work, branch); an n > 1 parent's last row is sampled n times
+    rows: torch.Tensor  # int64 [M] rows of the token batch (eager steps)
+    temps: torch.Tensor  # float32 [M]
+    lo: torch.Tensor  # int64 [M]
+    hi: torch.Tensor  # int64 [M]
+    any_temperature: bool
+
+
+@dataclass
+class StepBatch:
     tokens: torch.Tensor  # int64 [N]
     positions: torch.Tensor  # int64 [N]
-    segments: list[Segment]
-    sample_works: list[Work]  # works whose last row's logits are needed, in row order
-    logits_rows: torch.Tensor  # int64 [len(sample_works)]
+    extend: Optional[ExtendMetadata[torch.Tensor]]
+    decode: Optional[DecodeMetadata[torch.Tensor]]
+    num_extend_rows: int
+    copies: Optional[torch.Tensor]  # int32 [k, 2] page pairs to copy before attention
+    sample: SampleRows
 
 
-def _i32(a: np.ndarray, device: torch.device) -> torch.Tensor:
-    return torch.from_numpy(np.ascontiguousarray(a, dtype=np.int32)).to(device)
-
-
-def _indptr(lengths: list[int]) -> np.ndarray:
-    return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
-
-
-def _radix_segment(works: list[Work], pool: KVPool, kind: str, start: int,
-                   device: torch.device) -> Segment:
-    prefix = [w.prefix_slots for w in works]
-    md = rk.build_extend_metadata(prefix, [w.write_slots for w in works]).to(device)
-    write = np.concatenate([w.write_slots for w in works])
-    return Segment(pool, kind, start, start + write.size, _i32(write, device),
-                   md.qo_indptr if kind == "extend" else None, md.kv_indptr, md.kv_indices,
-                   md.seq_lens)
-
-
-def _paged_segment(works: list[Work], pool: KVPool, kind: str, start: int,
-                   device: torch.device, blocks: rk.BlockAllocator) -> Segment:
-    write = np.concatenate([w.write_slots for w in works])
-    write_t = _i32(write, device)
-    end = start + write.size
-    if kind == "decode":
-        # The allocator knows each branch's pages and length (this step's token included).
-        ids = [cast(Branch, w.target).seq_id for w in works]
-        md = blocks.decode_metadata(ids).to(device)
-        return Segment(pool, kind, start, end, write_t, None, md.kv_indptr, md.kv_indices,
-                       md.kv_lens)
-    qo = _indptr([w.tokens.size for w in works])
-    kv = _indptr([w.kv_indices.size for w in works])
-    return Segment(pool, kind, start, end, write_t, _i32(qo, device), _i32(kv, device),
-                   _i32(np.concatenate([w.kv_indices for w in works]), device),
-                   _i32(np.array([w.kv_len for w in works]), device))
-
-
-def build_batch(plan: StepPlan, radix_pool: KVPool, paged_pool: KVPool, blocks: rk.BlockAllocator,
-                device: torch.device) -> ForwardBatch:
-    ordered: list[Work] = []
-    segments: list[Segment] = []
-    row = 0
-    for paged in (False, True):
-        for kind in ("extend", "decode"):
-            works = [w for w in plan.works if w.paged == paged and w.kind == kind]
-            if not works:
-                continue
-            if paged:
-                seg = _paged_segment(works, paged_pool, kind, row, device, blocks)
+def sample_entries(plan: StepPlan) -> list[tuple[Work, int]]:
+    """(work, branch) per sampled row, extends first: an unforked parent's final chunk is
+    sampled once per branch (the branches' first tokens), everything else once."""
+    out: list[tuple[Work, int]] = []
+    for w in plan.extends:
+        if w.sample:
+            if w.seq.branch is None:
+                out.extend((w, b) for b in range(w.seq.req.params.n))
             else:
-                seg = _radix_segment(works, radix_pool, kind, row, device)
-            segments.append(seg)
-            ordered.extend(works)
-            row = seg.end
-    tokens = np.concatenate([w.tokens for w in ordered]).astype(np.int64)
-    positions = np.concatenate([np.arange(w.start, w.start + w.tokens.size) for w in ordered])
-    ends = np.cumsum([w.tokens.size for w in ordered]) - 1
-    picks = [i for i, w in enumerate(ordered) if w.sample]
-    return ForwardBatch(
-        tokens=torch.from_numpy(tokens).to(device),
-        positions=torch.from_numpy(positions.astype(np.int64)).to(device),
-        segments=segments,
-        sample_works=[ordered[i] for i in picks],
-        logits_rows=torch.from_numpy(ends[picks].astype(np.int64)).to(device),
+                out.append((w, w.seq.branch))
+    out.extend((w, w.seq.branch or 0) for w in plan.decodes)
+    return out
+
+
+def sample_params(entries: list[tuple[Work, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+    """float32 temperatures and the two int32 words of each row's noise key."""
+    temps = np.zeros(len(entries), np.float32)
+    lo = np.zeros(len(entries), np.int64)
+    hi = np.zeros(len(entries), np.int64)
+    any_t = False
+    for i, (w, b) in enumerate(entries):
+        p = w.seq.req.params
+        if p.temperature > 0:
+            any_t = True
+            temps[i] = p.temperature
+            lo[i], hi[i] = key_words(p.seed, b, len(w.seq.group.outputs[b]))
+    return temps, lo.astype(np.uint32).view(np.int32), hi.astype(np.uint32).view(np.int32), any_t
+
+
+class _Packer:
+    def __init__(self, out: np.ndarray) -> None:
+        self.out = out
+        self.at = 0
+
+    def put(self, a: np.ndarray) -> tuple[int, int]:
+        a = np.asarray(a).reshape(-1)
+        if a.dtype != np.int32:
+            a = a.view(np.int32) if a.dtype.itemsize == 4 else a.astype(np.int32)
+        off = self.at
+        self.out[off : off + a.size] = a
+        self.at = _aligned(off + a.size)
+        return off, int(a.size)
+
+
+def _view(dev: torch.Tensor, span: tuple[int, int]) -> torch.Tensor:
+    return dev.narrow(0, span[0], span[1])
+
+
+def pages_of(w: Work, page_size: int) -> np.ndarray:
+    return w.seq.pages[: ceil_div(w.end, page_size)]
+
+
+def build_step(plan: StepPlan, copies: list[tuple[int, int]], page_size: int,
+               staging: Staging) -> StepBatch:
+    """Eager step inputs: Rust metadata for each kind of work, packed and copied once."""
+    ext = dec = None
+    if plan.extends:
+        ext = rk.build_paged_extend_metadata(
+            [pages_of(w, page_size) for w in plan.extends], [w.end for w in plan.extends],
+            [len(w.tokens) for w in plan.extends], page_size)
+    if plan.decodes:
+        dec = rk.build_decode_metadata(
+            [pages_of(w, page_size) for w in plan.decodes], [w.end for w in plan.decodes], page_size)
+    n_ext = ext.num_tokens if ext is not None else 0
+    tokens = np.fromiter((t for w in plan.extends for t in w.tokens), np.int32, n_ext)
+    dec_tokens = np.fromiter((w.tokens[0] for w in plan.decodes), np.int32, len(plan.decodes))
+    dec_pos = np.fromiter((w.start for w in plan.decodes), np.int32, len(plan.decodes))
+    entries = sample_entries(plan)
+    rows = np.empty(len(entries), np.int32)
+    if ext is not None:
+        ends = ext.qo_indptr[1:] - 1
+        index = {id(w): i for i, w in enumerate(plan.extends)}
+        k = len(entries) - len(plan.decodes)
+        rows[:k] = [ends[index[id(w)]] for w, _ in entries[:k]]
+    rows[len(entries) - len(plan.decodes) :] = n_ext + np.arange(len(plan.decodes))
+    temps, lo, hi, any_t = sample_params(entries)
+    total = (sum(_aligned(m.buffer.size) for m in (ext, dec) if m is not None)
+             + 6 * _aligned(n_ext + len(plan.decodes) + len(entries)) + _aligned(2 * len(copies)) + 64)
+    pk = _Packer(staging.buffer(total))
+    spans: dict[str, Any] = {}
+    if ext is not None:
+        spans["ext"] = pk.put(ext.buffer)
+    if dec is not None:
+        spans["dec"] = pk.put(dec.buffer)
+    spans["tok"] = pk.put(np.concatenate([tokens, dec_tokens]))
+    spans["dpos"] = pk.put(dec_pos)
+    spans["rows"] = pk.put(rows)
+    spans["temps"] = pk.put(temps)
+    spans["lo"] = pk.put(lo)
+    spans["hi"] = pk.put(hi)
+    spans["copies"] = pk.put(np.asarray(copies, np.int32).reshape(-1))
+    dev = staging.send(pk.at)
+    ext_d = ExtendMetadata(_view(dev, spans["ext"]), ext._layout, ext.scalars) if ext is not None else None
+    dec_d = DecodeMetadata(_view(dev, spans["dec"]), dec._layout, dec.scalars) if dec is not None else None
+    pos_parts = []
+    if ext_d is not None:
+        pos_parts.append(ext_d.positions)
+    if dec is not None:
+        pos_parts.append(_view(dev, spans["dpos"]))
+    positions = torch.cat(pos_parts).long() if len(pos_parts) > 1 else pos_parts[0].long()
+    to_u32 = 0xFFFFFFFF
+    sample = SampleRows(
+        entries=entries,
+        rows=_view(dev, spans["rows"]).long(),
+        temps=_view(dev, spans["temps"]).view(torch.float32),
+        lo=_view(dev, spans["lo"]).long() & to_u32,
+        hi=_view(dev, spans["hi"]).long() & to_u32,
+        any_temperature=any_t,
+    )
+    return StepBatch(
+        tokens=_view(dev, spans["tok"]).long(),
+        positions=positions,
+        extend=ext_d,
+        decode=dec_d,
+        num_extend_rows=n_ext,
+        copies=_view(dev, spans["copies"]).view(-1, 2) if copies else None,
+        sample=sample,
     )

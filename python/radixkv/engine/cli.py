@@ -83,11 +83,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="auto: float32 on cpu, bfloat16 on cuda (the kernels take fp16/bf16)")
     d.add_argument("--json", metavar="PATH", help="also write the report as JSON")
     d.add_argument("--pool-tokens", type=_int_at_least(1), default=1024,
-                   help="radix pool size in slots (small enough that the default run evicts)")
-    d.add_argument("--num-blocks", type=_int_at_least(1), default=96,
-                   help="paged pool blocks (parallel sampling)")
-    d.add_argument("--block-size", type=_int_at_least(1), default=16,
-                   help="paged pool page size (1, 16 or 64 on a GPU)")
+                   help="KV pool size in tokens, a multiple of --page-size (small enough that the "
+                   "default run evicts and preempts)")
+    d.add_argument("--page-size", type=_int_at_least(1), default=16,
+                   help="KV page size in tokens (1, 16 or 64 on a GPU)")
+    d.add_argument("--radix", action=argparse.BooleanOptionalAction, default=True,
+                   help="reuse cached prefixes across requests")
     d.add_argument("--max-batch-tokens", type=_int_at_least(1), default=256,
                    help="tokens computed per step (decodes + prefill chunks)")
     d.add_argument("--chunk-size", type=_int_at_least(1), default=128,
@@ -170,28 +171,27 @@ def _all_requests(wl: workloads.Workload) -> list[Request]:
     return out
 
 
-def _check_fits(fail: _Fail, plan_engine: EngineConfig, mc: ModelConfig,
-                reqs: list[Request]) -> None:
-    """Refuse a pool or context too small for the workload's largest request, as the engine
-    would at submission, but before anything runs."""
-    from radixkv.engine.forking import ForkManager
-    from radixkv.engine.prefix import PrefixManager
+def _check_fits(fail: _Fail, engine: EngineConfig, mc: ModelConfig, reqs: list[Request]) -> None:
+    """Refuse a pool or context too small for the workload's largest request before anything
+    runs, with the engine's own submission check (``Engine.check``) on a pool manager alone."""
+    from types import SimpleNamespace
 
-    radix = PrefixManager(plan_engine.pool_tokens)
-    paged = ForkManager(plan_engine.num_blocks, plan_engine.block_size)
+    from radixkv.engine import engine as engine_module
+    from radixkv.engine.memory import KVManager
+
+    try:
+        kv = KVManager(engine.pool_tokens, engine.page_size, engine.radix)
+    except rk.InvalidArgument as e:
+        fail(f"--pool-tokens {engine.pool_tokens} / --page-size {engine.page_size}: {e}")
+    # Engine.check reads only the model config, the pool manager and the engine config.
+    probe = SimpleNamespace(model=SimpleNamespace(config=mc), kv=kv, config=engine)
     for req in reqs:
-        total = int(req.prompt.size) + req.params.max_new_tokens
-        if total > mc.max_seq_len:
-            fail(f"request {req.rid} of the workload needs {total} positions but the model's "
-                 f"context is {mc.max_seq_len}")
         try:
-            if req.params.n == 1:
-                radix.check_fits(req)
-            else:
-                paged.check_fits(req)
+            engine_module.Engine.check(probe, req)  # type: ignore[arg-type]
         except rk.InvalidArgument as e:
-            flags = "--pool-tokens" if req.params.n == 1 else "--num-blocks/--block-size"
-            fail(f"{flags} too small for this workload: {e}")
+            context = int(req.prompt.size) + req.params.max_new_tokens > mc.max_seq_len
+            flag = "the model's context" if context else f"--pool-tokens {engine.pool_tokens}"
+            fail(f"{flag} too small for this workload: {e}")
 
 
 def _plan(parser: argparse.ArgumentParser, args: argparse.Namespace) -> _Plan:
@@ -227,8 +227,8 @@ def _plan(parser: argparse.ArgumentParser, args: argparse.Namespace) -> _Plan:
         if config.head_dim not in radixkv.ops.SUPPORTED_HEAD_DIMS:
             fail(f"head_dim {config.head_dim} has no GPU kernel (supported: "
                  f"{', '.join(map(str, radixkv.ops.SUPPORTED_HEAD_DIMS))})")
-        if args.block_size not in radixkv.ops.SUPPORTED_PAGE_SIZES:
-            fail(f"--block-size {args.block_size} has no GPU kernel (supported: "
+        if args.page_size not in radixkv.ops.SUPPORTED_PAGE_SIZES:
+            fail(f"--page-size {args.page_size} has no GPU kernel (supported: "
                  f"{', '.join(map(str, radixkv.ops.SUPPORTED_PAGE_SIZES))})")
     reference = None
     if args.verify:
@@ -245,7 +245,7 @@ def _plan(parser: argparse.ArgumentParser, args: argparse.Namespace) -> _Plan:
     else:
         eos = EOS_TOKEN_ID
     engine = EngineConfig(
-        pool_tokens=args.pool_tokens, num_blocks=args.num_blocks, block_size=args.block_size,
+        pool_tokens=args.pool_tokens, page_size=args.page_size, radix=args.radix,
         eos_token_id=eos, keep_logits=args.verify,
         scheduler=SchedulerConfig(max_batch_tokens=args.max_batch_tokens,
                                   chunk_size=args.chunk_size),

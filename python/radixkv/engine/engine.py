@@ -1,7 +1,10 @@
 """The engine loop: schedule a step, run one forward over every scheduled token, sample, update.
 
-Two KV pools live side by side: a page-1 pool under the radix prefix cache for ordinary requests,
-and a paged pool (``block_size`` tokens a page) under ``BlockAllocator`` for parallel sampling.
+All KV lives in one paged pool (``EngineConfig.page_size``) under the radix cache
+(``memory.KVManager``). Each step's metadata is built by the Rust builders and reaches the
+device in one copy (``batch``); decode-only steps replay a CUDA graph of their batch-size bucket
+on a GPU (``graphs``), and run the same forward eagerly on the CPU. Sampling runs on the device;
+only the sampled ids (and, for verification, the sampled rows' logits) come back.
 """
 
 from __future__ import annotations
@@ -9,93 +12,303 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable, Optional
 
 import numpy as np
 import torch
 
 import radixkv as rk
-
-from radixkv.engine.batch import build_batch
-from radixkv.engine.forking import Branch, ForkGroup, ForkManager
+from radixkv.engine.batch import Staging, build_step, pages_of, sample_entries, sample_params
+from radixkv.engine.graphs import DecodeGraphs, pack_decode
 from radixkv.engine.kv import KVPool, StepAttention, select_ops
-from radixkv.engine.model import TinyLlama
-from radixkv.engine.prefix import PrefixManager, RadixSeq
+from radixkv.engine.memory import KVManager, ceil_div
 from radixkv.engine.request import Completion, Request
-from radixkv.engine.sampling import sample
+from radixkv.engine.sampling import sample_rows
 from radixkv.engine.scheduler import Scheduler, SchedulerConfig, StepPlan, Work
-from radixkv.engine.stats import EngineStats, MemorySample
+from radixkv.engine.seq import Group, Seq
+from radixkv.engine.stats import EngineStats, MemorySample, StepTiming
 
 
 @dataclass(frozen=True)
 class EngineConfig:
-    pool_tokens: int = 4096  # radix pool slots (page size 1)
-    num_blocks: int = 128  # paged pool for parallel sampling
-    block_size: int = 16
-    eos_token_id: int | None = None
+    pool_tokens: int = 4096  # KV slots (a multiple of page_size)
+    page_size: int = 16
+    radix: bool = True  # reuse cached prefixes across requests
+    eos_token_id: Optional[int] = None
     keep_logits: bool = False  # keep every sampled row's logits (for verification)
+    cuda_graphs: Optional[bool] = None  # decode steps replay CUDA graphs; None: on for CUDA
+    graph_max_batch: int = 256
+    graph_est_len: int = 1024  # context length the per-bucket split-KV plan is sized for
+    profile: bool = False  # synchronise around each forward to time it on the device
+    memory_samples: bool = True  # per-step memory sample (the demo's report)
     scheduler: SchedulerConfig = SchedulerConfig()
 
 
 class Engine:
-    def __init__(self, model: TinyLlama, config: EngineConfig = EngineConfig(),
-                 ops: ModuleType | None = None) -> None:
+    def __init__(self, model: Any, config: EngineConfig = EngineConfig(),
+                 ops: Optional[ModuleType] = None) -> None:
         self.model = model
         self.config = config
         self.device = model.device
         # `ops` overrides the choice, e.g. the reference ops on a GPU to compare with the kernels.
         self.ops = ops if ops is not None else select_ops(self.device)
-        self.radix_kv = KVPool(model.config, config.pool_tokens, 1, self.device, model.dtype)
-        self.paged_kv = KVPool(model.config, config.num_blocks, config.block_size, self.device,
-                               model.dtype)
-        self.prefix = PrefixManager(config.pool_tokens)
-        self.forks = ForkManager(config.num_blocks, config.block_size)
-        self.scheduler = Scheduler(self.prefix, self.forks, config.scheduler)
+        self.kv = KVManager(config.pool_tokens, config.page_size, config.radix)
+        self.pool = KVPool(model.config, self.kv.num_pages, config.page_size, self.device, model.dtype)
+        self.scheduler = Scheduler(self.kv, config.scheduler)
         self.stats = EngineStats()
+        self.staging = Staging(self.device)
         self.step_index = 0
         self._finished: list[Completion] = []
+        self._copies: list[tuple[Seq, int, int]] = []  # copy-on-write pages for the next step
+        self._next_ns = 0
+        use_graphs = config.cuda_graphs if config.cuda_graphs is not None else self.device.type == "cuda"
+        self.graphs: Optional[DecodeGraphs] = None
+        # On the CPU (or with the reference ops) the graph layouts run eagerly: the same packing
+        # and static buffers, no capture.
+        if use_graphs:
+            mc = model.config
+            longest = min(mc.max_seq_len, config.pool_tokens)
+            self.graphs = DecodeGraphs(
+                model.forward, self.pool, self.ops, mc.num_q_heads, mc.num_kv_heads, mc.head_dim,
+                config.graph_max_batch, ceil_div(longest, config.page_size), config.graph_est_len,
+                self.device)
+
+    # -- submission ----------------------------------------------------------------------------
+
+    def check(self, req: Request) -> None:
+        """Refuse (``InvalidArgument``) a request longer than the model's context or the pool."""
+        p, mc = req.params, self.model.config
+        prompt = int(req.prompt.size)
+        if prompt + p.max_new_tokens > mc.max_seq_len:
+            raise rk.InvalidArgument(
+                f"request {req.rid}: prompt {prompt} + max_new_tokens {p.max_new_tokens} exceeds "
+                f"the model's context (max_seq_len {mc.max_seq_len})")
+        ps, pages = self.kv.page_size, self.kv.num_pages
+        last = prompt + p.max_new_tokens - 1  # the last sampled token never gets KV
+        worst = prompt // ps + p.n * (ceil_div(last, ps) - prompt // ps)
+        cfg = self.config.scheduler
+        if cfg.admission == "contiguous":
+            length = cfg.contiguous_len or last
+            worst = max(worst, ceil_div(length, ps) * p.n)
+        else:
+            worst = max(worst, ceil_div(int(prompt + cfg.decode_reserve * p.n * p.max_new_tokens), ps))
+        if worst > pages:
+            raise rk.InvalidArgument(
+                f"request {req.rid} (prompt {prompt}, max_new_tokens {p.max_new_tokens}, n {p.n}) "
+                f"needs up to {worst} KV pages of {ps} tokens but the pool has {pages} "
+                f"({self.kv.num_slots} tokens)")
 
     def submit(self, req: Request) -> None:
-        if req.prompt.size + req.params.max_new_tokens > self.model.config.max_seq_len:
-            raise rk.InvalidArgument(
-                f"request {req.rid}: prompt {req.prompt.size} + max_new_tokens "
-                f"{req.params.max_new_tokens} exceeds the model's max_seq_len "
-                f"{self.model.config.max_seq_len}"
-            )
-        self.scheduler.submit(req)
+        try:
+            self.check(req)
+        except rk.InvalidArgument:
+            self.stats.refused += 1
+            raise
+        n = req.params.n
+        group = Group(req=req, submit_s=time.perf_counter(), outputs=[[] for _ in range(n)],
+                      logits=[[] for _ in range(n)], token_times=[[] for _ in range(n)],
+                      branches_left=n)
+        ns: Any = req.namespace
+        if not self.config.radix:
+            self._next_ns += 1
+            ns = (req.namespace, f"radix-off:{self._next_ns}")  # never shared with another request
+        self.scheduler.submit(Seq(group, None if n > 1 else 0, req.prompt.tolist(), ns))
 
     @property
     def idle(self) -> bool:
         return self.scheduler.idle
 
+    # -- one step ------------------------------------------------------------------------------
+
     def step(self) -> list[Completion]:
         """Run one engine step; return the requests that finished in it."""
+        t0 = time.perf_counter()
         self._finished = []
         plan = self.scheduler.schedule(self.step_index)
         self.step_index += 1
         self.stats.steps += 1
-        if not plan.works:
+        if plan.preempted:
+            gone = {id(s) for s in plan.preempted}
+            self._copies = [c for c in self._copies if id(c[0]) not in gone]
+        if plan.empty:
             self.stats.idle_steps += 1  # waiting for arrivals (or for nothing at all)
             return []
-        self._sample_memory(plan)
-        t0 = time.perf_counter()
+        copies = [(src, dst) for _, src, dst in self._copies]
+        self._copies = []
+        prof = self.config.profile and self.device.type == "cuda"
         with torch.inference_mode():
-            if plan.copies:
-                pairs = torch.tensor(plan.copies, dtype=torch.int32, device=self.device)
-                self.paged_kv.copy_blocks(self.ops, pairs)
-            batch = build_batch(plan, self.radix_kv, self.paged_kv, self.forks.blocks, self.device)
-            attend = StepAttention(batch.segments, self.ops)
-            logits = self.model.forward(batch.tokens, batch.positions, attend, batch.logits_rows)
-            logits = logits.cpu()
-        self.stats.forward_s += time.perf_counter() - t0
-        rows = {id(w): i for i, w in enumerate(batch.sample_works)}
-        for work in plan.works:
-            self._advance(work, logits[rows[id(work)]] if id(work) in rows else None)
+            graph = self._graph_for(plan)
+            if graph is not None:
+                logits, entries, temps, lo, hi, any_t, copies_t = self._pack_graph(plan, copies, graph)
+            else:
+                batch = build_step(plan, copies, self.kv.page_size, self.staging)
+                entries, copies_t = batch.sample.entries, batch.copies
+            if prof:
+                torch.cuda.synchronize()
+            t1 = time.perf_counter()
+            if copies_t is not None:
+                self.pool.copy_pages(self.ops, copies_t)
+            if graph is not None:
+                assert self.graphs is not None
+                logits = self.graphs.replay(graph, len(plan.decodes))[: len(plan.decodes)]
+                self.stats.graph_steps += 1
+            else:
+                attend = StepAttention(self.pool, self.ops, batch.extend, batch.decode,
+                                       batch.num_extend_rows)
+                rows = batch.sample.rows
+                logits = self.model.forward(batch.tokens, batch.positions, attend, rows)
+                temps, lo, hi, any_t = batch.sample.temps, batch.sample.lo, batch.sample.hi, \
+                    batch.sample.any_temperature
+            t2 = time.perf_counter()
+            gpu = 0.0
+            if prof:
+                torch.cuda.synchronize()
+                gpu = time.perf_counter() - t1
+            tokens = sample_rows(logits, temps, lo, hi, any_t).cpu().tolist()
+            kept = logits.cpu().numpy() if self.config.keep_logits else None
+        t3 = time.perf_counter()
+        self._advance(plan, entries, tokens, kept, t3)
+        if self.config.memory_samples:
+            self._sample_memory()
+        t4 = time.perf_counter()
+        self.stats.peak_in_use_tokens = max(self.stats.peak_in_use_tokens, self.kv.in_use_tokens())
+        kind = "decode" if not plan.extends else ("extend" if not plan.decodes else "mixed")
+        self.stats.timings.append(StepTiming(
+            kind, len(plan.extends) + len(plan.decodes), plan.num_tokens, graph is not None,
+            t1 - t0, t2 - t1, t3 - t2, t4 - t3, gpu,
+            prefill_tokens=sum(len(w.tokens) for w in plan.extends),
+            attn_units=sum(len(w.tokens) * (w.start + (len(w.tokens) + 1) / 2) for w in plan.extends),
+            kv_read=sum(w.end for w in plan.decodes), sampled_rows=len(entries)))
+        self.stats.forward_s += t3 - t1
+        self.stats.h2d_copies = self.staging.copies
         return self._finished
 
+    def _graph_for(self, plan: StepPlan) -> Any:
+        if self.graphs is None or plan.extends or not plan.decodes:
+            return None
+        ps = self.kv.page_size
+        pages = sum(ceil_div(w.end, ps) for w in plan.decodes)
+        return self.graphs.bucket(len(plan.decodes), pages)
+
+    def _pack_graph(self, plan: StepPlan, copies: list[tuple[int, int]], graph: Any) -> tuple:
+        ps = self.kv.page_size
+        works = plan.decodes
+        md = rk.build_decode_metadata([pages_of(w, ps) for w in works], [w.end for w in works], ps)
+        entries = sample_entries(plan)
+        temps, lo, hi, any_t = sample_params(entries)
+        lay = graph.layout
+        buf = self.staging.buffer(lay.size)
+        n = pack_decode(
+            buf, lay, np.fromiter((w.tokens[0] for w in works), np.int32, len(works)),
+            np.fromiter((w.start for w in works), np.int32, len(works)), md.kv_indptr,
+            md.kv_indices, md.kv_lens, md.out_cache_loc, temps, lo, hi,
+            np.asarray(copies, np.int32).reshape(-1))
+        st = self.staging.send(n, graph.static)
+        b = len(works)
+        u32 = 0xFFFFFFFF
+        copies_t = st.narrow(0, lay.copies, 2 * len(copies)).view(-1, 2) if copies else None
+        return (None, entries, st.narrow(0, lay.temps, b).view(torch.float32),
+                st.narrow(0, lay.lo, b).long() & u32, st.narrow(0, lay.hi, b).long() & u32, any_t,
+                copies_t)
+
+    # -- after the forward ---------------------------------------------------------------------
+
+    def _advance(self, plan: StepPlan, entries: list[tuple[Work, int]], tokens: list[int],
+                 kept: Optional[np.ndarray], now: float) -> None:
+        s = self.stats
+        for w in plan.extends:
+            seq = w.seq
+            seq.kv_len = w.end
+            s.prefill_computed += len(w.tokens)
+            s.prefill_chunks += 1
+            s.recomputed_tokens += max(0, min(w.end, seq.computed) - w.start)
+            seq.computed = max(seq.computed, w.end)
+            if self.kv.radix:
+                self.kv.publish(seq)
+        for w in plan.decodes:
+            w.seq.kv_len = w.end
+        s.decode_tokens += len(plan.decodes)
+        i = 0
+        while i < len(entries):
+            w, _ = entries[i]
+            seq = w.seq
+            if seq.branch is None:  # an n > 1 parent's prompt is done: fork it
+                n = seq.req.params.n
+                self._fork(seq, tokens[i : i + n], kept[i : i + n] if kept is not None else None, now)
+                i += n
+                continue
+            self._token(seq, seq.branch, tokens[i], kept[i] if kept is not None else None, now)
+            i += 1
+
+    def _fork(self, parent: Seq, toks: list[int], kept: Optional[np.ndarray], now: float) -> None:
+        group = parent.group
+        prompt = parent.tokens
+        children: list[Seq] = []
+        for b in range(1, len(toks)):
+            self._record(group, b, toks[b], kept[b] if kept is not None else None, now)
+            if self._stops(group, b):
+                self._branch_done(group)
+            else:
+                child = Seq(group, b, prompt + [toks[b]], parent.namespace, order=parent.order,
+                            preemptions=parent.preemptions, computed=parent.kv_len)
+                children.append(child)
+        parent.branch = 0
+        copies = self.kv.fork(parent, children)
+        if copies:  # one per child, in order, when the prompt ends inside a page
+            self._copies.extend((c, src, dst) for c, (src, dst) in zip(children, copies))
+        if self.config.scheduler.admission == "contiguous" and children:
+            share = parent.reserved_pages // group.req.params.n
+            for c in children:
+                c.reserved_pages = share
+            parent.reserved_pages -= share * len(children)
+        for c in children:
+            self.scheduler.add_running(c)
+        self._token(parent, 0, toks[0], kept[0] if kept is not None else None, now)
+
+    def _token(self, seq: Seq, branch: int, token: int, kept: Optional[np.ndarray], now: float) -> None:
+        group = seq.group
+        self._record(group, branch, token, kept, now)
+        seq.tokens.append(token)
+        if self._stops(group, branch):
+            self.scheduler.retire(seq)
+            self._branch_done(group)
+
+    def _record(self, group: Group, branch: int, token: int, kept: Optional[np.ndarray],
+                now: float) -> None:
+        group.outputs[branch].append(token)
+        group.token_times[branch].append(now)
+        self.stats.generated_tokens += 1
+        if kept is not None:
+            group.logits[branch].append(kept.copy())
+
+    def _stops(self, group: Group, branch: int) -> bool:
+        out = group.outputs[branch]
+        eos = self.config.eos_token_id
+        return len(out) >= group.req.params.max_new_tokens or (eos is not None and out[-1] == eos)
+
+    def _branch_done(self, group: Group) -> None:
+        group.branches_left -= 1
+        if group.branches_left:
+            return
+        req = group.req
+        s = self.stats
+        s.requests_finished += 1
+        s.sequences_finished += len(group.outputs)
+        s.prompt_tokens += int(req.prompt.size)
+        s.cached_tokens += group.cached_len
+        first = min(t[0] for t in group.token_times)
+        gaps = [(t[-1] - t[0]) / (len(t) - 1) for t in group.token_times if len(t) > 1]
+        self._finished.append(Completion(
+            req, group.outputs, group.cached_len, self.step_index,
+            group.logits if self.config.keep_logits else None,
+            ttft_s=first - group.submit_s, tpot_s=float(np.mean(gaps)) if gaps else 0.0,
+            preemptions=group.preemptions))
+
+    # -- whole runs ----------------------------------------------------------------------------
+
     def run(self, requests: Iterable[Request],
-            on_finish: Callable[[Completion], Iterable[Request]] | None = None,
-            on_step: Callable[[list[Completion]], None] | None = None,
+            on_finish: Optional[Callable[[Completion], Iterable[Request]]] = None,
+            on_step: Optional[Callable[[list[Completion]], None]] = None,
             max_steps: int = 1_000_000) -> list[Completion]:
         """Submit ``requests``, step until everything (including follow-ups that ``on_finish``
         returns, e.g. the next chat turn) has finished. ``on_step`` sees each step's finishers."""
@@ -116,135 +329,17 @@ class Engine:
         self.stats.wall_s += time.perf_counter() - t0
         return done
 
-    # -- after the forward ---------------------------------------------------------------
+    # -- memory accounting ---------------------------------------------------------------------
 
-    def _advance(self, work: Work, logits: torch.Tensor | None) -> None:
-        t = work.target
-        if isinstance(t, RadixSeq):
-            self._advance_radix(t, work, logits)
-        elif isinstance(t, ForkGroup):
-            self._advance_group(t, work, logits)
-        else:
-            self._advance_branch(t, logits)
-
-    def _advance_radix(self, seq: RadixSeq, work: Work, logits: torch.Tensor | None) -> None:
-        seq.kv_len = work.kv_len
-        if work.kind == "extend":
-            self.stats.prefill_computed += work.tokens.size
-            self.stats.prefill_chunks += 1
-            self.prefix.publish(seq)
-        else:
-            self.stats.decode_tokens += 1
-        if logits is None:
-            return
-        p = seq.req.params
-        token = sample(logits, p.temperature, p.seed, 0, len(seq.output))
-        self._record(seq.output, seq.logits, token, logits)
-        seq.tokens.append(token)
-        if self._stops(seq.output, p.max_new_tokens):
-            self.prefix.finish(seq)
-            self.scheduler.retire(seq)
-            self._complete(seq.req, [seq.output], seq.cached_len, [seq.logits])
-
-    def _advance_group(self, group: ForkGroup, work: Work, logits: torch.Tensor | None) -> None:
-        group.kv_len = work.kv_len
-        self.stats.prefill_computed += work.tokens.size
-        self.stats.prefill_chunks += 1
-        if logits is None:
-            return
-        self.forks.fork(group)
-        for branch in group.branches:
-            self._branch_token(branch, logits)
-
-    def _advance_branch(self, branch: Branch, logits: torch.Tensor | None) -> None:
-        branch.kv_len += 1
-        self.stats.decode_tokens += 1
-        assert logits is not None
-        self._branch_token(branch, logits)
-
-    def _branch_token(self, branch: Branch, logits: torch.Tensor) -> None:
-        p = branch.group.req.params
-        token = sample(logits, p.temperature, p.seed, branch.index, len(branch.output))
-        self._record(branch.output, branch.logits, token, logits)
-        branch.tokens.append(token)
-        if self._stops(branch.output, p.max_new_tokens):
-            self.forks.release(branch)
-            group = branch.group
-            if all(b.done for b in group.branches):
-                self.scheduler.retire(group)
-                self._complete(group.req, [b.output for b in group.branches], 0,
-                               [b.logits for b in group.branches])
-
-    def _record(self, output: list[int], kept: list[np.ndarray], token: int,
-                logits: torch.Tensor) -> None:
-        output.append(token)
-        self.stats.generated_tokens += 1
-        if self.config.keep_logits:
-            kept.append(logits.numpy().copy())
-
-    def _stops(self, output: list[int], max_new: int) -> bool:
-        eos = self.config.eos_token_id
-        return len(output) >= max_new or (eos is not None and output[-1] == eos)
-
-    def _complete(self, req: Request, outputs: list[list[int]], cached: int,
-                  logits: list[list[np.ndarray]]) -> None:
-        self.stats.requests_finished += 1
-        self.stats.sequences_finished += len(outputs)
-        self.stats.prompt_tokens += int(req.prompt.size)
-        if req.params.n == 1:
-            self.stats.radix_prompt_tokens += int(req.prompt.size)
-            self.stats.cached_tokens += cached
-        self._finished.append(Completion(req, outputs, cached, self.step_index,
-                                         logits if self.config.keep_logits else None))
-
-    # -- memory accounting -----------------------------------------------------------------
-
-    def _sample_memory(self, plan: StepPlan) -> None:
-        """After this step's allocations: what running sequences hold, logically and physically."""
-        radix_slots, paged_slots = [], []
-        radix_logical = paged_logical = oracle = page16 = if_copied = seqs = 0
-        bs = self.forks.block_size
-        for item in self.scheduler.running:
-            worst = int(item.req.prompt.size) + item.req.params.max_new_tokens - 1
-            if isinstance(item, RadixSeq):
-                n = int(item.slots.size)  # kv_len plus this step's new slots
-                radix_slots.append(item.slots)
-                radix_logical += n
-                page16 += -(-n // 16) * 16
-                oracle += worst
-                seqs += 1
-            else:
-                live = [b for b in item.branches if not b.done] or None
-                lens = [w.kv_len for w in plan.works if w.target is item]
-                if live is None:  # still prefilling: the parent alone
-                    n = lens[0] if lens else item.kv_len
-                    ids = [(item.parent_id, n)]
-                else:
-                    ids = [(b.seq_id, b.kv_len + 1) for b in live]
-                for seq_id, n in ids:
-                    if n:
-                        paged_slots.append(np.asarray(self.forks.blocks.slot_mapping(seq_id, 0, n)))
-                    paged_logical += n
-                    if_copied += -(-n // bs)
-                    page16 += -(-n // 16) * 16
-                    oracle += worst
-                    seqs += 1
-
-        def distinct(parts: list[np.ndarray]) -> int:
-            return int(np.unique(np.concatenate(parts)).size) if parts else 0
-
-        pool_used = self.prefix.num_slots - int(self.prefix.pool.available)
+    def _sample_memory(self) -> None:
+        running = self.scheduler.running
+        ps = self.kv.page_size
         self.stats.samples.append(MemorySample(
-            running_seqs=seqs,
-            logical_tokens=radix_logical + paged_logical,
-            radix_logical=radix_logical,
-            radix_physical=distinct(radix_slots),
-            radix_pool_used=pool_used,
-            radix_cached_only=int(self.prefix.cache.evictable_size),
-            paged_logical=paged_logical,
-            paged_physical=distinct(paged_slots),
-            paged_blocks=self.forks.blocks_in_use(),
-            paged_blocks_if_copied=if_copied,
-            oracle_reserved=oracle,
-            page16_reserved=page16,
+            running_seqs=len(running),
+            logical_tokens=sum(s.kv_len for s in running),
+            logical_page_tokens=sum(int(s.pages.size) for s in running) * ps,
+            in_use_tokens=self.kv.in_use_tokens(),
+            cached_tokens=int(self.kv.cache.evictable_size),
+            contiguous_tokens=sum(int(s.req.prompt.size) + s.req.params.max_new_tokens - 1
+                                  for s in running),
         ))

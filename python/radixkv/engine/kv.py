@@ -1,14 +1,15 @@
-"""The KV pools (one K and one V tensor per layer, bshd ``[num_pages, page_size, H_kv, D]``) and the
-per-step attention that writes into them and reads from them through ``radixkv.ops``."""
+"""The KV pool tensors (one K and one V per layer, bshd ``[num_pages, page_size, H_kv, D]``) and
+the per-step attention that writes into them and reads from them through ``radixkv.ops``."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from types import ModuleType
+from typing import Optional
 
 import torch
 
 from radixkv.engine.model import ModelConfig
+from radixkv.metadata import DecodeMetadata, ExtendMetadata
 
 
 def select_ops(device: torch.device) -> ModuleType:
@@ -23,14 +24,8 @@ def select_ops(device: torch.device) -> ModuleType:
 
 
 class KVPool:
-    def __init__(
-        self,
-        config: ModelConfig,
-        num_pages: int,
-        page_size: int,
-        device: torch.device,
-        dtype: torch.dtype,
-    ) -> None:
+    def __init__(self, config: ModelConfig, num_pages: int, page_size: int, device: torch.device,
+                 dtype: torch.dtype) -> None:
         shape = (num_pages, page_size, config.num_kv_heads, config.head_dim)
         self.num_pages = num_pages
         self.page_size = page_size
@@ -46,44 +41,46 @@ class KVPool:
     def nbytes(self) -> int:
         return self.num_slots * self.bytes_per_token
 
-    def copy_blocks(self, ops: ModuleType, pairs: torch.Tensor) -> None:
+    def copy_pages(self, ops: ModuleType, pairs: torch.Tensor) -> None:
+        """Copy-on-write: ``pairs`` int32 ``[k, 2]`` (src, dst) pages, every layer."""
         for k, v in zip(self.k, self.v):
             ops.copy_blocks(k, v, pairs)
 
 
-@dataclass
-class Segment:
-    """A run of rows of the step's token batch that share a pool and an attention kind."""
-
-    pool: KVPool
-    kind: str  # "extend" or "decode"
-    start: int
-    end: int
-    write_slots: torch.Tensor  # int32 [end - start]
-    qo_indptr: torch.Tensor | None  # int32 [B + 1]; extend only
-    kv_indptr: torch.Tensor  # int32 [B + 1]
-    kv_indices: torch.Tensor  # int32: slots (page_size 1) or pages
-    kv_lens: torch.Tensor  # int32 [B]
-
-
 class StepAttention:
-    """``attend(layer, q, k, v)`` for ``TinyLlama.forward``: store this step's K/V, then attend."""
+    """``attend(layer, q, k, v)`` for the model's forward over one step's rows: the first
+    ``num_extend_rows`` are prefill chunks (extend attention), the rest decodes (paged decode).
+    Each part stores its new K/V first."""
 
-    def __init__(self, segments: list[Segment], ops: ModuleType) -> None:
-        self.segments = segments
+    def __init__(self, pool: KVPool, ops: ModuleType, extend: Optional[ExtendMetadata[torch.Tensor]],
+                 decode: Optional[DecodeMetadata[torch.Tensor]], num_extend_rows: int) -> None:
+        self.pool = pool
         self.ops = ops
+        self.extend = extend
+        self.decode = decode
+        self.split = num_extend_rows
+        self.max_q = extend.max_extend_len if extend is not None else 0
 
     def __call__(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        kc, vc = self.pool.k[layer], self.pool.v[layer]
+        ops, s = self.ops, self.split
+        e, d = self.extend, self.decode
+        if e is not None and d is None:
+            ops.store_kv(kc, vc, k, v, e.out_cache_loc)
+            return ops.extend_attention(q, kc, vc, e.qo_indptr, e.kv_indptr, e.kv_indices,
+                                        e.seq_lens, **self._max_q())
+        if d is not None and e is None:
+            ops.store_kv(kc, vc, k, v, d.out_cache_loc)
+            return ops.paged_decode(q, kc, vc, d.kv_indptr, d.kv_indices, d.kv_lens)
+        assert e is not None and d is not None
         out = torch.empty_like(q)
-        for s in self.segments:
-            kc, vc = s.pool.k[layer], s.pool.v[layer]
-            self.ops.store_kv(kc, vc, k[s.start : s.end], v[s.start : s.end], s.write_slots)
-            if s.kind == "extend":
-                out[s.start : s.end] = self.ops.extend_attention(
-                    q[s.start : s.end], kc, vc, s.qo_indptr, s.kv_indptr, s.kv_indices, s.kv_lens
-                )
-            else:
-                out[s.start : s.end] = self.ops.paged_decode(
-                    q[s.start : s.end], kc, vc, s.kv_indptr, s.kv_indices, s.kv_lens
-                )
+        ops.store_kv(kc, vc, k[:s], v[:s], e.out_cache_loc)
+        ops.store_kv(kc, vc, k[s:], v[s:], d.out_cache_loc)
+        out[:s] = ops.extend_attention(q[:s], kc, vc, e.qo_indptr, e.kv_indptr, e.kv_indices,
+                                       e.seq_lens, **self._max_q())
+        out[s:] = ops.paged_decode(q[s:], kc, vc, d.kv_indptr, d.kv_indices, d.kv_lens)
         return out
+
+    def _max_q(self) -> dict[str, int]:
+        # The public ops take it (grid sizing without reading qo_indptr); the reference does not.
+        return {"max_q_len": self.max_q} if self.ops.__name__ == "radixkv.ops" else {}

@@ -54,3 +54,6 @@ class Completion:
     cached_prompt_tokens: int  # prompt tokens whose KV came from the prefix cache
     finish_step: int
     logits: list[list[npt.NDArray[np.float32]]] | None = None  # per branch, per output token
+    ttft_s: float = 0.0  # submit to the first sampled token (queueing included)
+    tpot_s: float = 0.0  # mean time between a branch's later tokens (0 with one token)
+    preemptions: int = 0  # times its sequences were preempted and recomputed

@@ -1,178 +1,246 @@
-"""Continuous batching: every step runs all decoding sequences plus as much prefill as the token
-budget allows, chunking long prompts, and admits waiting requests in cache-aware order.
+"""Continuous batching over one paged KV pool: decodes first, then prefill chunks, then admissions.
 
-Order of work in a step: decodes first (one token each; they must not starve), then the next chunk
-of prompts already being prefilled, then new admissions. The waiting queue is sorted by the cached
-prefix length the radix tree reports through the read-only ``peek_prefix`` (longest first, then
-arrival), as SGLang's longest-prefix-match policy does; a request whose prompt shares much more
-with a prompt being prefilled right now than the cache holds yet is deferred a step, so it can
-reuse that prefix once published instead of computing it a second time.
+Every step runs all decoding sequences (one token each), then the next chunk of prompts being
+prefilled, then admits waiting sequences while the token budget lasts. KV is allocated as
+positions need it, never reserved for a request's worst case (``admission="paged"``): a request
+is admitted when the pool (free pages plus evictable cache) holds its remaining prefill plus a
+fraction ``decode_reserve`` of the tokens every running sequence may still generate. When a step
+cannot get the pages it needs after all, the newest running sequences are preempted
+(recompute): their KV goes to the radix cache unlocked, and they wait at the head of the queue
+with the tokens generated so far, so re-admission recomputes only what eviction took.
+
+``admission="contiguous"`` is the pre-paging baseline for comparisons: each sequence reserves
+``prompt + max_new_tokens`` tokens (or ``contiguous_len``) up front and is admitted only if the
+whole reservation fits the pool; it never needs preemption.
+
+Waiting sequences are ordered preempted first, then by the cached prefix length the radix tree
+reports through the read-only ``peek_prefix`` (longest first, then arrival), as SGLang's
+longest-prefix-match policy does; a request whose prompt shares much more with a prompt being
+prefilled right now than the cache holds yet is deferred a step, so it can reuse that prefix
+once published instead of computing it a second time.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Union
+from typing import Literal, Optional
 
 import numpy as np
 
-from radixkv.engine.forking import Branch, ForkGroup, ForkManager
-from radixkv.engine.prefix import PrefixManager, RadixSeq, common_prefix_len
-from radixkv.engine.request import I32, Request
-
-Target = Union[RadixSeq, ForkGroup, Branch]
+import radixkv as rk
+from radixkv.engine.memory import KVManager, ceil_div
+from radixkv.engine.seq import Seq
 
 
 @dataclass(frozen=True)
 class SchedulerConfig:
     max_batch_tokens: int = 256  # tokens computed per step (decodes + prefill chunks)
-    chunk_size: int = 128  # the most prompt tokens of one request computed in one step
-    max_running: int = 64  # sequences admitted at once (branches of a group count once)
+    chunk_size: int = 128  # the most prompt tokens of one sequence computed in one step
+    max_running: int = 64  # sequences running at once (each branch of n > 1 counts)
     defer_threshold: int = 32  # in-batch prefix sharing: defer if this many more tokens would be shared
+    admission: Literal["paged", "contiguous"] = "paged"
+    decode_reserve: float = 0.25  # paged: share of running sequences' future tokens kept free
+    contiguous_len: Optional[int] = None  # contiguous: tokens reserved per sequence (None: its own)
+
+    def __post_init__(self) -> None:
+        if self.max_batch_tokens < 1 or self.chunk_size < 1 or self.max_running < 1:
+            raise rk.InvalidArgument(
+                "max_batch_tokens, chunk_size and max_running must be >= 1, got "
+                f"{self.max_batch_tokens}, {self.chunk_size}, {self.max_running}"
+            )
+        if self.admission not in ("paged", "contiguous"):
+            raise rk.InvalidArgument(f"admission must be 'paged' or 'contiguous', got {self.admission!r}")
+        if not 0.0 <= self.decode_reserve <= 1.0:
+            raise rk.InvalidArgument(f"decode_reserve must be in [0, 1], got {self.decode_reserve}")
 
 
 @dataclass
 class Work:
-    """One sequence's share of a step: ``tokens`` at positions ``start..`` written to
-    ``write_slots``, attending over ``kv_indices`` (slots, or pages on the paged pool)."""
+    """One sequence's share of a step: ``tokens`` at positions ``start..start + len``."""
 
-    target: Target
-    kind: Literal["extend", "decode"]
-    paged: bool
-    tokens: I32
+    seq: Seq
     start: int
-    write_slots: I32
-    kv_indices: I32
-    kv_len: int
-    sample: bool  # the last token's logits are needed (decode, or the prompt's final chunk)
-    prefix_slots: I32 | None = None  # radix pool: the KV that precedes this work
+    tokens: list[int]
+    sample: bool  # the last token's logits are needed (decode, or the final prefill chunk)
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.tokens)
 
 
 @dataclass
 class StepPlan:
-    works: list[Work] = field(default_factory=list)
-    copies: list[tuple[int, int]] = field(default_factory=list)  # CoW block copies, paged pool
+    extends: list[Work] = field(default_factory=list)
+    decodes: list[Work] = field(default_factory=list)
+    preempted: list[Seq] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not self.extends and not self.decodes
 
     @property
     def num_tokens(self) -> int:
-        return sum(w.tokens.size for w in self.works)
+        return sum(len(w.tokens) for w in self.extends) + len(self.decodes)
+
+
+def common_prefix_len(a: np.ndarray, b: np.ndarray) -> int:
+    n = min(a.size, b.size)
+    diff = np.flatnonzero(a[:n] != b[:n])
+    return int(diff[0]) if diff.size else n
 
 
 class Scheduler:
-    def __init__(self, prefix: PrefixManager, forks: ForkManager, config: SchedulerConfig) -> None:
-        self.prefix = prefix
-        self.forks = forks
+    def __init__(self, kv: KVManager, config: SchedulerConfig) -> None:
+        self.kv = kv
         self.config = config
-        self.waiting: list[Request] = []
-        self.running: list[RadixSeq | ForkGroup] = []
+        self.waiting: list[Seq] = []
+        self.running: list[Seq] = []
+        self.reserved_pages = 0  # contiguous admission
         self.deferred = 0
+        self.preemptions = 0
+        self._order = 0
 
-    def submit(self, req: Request) -> None:
-        if req.params.n == 1:
-            self.prefix.check_fits(req)
-        else:
-            self.forks.check_fits(req)
-        self.waiting.append(req)
+    # -- queue ---------------------------------------------------------------------------------
+
+    def reservation(self, seq: Seq) -> int:
+        """Pages a sequence (all ``n`` branches of an unforked parent) reserves in contiguous mode."""
+        p = seq.req.params
+        length = self.config.contiguous_len or (int(seq.req.prompt.size) + p.max_new_tokens - 1)
+        return ceil_div(length, self.kv.page_size) * (p.n if seq.branch is None else 1)
+
+    def submit(self, seq: Seq) -> None:
+        self.waiting.append(seq)
 
     @property
     def idle(self) -> bool:
         return not self.waiting and not self.running
 
+    # -- one step ------------------------------------------------------------------------------
+
     def schedule(self, step: int) -> StepPlan:
         plan = StepPlan()
-        budget = self.config.max_batch_tokens
-        for item in self.running:
-            if isinstance(item, RadixSeq) and not item.prefilling:
-                plan.works.append(self._radix_decode(item))
-                budget -= 1
-            elif isinstance(item, ForkGroup) and not item.prefilling:
-                for branch in item.branches:
-                    if not branch.done:
-                        plan.works.append(self._branch_decode(branch, plan))
-                        budget -= 1
-        for item in self.running:
-            if budget <= 0:
+        while True:
+            self._decodes(plan)
+            budget = self.config.max_batch_tokens - len(plan.decodes)
+            for seq in self.running:
+                if budget <= 0:
+                    break
+                if seq.prefilling:
+                    budget -= self._chunk(seq, budget, plan)
+            self._admit(step, budget, plan)
+            if not plan.empty or not self.running:
+                return plan
+            # Running sequences hold the pool but none can advance: free the newest and retry.
+            self._preempt(max(self.running, key=lambda s: s.order), plan)
+
+    def _decodes(self, plan: StepPlan) -> None:
+        kv = self.kv
+        while True:
+            decoding = [s for s in self.running if not s.prefilling]
+            need = sum(kv.pages_for(s, s.kv_len + 1) for s in decoding)
+            if need <= kv.free_pages() or not decoding:
                 break
-            if item.prefilling:
-                budget -= self._prefill_chunk(item, budget, plan)
-        self._admit(step, budget, plan)
-        return plan
+            self._preempt(max(self.running, key=lambda s: s.order), plan)
+        for seq in decoding:
+            kv.alloc(seq, seq.kv_len + 1)
+            plan.decodes.append(Work(seq, seq.kv_len, [seq.tokens[seq.kv_len]], True))
+
+    def _chunk(self, seq: Seq, budget: int, plan: StepPlan) -> int:
+        kv = self.kv
+        n = min(seq.target - seq.kv_len, budget, self.config.chunk_size)
+        final = seq.kv_len + n == seq.target
+        forks = (seq.req.params.n - 1 if seq.branch is None and seq.target % kv.page_size else 0)
+        free = kv.free_pages()
+        if kv.pages_for(seq, seq.kv_len + n) + (forks if final else 0) > free:
+            # Take what fits now; the rest of the prompt waits for pages.
+            n = min(n, (int(seq.pages.size) + free) * kv.page_size - seq.kv_len)
+            final = seq.kv_len + n == seq.target
+            if final and kv.pages_for(seq, seq.kv_len + n) + forks > free:
+                n -= 1
+                final = False
+            if n <= 0:
+                return 0
+        kv.alloc(seq, seq.kv_len + n)
+        if final and seq.branch is None:
+            kv.reserve_fork_pages(seq)
+        plan.extends.append(Work(seq, seq.kv_len, seq.tokens[seq.kv_len : seq.kv_len + n], final))
+        return n
+
+    # -- admission -----------------------------------------------------------------------------
 
     def _admit(self, step: int, budget: int, plan: StepPlan) -> None:
-        arrived = [r for r in self.waiting if r.arrival_step <= step]
-        hits = {id(r): (self.prefix.hit_length(r) if r.params.n == 1 else 0) for r in arrived}
-        arrived.sort(key=lambda r: (-hits[id(r)], r.arrival_step))
-        blocked: set[bool] = set()  # pools (keyed by "is parallel") whose head request waits
-        for req in arrived:
-            if budget <= 0 or len(self.running) >= self.config.max_running:
+        cfg, kv = self.config, self.kv
+        arrived = [s for s in self.waiting if s.req.arrival_step <= step]
+        if not arrived or budget <= 0 or len(self.running) >= cfg.max_running:
+            return
+        hits = {id(s): kv.peek(s) for s in arrived}
+        arrived.sort(key=lambda s: (s.preemptions == 0, -hits[id(s)], s.req.arrival_step, s.order))
+        ps = kv.page_size
+        # Paged admission: tokens the running sequences are still committed to.
+        prefill_left = sum(s.target - s.kv_len for s in self.running)
+        prefill_left -= sum(len(w.tokens) for w in plan.extends)
+        decode_left = sum(s.remaining_new for s in self.running)
+        for seq in arrived:
+            if budget <= 0 or len(self.running) >= cfg.max_running:
                 return
-            forked = req.params.n > 1
-            if forked in blocked:
+            hit = hits[id(seq)]
+            if seq.preemptions == 0 and kv.radix and self._should_defer(seq, hit):
+                self.deferred += 1
                 continue
-            if not forked:
-                if self._should_defer(req, hits[id(req)]):
-                    self.deferred += 1
-                    continue
-                if not self.prefix.can_admit(req, hits[id(req)]):
-                    # The head waits for memory; admitting smaller requests behind it on the same
-                    # pool could starve it. The other pool is independent and keeps admitting.
-                    blocked.add(forked)
-                    continue
-                item: RadixSeq | ForkGroup = self.prefix.admit(req)
+            if cfg.admission == "contiguous":
+                need = self.reservation(seq)
+                if self.reserved_pages + need > kv.num_pages:
+                    return  # the head waits; admitting smaller ones behind it could starve it
             else:
-                if not self.forks.can_admit(req):
-                    blocked.add(forked)
-                    continue
-                item = self.forks.admit(req)
-            self.waiting.remove(req)
-            self.running.append(item)
-            budget -= self._prefill_chunk(item, budget, plan)
+                left = len(seq.tokens) - hit
+                future = prefill_left + left + cfg.decode_reserve * (decode_left + seq.remaining_new)
+                # Locking the hit takes its pages out of the evictable cache.
+                if ceil_div(int(future), ps) > kv.free_pages() - hit // ps:
+                    return
+            self.waiting.remove(seq)
+            got = kv.admit(seq)
+            if seq.preemptions == 0:  # first admission (a forked branch is never waiting fresh)
+                seq.group.cached_len = got
+            self._order += 1
+            seq.order = self._order
+            if cfg.admission == "contiguous":
+                seq.reserved_pages = self.reservation(seq)
+                self.reserved_pages += seq.reserved_pages
+            self.running.append(seq)
+            n = self._chunk(seq, budget, plan)
+            budget -= n
+            prefill_left += len(seq.tokens) - got - n
+            decode_left += seq.remaining_new
 
-    def _should_defer(self, req: Request, hit: int) -> bool:
-        # Only radix prompts being prefilled now will be published to the tree.
-        for item in self.running:
-            if (isinstance(item, RadixSeq) and item.prefilling
-                    and item.req.namespace == req.namespace):
-                shared = min(common_prefix_len(req.prompt, item.req.prompt), req.prompt.size - 1)
+    def _should_defer(self, seq: Seq, hit: int) -> bool:
+        prompt = seq.req.prompt
+        for other in self.running:
+            if other.prefilling and other.namespace == seq.namespace:
+                shared = min(common_prefix_len(prompt, other.req.prompt), prompt.size - 1)
                 if shared - hit >= self.config.defer_threshold:
                     return True
         return False
 
-    def _prefill_chunk(self, item: RadixSeq | ForkGroup, budget: int, plan: StepPlan) -> int:
-        n = min(item.prompt_len - item.kv_len, budget, self.config.chunk_size)
-        if n <= 0:
-            return 0
-        start = item.kv_len
-        tokens = item.req.prompt[start : start + n]
-        last = start + n == item.prompt_len
-        if isinstance(item, RadixSeq):
-            prefix_slots = item.slots[:start].copy()
-            new = self.prefix.alloc(item, n)
-            plan.works.append(
-                Work(item, "extend", False, tokens, start, new, item.slots.copy(), start + n, last,
-                     prefix_slots)
-            )
-        else:
-            new = self.forks.extend_prompt(item, n)
-            pages = self.forks.pages(item.parent_id, start + n)
-            plan.works.append(Work(item, "extend", True, tokens, start, new, pages, start + n, last))
-        return n
+    # -- leaving -------------------------------------------------------------------------------
 
-    def _radix_decode(self, seq: RadixSeq) -> Work:
-        pos = seq.kv_len
-        prefix_slots = seq.slots[:pos].copy()
-        new = self.prefix.alloc(seq, 1)
-        token = np.array([seq.tokens[pos]], dtype=np.int32)
-        return Work(seq, "decode", False, token, pos, new, seq.slots.copy(), pos + 1, True,
-                    prefix_slots)
+    def _preempt(self, seq: Seq, plan: StepPlan) -> None:
+        """Recompute preemption: drop ``seq``'s work from this step, cache its KV, requeue it."""
+        plan.extends = [w for w in plan.extends if w.seq is not seq]
+        plan.decodes = [w for w in plan.decodes if w.seq is not seq]
+        self.retire(seq)
+        seq.preemptions += 1
+        seq.group.preemptions += 1
+        self.preemptions += 1
+        plan.preempted.append(seq)
+        self.waiting.insert(0, seq)
 
-    def _branch_decode(self, branch: Branch, plan: StepPlan) -> Work:
-        pos = branch.kv_len
-        slot, copies = self.forks.append(branch)
-        plan.copies.extend(copies)
-        token = np.array([branch.tokens[pos]], dtype=np.int32)
-        pages = self.forks.pages(branch.seq_id, pos + 1)
-        return Work(branch, "decode", True, token, pos, slot, pages, pos + 1, True)
+    def add_running(self, seq: Seq) -> None:
+        """A forked branch joins the running set (its parent's admission order)."""
+        self.running.append(seq)
 
-    def retire(self, item: RadixSeq | ForkGroup) -> None:
-        self.running.remove(item)
+    def retire(self, seq: Seq) -> None:
+        """``seq`` finished (or is preempted): release its KV and reservation."""
+        self.running.remove(seq)
+        self.kv.release(seq)
+        self.reserved_pages -= seq.reserved_pages
+        seq.reserved_pages = 0
