@@ -138,7 +138,7 @@ class Engine:
         self._copies = []
         prof = self.config.profile and self.device.type == "cuda"
         with torch.inference_mode():
-            graph = self._graph_for(plan)
+            graph = self._graph_for(plan) if len(copies) <= len(plan.decodes) else None
             if graph is not None:
                 logits, entries, temps, lo, hi, any_t, copies_t = self._pack_graph(plan, copies, graph)
             else:
