@@ -72,7 +72,7 @@ def build_model(name: str, device: torch.device, dtype: torch.dtype, seed: int =
     from radixkv.engine import model as M
 
     c = _fallback_shape(name)
-    if name == "tiny" or device.type == "cpu":
+    if name == "tiny":
         return M.TinyLlama(c, device, dtype)
     gen = torch.Generator(device=device).manual_seed(seed)
 

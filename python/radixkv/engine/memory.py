@@ -57,7 +57,7 @@ class KVManager:
 
     def pages_for(self, seq: Seq, upto: int) -> int:
         """New pages ``seq`` needs so that positions ``< upto`` have one."""
-        return max(0, ceil_div(upto, self.page_size) - int(seq.pages.size))
+        return max(0, ceil_div(upto, self.page_size) - seq.npages)
 
     # -- admission -----------------------------------------------------------------------------
 
@@ -86,7 +86,12 @@ class KVManager:
         need = self.pages_for(seq, upto)
         if need:
             slots = np.asarray(self.cache.alloc(need * self.page_size), np.int32)
-            seq.pages = np.concatenate([seq.pages, slots[:: self.page_size] // self.page_size])
+            seq.add_pages(slots[:: self.page_size] // self.page_size)
+
+    def alloc_pages(self, count: int) -> I32:
+        """``count`` fresh pages (``OutOfSlots`` if even eviction cannot serve them)."""
+        ps = self.page_size
+        return np.asarray(self.cache.alloc(count * ps), np.int32)[::ps] // ps
 
     def slots(self, seq: Seq, start: int, end: int) -> I32:
         pos = np.arange(start, end, dtype=np.int64)
