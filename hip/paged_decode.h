@@ -37,6 +37,10 @@ struct PagedDecodeParams {
   DType dtype;
   int32_t variant;           // tuning builds (-DRADIXKV_DECODE_VARIANTS=1) only: kernel choice
                              // (paged_decode_kernel.cuh, run_any)
+  // FP8 caches (kv_type != kSame): K/V elements are 8-bit floats with per-tensor or per-KV-head
+  // float32 scales on the device (fp8_decode.h); cache strides then count bytes.
+  KVType kv_type = KVType::kSame;
+  KVScales scales;
 };
 
 // Throws rk::Unsupported for a head_dim / page_size / dtype without a compiled kernel, and

@@ -16,7 +16,10 @@
 // served by group/8 blocks per KV head (register budget), each reading the KV once.
 #pragma once
 
+#include <type_traits>
+
 #include "dispatch.h"
+#include "fp8_decode.h"
 #include "paged_decode.h"
 #include "platform.h"
 #include "softmax.h"
@@ -81,7 +84,7 @@ RK_DEVICE void scatter_levels(float (&val)[N], int lane) {
   }
 }
 
-template <typename T, int D, int PS, int GC>
+template <typename T, int D, int PS, int GC, typename KV = T>
 __global__ void __launch_bounds__(kThreads, (Tile<D, GC>::kMinBlocks))
     paged_decode_kernel(const PagedDecodeParams p) {
   using Tl = Tile<D, GC>;
@@ -119,8 +122,8 @@ __global__ void __launch_bounds__(kThreads, (Tile<D, GC>::kMinBlocks))
     }
   };
   const int64_t head_off = static_cast<int64_t>(kvh) * p.kv_stride_head + lane * E;
-  const T* kbase = static_cast<const T*>(p.k_cache) + head_off;
-  const T* vbase = static_cast<const T*>(p.v_cache) + head_off;
+  const KV* kbase = static_cast<const KV*>(p.k_cache) + head_off;  // FP8: fp8_decode.h
+  const KV* vbase = static_cast<const KV*>(p.v_cache) + head_off;
   auto stage_vec = [&](int st, int u, int kv, int v) -> vec16* {
     return &smem[(((st * U + u) * 2 + kv) * V + v) * kThreads + tid];
   };
@@ -136,8 +139,8 @@ __global__ void __launch_bounds__(kThreads, (Tile<D, GC>::kMinBlocks))
             ok ? static_cast<int64_t>(pg[u]) * p.kv_stride_page + (t % PS) * p.kv_stride_slot : 0;
 #pragma unroll
         for (int v = 0; v < V; ++v) {
-          cp_async16(stage_vec(st, u, 0, v), kbase + off + 8 * v, ok);
-          cp_async16(stage_vec(st, u, 1, v), vbase + off + 8 * v, ok);
+          fp8::copy_row8<KV>(stage_vec(st, u, 0, v), kbase + off + 8 * v, ok);
+          fp8::copy_row8<KV>(stage_vec(st, u, 1, v), vbase + off + 8 * v, ok);
         }
       }
     }
@@ -153,7 +156,7 @@ __global__ void __launch_bounds__(kThreads, (Tile<D, GC>::kMinBlocks))
   for (int j = 0; j < S - 1; ++j) issue(j, pgq[j]);
 
   // q of the GC served heads, this lane's E elements, in log2 units.
-  const float qscale = p.sm_scale * kLog2e;
+  const float qscale = p.sm_scale * kLog2e * fp8::k_factor<KV>(p, kvh);
   float qv[GC][E];
 #pragma unroll
   for (int g = 0; g < GC; ++g) {
@@ -183,7 +186,7 @@ __global__ void __launch_bounds__(kThreads, (Tile<D, GC>::kMinBlocks))
     for (int u = 0; u < U; ++u) {
       float kf[E];
 #pragma unroll
-      for (int v = 0; v < V; ++v) unpack8<T>(*stage_vec(st, u, 0, v), &kf[8 * v]);
+      for (int v = 0; v < V; ++v) fp8::unpack_row8<T, KV>(*stage_vec(st, u, 0, v), &kf[8 * v]);
 #pragma unroll
       for (int g = 0; g < GC; ++g) {
         float a = 0.f;
@@ -276,7 +279,7 @@ __global__ void __launch_bounds__(kThreads, (Tile<D, GC>::kMinBlocks))
     for (int u = 0; u < U; ++u) {
       float vf[E];
 #pragma unroll
-      for (int v = 0; v < V; ++v) unpack8<T>(*stage_vec(st, u, 1, v), &vf[8 * v]);
+      for (int v = 0; v < V; ++v) fp8::unpack_row8<T, KV>(*stage_vec(st, u, 1, v), &vf[8 * v]);
 #pragma unroll
       for (int g = 0; g < GC; ++g)
 #pragma unroll
@@ -334,7 +337,7 @@ __global__ void __launch_bounds__(kThreads, (Tile<D, GC>::kMinBlocks))
     float o = 0.f;
 #pragma unroll
     for (int r = 0; r < RG; ++r) o = fmaf(sm_o[r][g][d], sm_w[r][g], o);
-    o *= finalize_scale(sm_L[g]);
+    o *= finalize_scale(sm_L[g]) * fp8::v_factor<KV>(p, kvh);
     const int h = h0 + g;
     if (p.num_splits == 1) {
       static_cast<T*>(p.out)[(static_cast<int64_t>(b) * p.num_q_heads + h) * D + d] =
@@ -386,12 +389,12 @@ __global__ void __launch_bounds__(D) combine_kernel(const PagedDecodeParams p) {
   static_cast<T*>(p.out)[row0 * D + d] = Convert<T>::from_float(o * finalize_scale(L));
 }
 
-template <typename T, int D, int PS, int GC>
+template <typename T, int D, int PS, int GC, typename KV = T>
 void run(const PagedDecodeParams& p, Stream stream) {
   const stream_t s = static_cast<stream_t>(stream);
   const int chunks = (p.num_q_heads / p.num_kv_heads) / GC;
   const dim3 grid(p.num_splits, p.batch, p.num_kv_heads * chunks);
-  paged_decode_kernel<T, D, PS, GC><<<grid, kThreads, 0, s>>>(p);
+  paged_decode_kernel<T, D, PS, GC, KV><<<grid, kThreads, 0, s>>>(p);
   error_t e = last_error();
   if (e == kSuccess && p.num_splits > 1) {
     combine_kernel<T, D><<<dim3(p.batch, p.num_q_heads), D, 0, s>>>(p);
@@ -401,9 +404,9 @@ void run(const PagedDecodeParams& p, Stream stream) {
 }
 
 // The CUDA-core kernel for any GQA group: query heads in chunks of 8, 4, 2 or 1.
-template <typename T, int D, int PS>
+template <typename T, int D, int PS, typename KV = T>
 void run_cuda_cores(const PagedDecodeParams& p, Stream stream) {
-  RK_DISPATCH_HEAD_CHUNK(p.num_q_heads / p.num_kv_heads, GC, [&] { run<T, D, PS, GC>(p, stream); });
+  RK_DISPATCH_HEAD_CHUNK(p.num_q_heads / p.num_kv_heads, GC, [&] { run<T, D, PS, GC, KV>(p, stream); });
 }
 
 #if RK_AMD
@@ -435,7 +438,30 @@ inline bool device_has_mfma() {
 // decode_mma::Probe (empty, dependent chain, no fused merge, per-block time line), 10 = the 16-row
 // form for every GQA group (the default runs groups <= 8 in the narrow form).
 template <typename T, int D, int PS>
+void run_same(const PagedDecodeParams& p, Stream stream);
+
+// FP8 caches (KV != T): the default kernels; tuning builds add variant 3 (the CUDA-core kernel).
+template <typename T, int D, int PS, typename KV = T>
 void run_any(const PagedDecodeParams& p, Stream stream) {
+  if constexpr (!std::is_same<T, KV>::value) {
+#if RK_NVIDIA
+#if RADIXKV_DECODE_VARIANTS
+    if (p.variant == 3) return run_cuda_cores<T, D, PS, KV>(p, stream);
+#endif
+    return decode_mma::launch_auto<T, D, PS, false, true, decode_mma::kProbeNone, true, KV>(p, stream);
+#else
+    if (device_has_mfma())
+      return decode_mma::launch_auto<T, D, PS, false, true, decode_mma::kProbeNone, true, KV>(p, stream);
+    return run_cuda_cores<T, D, PS, KV>(p, stream);
+#endif
+  } else {
+    run_same<T, D, PS>(p, stream);
+  }
+}
+
+// The kernels for 16-bit caches (see above).
+template <typename T, int D, int PS>
+void run_same(const PagedDecodeParams& p, Stream stream) {
 #if RK_NVIDIA
 #if RADIXKV_DECODE_VARIANTS
   using namespace decode_mma;
@@ -463,5 +489,9 @@ void run_any(const PagedDecodeParams& p, Stream stream) {
 // Body of launch_paged_decode_d<D>: dispatch dtype and page size for one head_dim.
 #define RK_PAGED_DECODE_FOR_HEAD_DIM(DIM, p, stream)                                      \
   RK_DISPATCH_DTYPE((p).dtype, T, [&] {                                                   \
-    RK_DISPATCH_PAGE_SIZE((p).page_size, PS, [&] { ::rk::decode::run_any<T, DIM, PS>((p), (stream)); }); \
+    RK_DISPATCH_KV((p).kv_type, T, KV, [&] {                                              \
+      RK_DISPATCH_PAGE_SIZE((p).page_size, PS, [&] {                                      \
+        ::rk::decode::run_any<T, DIM, PS, KV>((p), (stream));                             \
+      });                                                                                 \
+    });                                                                                   \
   })

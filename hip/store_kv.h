@@ -16,6 +16,12 @@ struct StoreKVParams {
   int64_t cache_stride_page, cache_stride_slot, cache_stride_head;  // elements (k and v caches)
   int64_t num_pages;
   int32_t num_tokens, num_heads, head_dim, page_size;
+
+  // FP8 caches (kv_type != kSame): k / v are 16-bit floats of type `dtype`, quantised on the way
+  // in as value / scale (round to nearest even, saturating); the cache strides count bytes.
+  KVType kv_type = KVType::kSame;
+  DType dtype = DType::kF16;
+  KVScales scales;
 };
 
 // head_dim must be a multiple of 8 (16-byte rows) and every stride a multiple of 8 elements; the

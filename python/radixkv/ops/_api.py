@@ -18,9 +18,10 @@ from typing import Any, NoReturn, Optional
 import torch
 
 from radixkv import InvalidArgument
-from radixkv.ops import reference
+from radixkv.ops import _fp8, reference
 
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
+SUPPORTED_KV_DTYPES = SUPPORTED_DTYPES + reference.FP8_DTYPES  # caches; q and new K/V: 16-bit
 SUPPORTED_HEAD_DIMS = (64, 128, 256)
 SUPPORTED_PAGE_SIZES = (1, 16, 64)
 _LAYOUT_CODE = {"bshd": 0, "bhsd": 1}
@@ -91,8 +92,9 @@ def _check_caches(k_cache: torch.Tensor, v_cache: torch.Tensor, layout: str) -> 
             _fail(f"{name} must be a torch.Tensor, got {type(c).__name__}")
         if c.dim() != 4:
             _fail(f"{name} must be 4-D ({layout}), got shape {tuple(c.shape)}")
-        if c.dtype not in SUPPORTED_DTYPES + (torch.float32,):
-            _fail(f"unsupported {name} dtype: {c.dtype} (supported: float16, bfloat16)")
+        if c.dtype not in SUPPORTED_KV_DTYPES + (torch.float32,):
+            _fail(f"unsupported {name} dtype: {c.dtype} (supported: float16, bfloat16, "
+                  "float8_e4m3fn, float8_e5m2)")
         if c.stride(-1) != 1:
             _fail(f"{name} must have a contiguous last (head_dim) axis, got strides {c.stride()}")
     if k_cache.shape != v_cache.shape or k_cache.dtype != v_cache.dtype:
@@ -200,7 +202,10 @@ def _check_query(
     rows, h_q, qdim = q.shape
     if qdim != dim:
         _fail(f"q head_dim {qdim} differs from the cache's {dim}")
-    if q.dtype != k_cache.dtype:
+    if _fp8.is_fp8(k_cache.dtype):
+        if q.dtype not in SUPPORTED_DTYPES + (torch.float32,):
+            _fail(f"q dtype {q.dtype} with an FP8 cache (supported: float16, bfloat16)")
+    elif q.dtype != k_cache.dtype:
         _fail(f"q dtype {q.dtype} differs from the cache's {k_cache.dtype}")
     if q.device != k_cache.device:
         _fail(f"q is on {q.device} but the caches are on {k_cache.device}")
@@ -390,20 +395,30 @@ def store_kv(
     slots: torch.Tensor,
     *,
     layout: str = "bshd",
+    k_scale: Optional[torch.Tensor] = None,
+    v_scale: Optional[torch.Tensor] = None,
 ) -> None:
     """Write new tokens' keys and values into their slots, in place.
 
     k_cache, v_cache: ``[num_pages, page_size, H_kv, D]`` (bshd) or ``[num_pages, H_kv, page_size,
-    D]`` (bhsd); float16 or bfloat16. k, v: ``[N, H_kv, D]``, same dtype (any row strides, last axis
+    D]`` (bhsd); float16, bfloat16, or FP8 (float8_e4m3fn / float8_e5m2). k, v: ``[N, H_kv, D]``,
+    the cache's dtype, or float16/bfloat16 for an FP8 cache (any row strides, last axis
     contiguous). slots: int32 ``[N]``; slot s is page ``s // page_size``, offset ``s % page_size``;
-    a negative slot skips its token.
+    a negative slot skips its token. ``k_scale`` / ``v_scale`` (FP8 caches only, required there):
+    float32 ``[]`` or ``[H_kv]`` on the caches' device; the cache stores ``value / scale`` rounded
+    to nearest even and saturated (e4m3: +-448, e5m2: +-57344). Values are checked on the host
+    only for CPU scales or with ``RADIXKV_OPS_CHECK=1``; otherwise a non-finite or non-positive
+    scale stores NaN codes.
     """
     code = _check_layout(layout)
     num_pages, page_size, heads, dim = _check_caches(k_cache, v_cache, layout)
+    fp8 = _fp8.is_fp8(k_cache.dtype)
     for name, t in (("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor) or t.dim() != 3 or tuple(t.shape[1:]) != (heads, dim):
             _fail(f"{name} must be [N, {heads}, {dim}], got {tuple(getattr(t, 'shape', ()))}")
-        if t.dtype != k_cache.dtype:
+        if fp8 and t.dtype not in SUPPORTED_DTYPES + (torch.float32,):
+            _fail(f"{name} dtype {t.dtype} for an FP8 cache (supported: float16, bfloat16)")
+        if not fp8 and t.dtype != k_cache.dtype:
             _fail(f"{name} dtype {t.dtype} differs from the cache's {k_cache.dtype}")
         if t.device != k_cache.device:
             _fail(f"{name} is on {t.device} but the caches are on {k_cache.device}")
@@ -414,17 +429,25 @@ def store_kv(
     _check_index("slots", slots, 1, k_cache.device)
     if slots.numel() != k.shape[0]:
         _fail(f"slots has {slots.numel()} entries for {k.shape[0]} tokens")
-    if os.environ.get("RADIXKV_OPS_CHECK") == "1" and slots.numel():
+    if k.dtype != v.dtype:
+        _fail(f"k and v dtypes differ: {k.dtype} vs {v.dtype}")
+    checked = os.environ.get("RADIXKV_OPS_CHECK") == "1"
+    _fp8.check_scales(k_cache, heads, k_scale, v_scale, checked)
+    if checked and slots.numel():
         if int(slots.max()) >= num_pages * page_size:
             _fail(f"slot {int(slots.max())} out of range (pool has {num_pages * page_size} slots)")
     if backend(k_cache.device) == "reference":
-        reference.store_kv(k_cache, v_cache, k, v, slots, layout)
+        reference.store_kv(k_cache, v_cache, k, v, slots, layout, k_scale, v_scale)
         return
-    if k_cache.dtype not in SUPPORTED_DTYPES:
-        _fail(f"unsupported dtype for the GPU kernels: {k_cache.dtype} (supported: float16, bfloat16)")
+    if k_cache.dtype not in SUPPORTED_KV_DTYPES or k.dtype not in SUPPORTED_DTYPES:
+        _fail(f"unsupported dtype for the GPU kernels: cache {k_cache.dtype}, k/v {k.dtype} "
+              "(supported: float16, bfloat16 caches; FP8 caches from float16/bfloat16 K/V)")
     if dim % 8 != 0:
         _fail(f"unsupported head_dim for store_kv: {dim} (supported: multiples of 8)")
-    _call(torch.ops.radixkv.store_kv, k_cache, v_cache, k, v, slots, code)
+    if fp8:
+        _call(torch.ops.radixkv.store_kv, k_cache, v_cache, k, v, slots, code, k_scale, v_scale)
+    else:
+        _call(torch.ops.radixkv.store_kv, k_cache, v_cache, k, v, slots, code)
 
 
 def copy_blocks(k_cache: torch.Tensor, v_cache: torch.Tensor, pairs: torch.Tensor) -> None:
@@ -471,6 +494,8 @@ def paged_decode(
     workspace: Optional[torch.Tensor] = None,
     counters: Optional[torch.Tensor] = None,
     num_splits: Optional[int] = None,
+    k_scale: Optional[torch.Tensor] = None,
+    v_scale: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
     """Decode attention: one query token per request over its paged KV context.
 
@@ -483,7 +508,9 @@ def paged_decode(
     least :func:`decode_counter_words` elements; a per-device cached buffer by default). Calls
     that may run at the same time on different streams need their own ``workspace`` and
     ``counters``. ``num_splits`` overrides the automatic partition count (see :func:`decode_plan`).
-    A request with kv_len 0 yields zeros.
+    A request with kv_len 0 yields zeros. FP8 caches (float8_e4m3fn / float8_e5m2) with a
+    float16/bfloat16 q take ``k_scale`` / ``v_scale`` as in :func:`store_kv` and are dequantised
+    in the kernel (half the bytes read per token).
     """
     code = _check_layout(layout)
     num_pages, page_size, h_kv, dim = _check_caches(k_cache, v_cache, layout)
@@ -494,10 +521,12 @@ def paged_decode(
         _host_check_pages(num_pages, page_size, kv_indptr, kv_indices, kv_lens, block_tables)
     if out is not None and (out.shape != q.shape or out.dtype != q.dtype or out.device != q.device):
         _fail(f"out must be {tuple(q.shape)} {q.dtype} on {q.device}")
+    _fp8.check_scales(k_cache, h_kv, k_scale, v_scale, os.environ.get("RADIXKV_OPS_CHECK") == "1")
     scale = _scale(sm_scale, dim)
     if backend(q.device) == "reference":
         res = reference.paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_lens, scale,
-                                     block_tables=block_tables, layout=layout)
+                                     block_tables=block_tables, layout=layout,
+                                     k_scale=k_scale, v_scale=v_scale)
         if out is None:
             return res
         out.copy_(res)
@@ -524,9 +553,14 @@ def paged_decode(
                   splits * batch * h_q * (dim + 2) if splits > 1 else 1, torch.float32, workspace)
     cnt = _scratch(_counter_bufs, "counters", q.device, decode_counter_words(batch, h_q, h_kv),
                    torch.int32, counters, zero=True)
-    _call(torch.ops.radixkv.paged_decode,
-          q.contiguous(), k_cache, v_cache, kv_indptr, table, kv_lens, out, ws, cnt, scale, code,
-          splits)
+    if _fp8.is_fp8(k_cache.dtype):
+        _call(torch.ops.radixkv.paged_decode,
+              q.contiguous(), k_cache, v_cache, kv_indptr, table, kv_lens, out, ws, cnt, scale, code,
+              splits, k_scale, v_scale)
+    else:
+        _call(torch.ops.radixkv.paged_decode,
+              q.contiguous(), k_cache, v_cache, kv_indptr, table, kv_lens, out, ws, cnt, scale, code,
+              splits)
     return out
 
 
@@ -545,6 +579,8 @@ def extend_attention(
     out: Optional[torch.Tensor] = None,
     max_q_len: Optional[int] = None,
     check: Optional[bool] = None,
+    k_scale: Optional[torch.Tensor] = None,
+    v_scale: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
     """Prefix-prefill ("extend") attention over paged KV with the shifted causal mask.
 
@@ -557,7 +593,9 @@ def extend_attention(
     metadata naming the request (a request with more queries than keys, a ``qo_indptr`` that
     decreases or does not end at ``N_q``, pages out of range); default ``RADIXKV_OPS_CHECK=1``.
     It synchronises, so leave it off inside CUDA-graph capture. Unchecked, a request with more
-    queries than keys gets NaN rows, never garbage.
+    queries than keys gets NaN rows, never garbage. FP8 caches take ``k_scale`` / ``v_scale`` as
+    in :func:`store_kv` (``check`` also checks their values); on a GPU the pages the table names
+    are dequantised to q's dtype first (``_fp8.dequantized_pages``) and the 16-bit kernel runs.
     """
     if sm_scale is not None and not float(sm_scale) > 0.0:
         _fail(f"sm_scale must be > 0, got {sm_scale!r}")
@@ -572,7 +610,9 @@ def extend_attention(
         _fail("qo_indptr must have at least one entry")
     _check_pages("extend_attention", batch, kv_indptr, kv_indices, kv_lens, block_tables, q.device)
     assert kv_lens is not None
-    if os.environ.get("RADIXKV_OPS_CHECK") == "1" if check is None else bool(check):
+    checked = os.environ.get("RADIXKV_OPS_CHECK") == "1" if check is None else bool(check)
+    _fp8.check_scales(k_cache, h_kv, k_scale, v_scale, checked)
+    if checked:
         _host_check_pages(num_pages, page_size, kv_indptr, kv_indices, kv_lens, block_tables)
         check_extend_metadata(qo_indptr, kv_lens, n_q, max_q_len)
     if out is not None and (out.shape != q.shape or out.dtype != q.dtype or out.device != q.device):
@@ -582,7 +622,8 @@ def extend_attention(
         if q.device.type == "cuda" and backend(q.device) == "extension":
             _warn_reference("radixkv.ops: extend_attention kernel not built; using the reference")
         res = reference.extend_attention(q, k_cache, v_cache, qo_indptr, kv_indptr, kv_indices,
-                                         kv_lens, scale, block_tables=block_tables, layout=layout)
+                                         kv_lens, scale, block_tables=block_tables, layout=layout,
+                                         k_scale=k_scale, v_scale=v_scale)
         if out is None:
             return res
         out.copy_(res)
@@ -591,6 +632,11 @@ def extend_attention(
     if out is None:
         out = torch.empty_like(q, memory_format=torch.contiguous_format)
     table = block_tables if block_tables is not None else kv_indices
+    assert table is not None
+    if _fp8.is_fp8(k_cache.dtype):
+        assert k_scale is not None and v_scale is not None
+        k_cache, v_cache, table = _fp8.dequantized_pages(k_cache, v_cache, k_scale, v_scale, table,
+                                                         layout, q.dtype)
     bound = n_q if max_q_len is None else int(max_q_len)
     _call(torch.ops.radixkv.extend_attention,
           q.contiguous(), k_cache, v_cache, qo_indptr, kv_indptr, table, kv_lens, out, scale, code, bound)

@@ -9,6 +9,11 @@ are ``[num_pages, H_kv, page_size, D]``; ``page_size`` is read from the shape. P
 given either in CSR form (``kv_indptr`` ``[B+1]``, ``kv_indices`` ``[nnz_pages]``) or as a block table
 (``block_tables`` ``[B, max_blocks]``); ``kv_lens[b]`` counts valid tokens, so the last page of
 request b holds ``(kv_lens[b] - 1) % page_size + 1`` of them.
+
+FP8 caches (``torch.float8_e4m3fn`` / ``torch.float8_e5m2``) come with ``k_scale`` / ``v_scale``:
+float32 tensors of shape ``[]`` (per tensor) or ``[H_kv]`` (per KV head), stored value x scale =
+real value. :func:`store_kv` quantises ``value / scale`` (round to nearest even, saturating to the
+format's largest finite value); the attention ops dequantise the gathered rows in float32.
 """
 
 from __future__ import annotations
@@ -20,13 +25,20 @@ import torch
 
 LAYOUTS = ("bshd", "bhsd")
 
+FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
+FP8_MAX = {torch.float8_e4m3fn: 448.0, torch.float8_e5m2: 57344.0}
+
 __all__ = [
+    "FP8_DTYPES",
+    "FP8_MAX",
     "LAYOUTS",
     "cache_dims",
+    "dequantize",
     "copy_blocks",
     "extend_attention",
     "gather_kv",
     "paged_decode",
+    "quantize",
     "request_pages",
     "store_kv",
 ]
@@ -44,8 +56,29 @@ def cache_dims(cache: torch.Tensor, layout: str = "bshd") -> tuple[int, int, int
 
 
 def _token_view(cache: torch.Tensor, layout: str) -> torch.Tensor:
-    """View of the cache as ``[num_pages, page_size, H_kv, D]`` (bhsd is permuted, not copied)."""
+    """View of the cache as ``[num_pages, page_size, H_kv, D]`` (bhsd is permuted, not copied).
+    FP8 caches are viewed as uint8 (indexing is defined for every integer type)."""
+    if cache.dtype in FP8_DTYPES:
+        cache = cache.view(torch.uint8)
     return cache if layout == "bshd" else cache.permute(0, 2, 1, 3)
+
+
+def _head_scale(scale: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A ``[]`` or ``[H_kv]`` scale as float32 broadcasting over ``[..., H_kv, D]``."""
+    s = scale.to(device, torch.float32)
+    return s if s.dim() == 0 else s.reshape(-1, 1)
+
+
+def quantize(x: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``x`` ``[..., H_kv, D]`` -> FP8 ``dtype``: ``x / scale`` in float32, saturated, rounded to
+    nearest even (what store_kv writes)."""
+    lim = FP8_MAX[dtype]
+    return (x.float() / _head_scale(scale, x.device)).clamp(-lim, lim).to(dtype)
+
+
+def dequantize(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """FP8 ``x`` ``[..., H_kv, D]`` -> float32 real values (``x * scale``)."""
+    return x.float() * _head_scale(scale, x.device)
 
 
 def request_pages(
@@ -70,15 +103,21 @@ def request_pages(
 
 
 def gather_kv(
-    cache: torch.Tensor, pages: torch.Tensor, kv_len: int, layout: str = "bshd"
+    cache: torch.Tensor, pages: torch.Tensor, kv_len: int, layout: str = "bshd",
+    scale: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
-    """Rows of one request in token order: ``[kv_len, H_kv, D]`` (float32)."""
+    """Rows of one request in token order: ``[kv_len, H_kv, D]`` (float32; FP8 caches
+    dequantised with ``scale``)."""
     _, page_size, heads, dim = cache_dims(cache, layout)
     tok = _token_view(cache, layout)
     pos = torch.arange(kv_len, dtype=torch.int64, device=cache.device)
     page = pages.to(cache.device)[pos // page_size] if kv_len else pos
-    rows = tok[page, pos % page_size]
-    return rows.reshape(kv_len, heads, dim).float()
+    rows = tok[page, pos % page_size].reshape(kv_len, heads, dim)
+    if cache.dtype in FP8_DTYPES:
+        if scale is None:
+            raise ValueError(f"an FP8 cache ({cache.dtype}) needs its scale")
+        return dequantize(rows.view(cache.dtype), scale)
+    return rows.float()
 
 
 def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float,
@@ -112,17 +151,27 @@ def store_kv(
     v: torch.Tensor,
     slots: torch.Tensor,
     layout: str = "bshd",
+    k_scale: Optional[torch.Tensor] = None,
+    v_scale: Optional[torch.Tensor] = None,
 ) -> None:
     """Write ``k``/``v`` ``[N, H_kv, D]`` into slots ``slots`` ``[N]`` (in place).
 
     Slot s is page ``s // page_size``, offset ``s % page_size``. A negative slot skips its token
-    (padding, as in vLLM's slot_mapping).
+    (padding, as in vLLM's slot_mapping). FP8 caches store :func:`quantize` of the values.
     """
     _, page_size, _, _ = cache_dims(k_cache, layout)
     s = slots.to(k_cache.device, torch.int64)
     keep = s >= 0
     s = s[keep]
     page, off = s // page_size, s % page_size
+    if k_cache.dtype in FP8_DTYPES:
+        if k_scale is None or v_scale is None:
+            raise ValueError(f"an FP8 cache ({k_cache.dtype}) needs k_scale and v_scale")
+        kq = quantize(k[keep], k_scale, k_cache.dtype).view(torch.uint8)
+        vq = quantize(v[keep], v_scale, v_cache.dtype).view(torch.uint8)
+        _token_view(k_cache, layout)[page, off] = kq
+        _token_view(v_cache, layout)[page, off] = vq
+        return
     _token_view(k_cache, layout)[page, off] = k[keep].to(k_cache.dtype)
     _token_view(v_cache, layout)[page, off] = v[keep].to(v_cache.dtype)
 
@@ -150,6 +199,8 @@ def paged_decode(
     *,
     block_tables: Optional[torch.Tensor] = None,
     layout: str = "bshd",
+    k_scale: Optional[torch.Tensor] = None,
+    v_scale: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
     """One query per request over its paged context. q ``[B, H_q, D]`` -> ``[B, H_q, D]`` (q.dtype).
 
@@ -158,7 +209,8 @@ def paged_decode(
     """
     qo_indptr = torch.arange(q.shape[0] + 1, dtype=torch.int32)
     return extend_attention(q, k_cache, v_cache, qo_indptr, kv_indptr, kv_indices, kv_lens,
-                            sm_scale, block_tables=block_tables, layout=layout)
+                            sm_scale, block_tables=block_tables, layout=layout,
+                            k_scale=k_scale, v_scale=v_scale)
 
 
 def extend_attention(
@@ -173,6 +225,8 @@ def extend_attention(
     *,
     block_tables: Optional[torch.Tensor] = None,
     layout: str = "bshd",
+    k_scale: Optional[torch.Tensor] = None,
+    v_scale: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
     """Prefix-prefill attention. q ``[N_q, H_q, D]`` -> ``[N_q, H_q, D]`` (q.dtype).
 
@@ -192,8 +246,8 @@ def extend_attention(
         if n_q == 0:
             continue
         pages = request_pages(b, n_k, page_size, kv_indptr, kv_indices, block_tables)
-        k = gather_kv(k_cache, pages, n_k, layout)
-        v = gather_kv(v_cache, pages, n_k, layout)
+        k = gather_kv(k_cache, pages, n_k, layout, k_scale)
+        v = gather_kv(v_cache, pages, n_k, layout, v_scale)
         i = torch.arange(n_q, device=q.device).unsqueeze(1)
         j = torch.arange(n_k, device=q.device).unsqueeze(0)
         mask = j <= i + (n_k - n_q)
