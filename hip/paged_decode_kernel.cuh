@@ -20,6 +20,7 @@
 
 #include "dispatch.h"
 #include "fp8_decode.h"
+#include "guard.h"
 #include "paged_decode.h"
 #include "platform.h"
 #include "softmax.h"
@@ -108,6 +109,7 @@ __global__ void __launch_bounds__(kThreads, (Tile<D, GC>::kMinBlocks))
   const int end = min(len, begin + per_split);
   const int nsteps = end > begin ? (end - begin + STEP - 1) / STEP : 0;
 
+  bool bad_page = false;  // a row that exists has a page index outside the pool (guard.h)
   // Page of each row this thread copies in step i (-1: no row: past the end or a bad index).
   auto lookup = [&](int i, int (&pg)[U]) {
 #pragma unroll
@@ -116,7 +118,10 @@ __global__ void __launch_bounds__(kThreads, (Tile<D, GC>::kMinBlocks))
       int page = -1;
       if (i < nsteps && t < end) {
         page = pages[t / PS];
-        if (page < 0 || page >= p.num_pages) page = -1;
+        if (!guard::page_ok(page, p.num_pages)) {
+          bad_page = true;
+          page = -1;
+        }
       }
       pg[u] = page;
     }
@@ -293,6 +298,8 @@ __global__ void __launch_bounds__(kThreads, (Tile<D, GC>::kMinBlocks))
     lookup(i + S + 1, pgq[S]);
   }
   cp_async_wait<0>();
+  if (bad_page) guard::report(p.status, guard::kPagedDecode, guard::kPageRange);
+  guard::ran(p.status, guard::kRanCudaCore);
   __syncthreads();  // the staging buffer is reused below
 
 // Merge the row groups' states.
@@ -437,12 +444,20 @@ inline bool device_has_mfma() {
 // split-major grid order of runs s2-1/2 (decode_kernel's kHeadsFast), 6-9 = the probes of
 // decode_mma::Probe (empty, dependent chain, no fused merge, per-block time line), 10 = the 16-row
 // form for every GQA group (the default runs groups <= 8 in the narrow form).
+// p.kernel (radixkv.ops.paged_decode's `kernel=`) overrides the default: 2 runs the CUDA-core
+// kernel anywhere it is built (so NVIDIA executes the code gfx906 runs), 1 the matrix units.
 template <typename T, int D, int PS>
 void run_same(const PagedDecodeParams& p, Stream stream);
 
 // FP8 caches (KV != T): the default kernels; tuning builds add variant 3 (the CUDA-core kernel).
 template <typename T, int D, int PS, typename KV = T>
 void run_any(const PagedDecodeParams& p, Stream stream) {
+  if (p.kernel == 2) return run_cuda_cores<T, D, PS, KV>(p, stream);
+#if RK_AMD
+  if (p.kernel == 1 && !device_has_mfma())
+    throw Unsupported("radixkv: unsupported kernel for paged_decode: this GPU has no matrix units "
+                      "(supported: 'auto', 'cuda_core')");
+#endif
   if constexpr (!std::is_same<T, KV>::value) {
 #if RK_NVIDIA
 #if RADIXKV_DECODE_VARIANTS

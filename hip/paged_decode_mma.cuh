@@ -23,6 +23,7 @@
 
 #include "dispatch.h"
 #include "fp8_decode.h"
+#include "guard.h"
 #include "mma.h"
 #include "paged_decode.h"
 #include "platform.h"
@@ -30,9 +31,9 @@
 
 namespace rk {
 
-// Where one request's pages are, for both decode kernels: its CSR slice (kv_indptr) or its
-// block-table row, and `len`, its kv_lens clamped to what those pages hold (tokens beyond are
-// never read).
+// Where one request's pages are, for both decode kernels: its CSR slice (kv_indptr, clamped to
+// kv_indices) or its block-table row, and `len`, its kv_lens clamped to what those pages hold
+// (tokens beyond are never read). Bad metadata is recorded (guard.h) by thread 0 of each block.
 struct RequestPages {
   const int32_t* pages;
   int len;
@@ -41,15 +42,17 @@ template <int PS>
 RK_DEVICE RequestPages request_pages(const PagedDecodeParams& p, int b) {
   RequestPages r;
   int npages;
+  uint32_t checks = 0;
   if (p.kv_indptr != nullptr) {
-    const int s0 = p.kv_indptr[b];
-    r.pages = p.page_table + s0;
-    npages = p.kv_indptr[b + 1] - s0;
+    const guard::Row row = guard::csr_row(p.kv_indptr, b, p.table_len, checks);
+    r.pages = p.page_table + row.begin;
+    npages = row.count;
   } else {
     r.pages = p.page_table + static_cast<int64_t>(b) * p.table_stride;
     npages = p.table_cols;
   }
-  r.len = max(0, min(p.kv_lens[b], max(npages, 0) * PS));
+  r.len = guard::clamp_len(p.kv_lens[b], npages, PS, checks);
+  if (threadIdx.x == 0) guard::report(p.status, guard::kPagedDecode, checks);
   return r;
 }
 
@@ -65,6 +68,8 @@ constexpr int kMaxSplits = 256;  // torch_ops.cpp rejects more
 // issued S tiles before its copies.
 template <int S>
 constexpr int kLookAhead = S;
+// Page-table slot of a key past the partition (never copied; not a fault, unlike a bad entry).
+constexpr int kNoKey = -0x7fffffff - 1;
 
 // Blocks per (split, request, KV head): the GQA group in chunks of kRows query heads.
 RK_HOST_DEVICE int head_chunks(const PagedDecodeParams& p) {
@@ -239,7 +244,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
 #pragma unroll
     for (int s = 0; s < IDX; ++s) {
       const int t = tile_start(i) + s * kWarpSize + key_lane;
-      raw[s] = (i < n_my && t < end) ? __ldg(pages + t / PS) : -1;
+      raw[s] = (i < n_my && t < end) ? __ldg(pages + t / PS) : kNoKey;
     }
   };
 
@@ -256,12 +261,14 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
 
   // Start the copies of tile i into stage i % S (nothing past this warp's tiles); always commits a
   // group. Returns the tile's valid-key mask (bit k: key k exists and its page index is in range).
+  bool bad_page = false;  // a key that exists has a page index outside the pool (guard.h)
   auto issue = [&](int i, const int (&raw)[IDX]) -> Mask {
     int pg[IDX];
     Mask mask = 0;
 #pragma unroll
     for (int s = 0; s < IDX; ++s) {
       pg[s] = (raw[s] >= 0 && raw[s] < p.num_pages) ? raw[s] : -1;
+      bad_page |= pg[s] < 0 && raw[s] != kNoKey;
       mask |= static_cast<Mask>(warp_ballot(pg[s] >= 0)) << (s * kWarpSize);
     }
     mask &= kFull;
@@ -532,6 +539,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
     warp_sync();  // stage i % S is refilled by the next iteration's copies
   }
   cp_async_wait<0>();
+  if (bad_page) guard::report(p.status, guard::kPagedDecode, guard::kPageRange);
+  guard::ran(p.status, kNarrow ? guard::kRanMmaNarrow : guard::kRanMma);
 #pragma unroll
   for (int s = 0; s < SL; ++s) l[s] = mma::row_sum(l[s]);
 #if defined(RADIXKV_MMA_NV)

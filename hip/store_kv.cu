@@ -3,6 +3,7 @@
 // Thread i copies chunk i % (D/8) of row i / (D/8), rows ordered (token, head), so neighbouring
 // threads write neighbouring bytes of one row. Element type does not matter (a 16-bit copy).
 #include "dispatch.h"
+#include "guard.h"
 #include "platform.h"
 #include "store_kv.h"
 
@@ -21,7 +22,11 @@ __global__ void __launch_bounds__(kThreads) store_kv_kernel(const StoreKVParams 
     const int h = static_cast<int>(row % p.num_heads);
     const int n = static_cast<int>(row / p.num_heads);
     const int64_t slot = p.slots[n];
-    if (slot < 0 || slot >= p.num_pages * p.page_size) continue;
+    if (slot < 0 || slot >= p.num_pages * p.page_size) {
+      // Negative: padding, skipped by design. Past the pool: a fault (one report per token).
+      if (slot >= 0 && h == 0 && c == 0) guard::report(p.status, guard::kStoreKV, guard::kSlotRange);
+      continue;
+    }
     const int64_t dst = (slot / p.page_size) * p.cache_stride_page +
                         (slot % p.page_size) * p.cache_stride_slot + h * p.cache_stride_head + 8 * c;
     const uint16_t* k = static_cast<const uint16_t*>(p.k) + n * p.k_stride_n + h * p.k_stride_h + 8 * c;
@@ -45,7 +50,10 @@ __global__ void __launch_bounds__(kThreads) store_kv_fp8_kernel(const StoreKVPar
     const int h = static_cast<int>(row % p.num_heads);
     const int n = static_cast<int>(row / p.num_heads);
     const int64_t slot = p.slots[n];
-    if (slot < 0 || slot >= p.num_pages * p.page_size) continue;
+    if (slot < 0 || slot >= p.num_pages * p.page_size) {
+      if (slot >= 0 && h == 0 && c == 0) guard::report(p.status, guard::kStoreKV, guard::kSlotRange);
+      continue;
+    }
     const int64_t dst = (slot / p.page_size) * p.cache_stride_page +
                         (slot % p.page_size) * p.cache_stride_slot + h * p.cache_stride_head + 8 * c;
     const float ks = fp8_checked_scale(p.scales.k[h * p.scales.stride]);

@@ -9,6 +9,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
+#include <cmath>
 #include <cstdlib>
 
 #include "copy_blocks.h"
@@ -111,6 +112,14 @@ rk::KVScales kv_scales(const Tensor& cache, int64_t heads, const std::optional<T
   return s;
 }
 
+// The status word (guard.h): int32 [>= 2] on the caches' device, written by atomicOr.
+uint32_t* status_ptr(const Tensor& status, const Tensor& like) {
+  check_gpu(status, "status", like);
+  TORCH_CHECK_VALUE(status.scalar_type() == at::kInt && status.is_contiguous() && status.numel() >= 2,
+                    "radixkv: status must be a contiguous int32 tensor of >= 2 elements");
+  return reinterpret_cast<uint32_t*>(status.data_ptr<int32_t>());
+}
+
 // Launchers throw rk::Unsupported / rk::LaunchError; surface them as ValueError / RuntimeError.
 template <typename F>
 void call(F&& f) {
@@ -124,8 +133,8 @@ void call(F&& f) {
 }
 
 void store_kv(Tensor k_cache, Tensor v_cache, const Tensor& k, const Tensor& v,
-              const Tensor& slots, int64_t layout, const std::optional<Tensor>& k_scale,
-              const std::optional<Tensor>& v_scale) {
+              const Tensor& slots, int64_t layout, Tensor status,
+              const std::optional<Tensor>& k_scale, const std::optional<Tensor>& v_scale) {
   check_caches(k_cache, v_cache);
   const CacheGeom g = cache_geom(k_cache, layout);
   check_gpu(k, "k", k_cache);
@@ -167,11 +176,12 @@ void store_kv(Tensor k_cache, Tensor v_cache, const Tensor& k, const Tensor& v,
   p.kv_type = kv;
   p.dtype = src;
   p.scales = scales;
+  p.status = status_ptr(status, k_cache);
   const c10::cuda::CUDAGuard guard(k_cache.device());
   call([&] { rk::launch_store_kv(p, at::cuda::getCurrentCUDAStream().stream()); });
 }
 
-void copy_blocks(Tensor k_cache, Tensor v_cache, const Tensor& pairs) {
+void copy_blocks(Tensor k_cache, Tensor v_cache, const Tensor& pairs, Tensor status) {
   TORCH_CHECK_VALUE(k_cache.sizes() == v_cache.sizes() &&
                         k_cache.scalar_type() == v_cache.scalar_type(),
                     "radixkv: k_cache and v_cache must have the same shape and dtype");
@@ -189,6 +199,7 @@ void copy_blocks(Tensor k_cache, Tensor v_cache, const Tensor& pairs) {
   p.num_pages = k_cache.size(0);
   p.page_bytes = p.num_pages ? k_cache.nbytes() / p.num_pages : 0;
   p.num_pairs = static_cast<int32_t>(pairs.size(0));
+  p.status = status_ptr(status, k_cache);
   const c10::cuda::CUDAGuard guard(k_cache.device());
   call([&] { rk::launch_copy_blocks(p, at::cuda::getCurrentCUDAStream().stream()); });
 }
@@ -196,8 +207,8 @@ void copy_blocks(Tensor k_cache, Tensor v_cache, const Tensor& pairs) {
 void paged_decode(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                   const std::optional<Tensor>& kv_indptr, const Tensor& page_table,
                   const Tensor& kv_lens, Tensor out, Tensor workspace, Tensor counters, double sm_scale,
-                  int64_t layout, int64_t num_splits, const std::optional<Tensor>& k_scale,
-                  const std::optional<Tensor>& v_scale) {
+                  int64_t layout, int64_t num_splits, Tensor status, int64_t kernel,
+                  const std::optional<Tensor>& k_scale, const std::optional<Tensor>& v_scale) {
   check_caches(k_cache, v_cache);
   const CacheGeom g = cache_geom(k_cache, layout);
   check_gpu(q, "q", k_cache);
@@ -245,6 +256,7 @@ void paged_decode(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                           page_table.dim() == 1,
                       "radixkv: CSR mode needs kv_indptr [B + 1] and 1-D kv_indices");
     p.kv_indptr = kv_indptr->data_ptr<int32_t>();
+    p.table_len = page_table.numel();
   } else {
     TORCH_CHECK_VALUE(page_table.dim() == 2 && page_table.size(0) == batch,
                       "radixkv: block_tables must be [B, max_blocks], got ", page_table.sizes());
@@ -272,6 +284,12 @@ void paged_decode(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
   p.dtype = dtype_code(q, "q");
   p.kv_type = kv_code(k_cache);
   p.scales = kv_scales(k_cache, g.heads, k_scale, v_scale);
+  TORCH_CHECK_VALUE(sm_scale > 0 && std::isfinite(sm_scale), "radixkv: sm_scale must be finite and > 0, got ",
+                    sm_scale);
+  TORCH_CHECK_VALUE(kernel >= 0 && kernel <= 2, "radixkv: unsupported kernel code: ", kernel,
+                    " (supported: 0 = auto, 1 = matrix units, 2 = CUDA cores)");
+  p.kernel = static_cast<int32_t>(kernel);
+  p.status = status_ptr(status, k_cache);
   // Tuning knob, read per call so one process can compare variants (needs a tuning build).
   const char* variant = std::getenv("RADIXKV_DECODE_VARIANT");
   p.variant = variant ? std::atoi(variant) : 0;
@@ -283,12 +301,12 @@ void paged_decode(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
 
 TORCH_LIBRARY(radixkv, m) {
   m.def("store_kv(Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor k, Tensor v, Tensor slots, "
-        "int layout, Tensor? k_scale=None, Tensor? v_scale=None) -> ()");
-  m.def("copy_blocks(Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor pairs) -> ()");
+        "int layout, Tensor(c!) status, Tensor? k_scale=None, Tensor? v_scale=None) -> ()");
+  m.def("copy_blocks(Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor pairs, Tensor(c!) status) -> ()");
   m.def("paged_decode(Tensor q, Tensor k_cache, Tensor v_cache, Tensor? kv_indptr, "
         "Tensor page_table, Tensor kv_lens, Tensor(a!) out, Tensor(b!) workspace, "
-        "Tensor(c!) counters, float sm_scale, int layout, int num_splits, Tensor? k_scale=None, "
-        "Tensor? v_scale=None) -> ()");
+        "Tensor(c!) counters, float sm_scale, int layout, int num_splits, Tensor(d!) status, "
+        "int kernel, Tensor? k_scale=None, Tensor? v_scale=None) -> ()");
 }
 
 TORCH_LIBRARY_IMPL(radixkv, CUDA, m) {

@@ -15,11 +15,16 @@ loaded on the first call whose tensors live on a GPU (``radixkv.ops.loader``). W
 the CPU, or no extension can be built, the pure-torch reference (``radixkv.ops.reference``) runs
 instead and a warning is issued once. ``RADIXKV_OPS_BACKEND`` forces a choice: ``auto`` (default),
 ``reference``, or ``extension`` (a failed build then raises instead of falling back).
+
+Kernel inputs are checked on the device, always: out-of-range or inconsistent metadata is clamped
+or skipped (never read outside the cache) and recorded per device; ``ops.take_errors()`` returns
+and clears those records (it synchronises), and ``RADIXKV_OPS_CHECK=1`` raises on them.
 """
 
 from __future__ import annotations
 
 from radixkv.ops import reference
+from radixkv.ops._status import KernelFault, take_errors, take_kernel_log
 from radixkv.ops._api import (
     SUPPORTED_DTYPES,
     SUPPORTED_HEAD_DIMS,
@@ -36,6 +41,7 @@ from radixkv.ops._api import (
 )
 
 __all__ = [
+    "KernelFault",
     "SUPPORTED_DTYPES",
     "SUPPORTED_HEAD_DIMS",
     "SUPPORTED_KV_DTYPES",
@@ -49,4 +55,6 @@ __all__ = [
     "paged_decode",
     "reference",
     "store_kv",
+    "take_errors",
+    "take_kernel_log",
 ]
