@@ -213,11 +213,11 @@ def test_paged_decode_fp8_empty_long_and_many_splits():
         assert rel_err(out, ref) <= TOL
 
 
-@pytest.mark.skipif(os.environ.get("RADIXKV_DECODE_VARIANTS") != "1", reason="needs a tuning build")
 @pytest.mark.parametrize("dim", [64, 128, 256])
-def test_paged_decode_fp8_cuda_core_kernel(dim, monkeypatch):
-    """Tuning variant 3: the CUDA-core kernel (what gfx906-class parts run) on FP8 caches."""
-    monkeypatch.setenv("RADIXKV_DECODE_VARIANT", "3")
+def test_paged_decode_fp8_cuda_core_kernel(dim):
+    """kernel="cuda_core": the CUDA-core kernel (what gfx906-class parts run) on FP8 caches."""
+    from radixkv.ops import take_kernel_log
+
     pool = Fp8Pool(lengths_for(16), 16, 2, dim, torch.bfloat16, E4M3, "bhsd", True, seed=21)
     q = torch.randn(len(pool.lens), 8, dim, dtype=torch.bfloat16, device="cuda")
     indptr, indices = pool.csr()
@@ -226,8 +226,10 @@ def test_paged_decode_fp8_cuda_core_kernel(dim, monkeypatch):
                          layout="bhsd", **sc)
     for splits in (1, 5):
         out = torch.full_like(q, float("nan"))
+        take_kernel_log()
         ops.paged_decode(q, pool.k, pool.v, indptr, indices, pool.kv_lens(), out=out,
-                         num_splits=splits, layout="bhsd", **sc)
+                         num_splits=splits, layout="bhsd", kernel="cuda_core", **sc)
+        assert take_kernel_log() == {"cuda_core"}
         assert rel_err(out, ref) <= TOL
 
 
@@ -264,16 +266,20 @@ def test_opcheck_fp8_signatures():
     out = torch.empty_like(q)
     ws = torch.empty(4 * 2 * 8 * 130, dtype=torch.float32, device="cuda")
     counters = torch.zeros(4, dtype=torch.int32, device="cuda")
+    status = torch.zeros(2, dtype=torch.int32, device="cuda")
     for splits in (1, 4):
-        torch.library.opcheck(torch.ops.radixkv.paged_decode.default,
-                              (q, pool.k, pool.v, indptr, indices, lens, out, ws, counters, 0.1, 0,
-                               splits, pool.k_scale, pool.v_scale))
+        for kernel in (0, 2):
+            torch.library.opcheck(torch.ops.radixkv.paged_decode.default,
+                                  (q, pool.k, pool.v, indptr, indices, lens, out, ws, counters, 0.1,
+                                   0, splits, status, kernel, pool.k_scale, pool.v_scale))
     kc = torch.zeros(8, 16, 2, 128, dtype=torch.uint8, device="cuda").view(E4M3)
     vc = torch.zeros_like(kc)
     k = torch.randn(5, 2, 128, dtype=torch.bfloat16, device="cuda")
     slots = torch.tensor([3, 17, 40, 127, 0], dtype=torch.int32, device="cuda")
     one = torch.tensor(0.01, device="cuda")
-    torch.library.opcheck(torch.ops.radixkv.store_kv.default, (kc, vc, k, k, slots, 0, one, one))
+    torch.library.opcheck(torch.ops.radixkv.store_kv.default,
+                          (kc, vc, k, k, slots, 0, status, one, one))
+    assert int(status[0]) == 0  # good inputs: no fault recorded
 
 
 def test_bad_scales_rejected_on_gpu(monkeypatch):
