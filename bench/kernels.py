@@ -384,6 +384,10 @@ def main() -> None:
     ap.add_argument("--no-write-column", action="store_true",
                     help="time the write-flush column only for B=1, L=32768")
     ap.add_argument("--no-extend", action="store_true")
+    ap.add_argument("--fp8", action="store_true",
+                    help="also run the FP8 KV section (bench/kernels_fp8.py) at the end")
+    ap.add_argument("--fp8-only", action="store_true",
+                    help="run only the FP8 KV section (decode cells and extend FP8 vs bf16)")
     args = ap.parse_args()
     if args.plot is not None:
         res = json.loads(args.plot.read_text())
@@ -393,6 +397,12 @@ def main() -> None:
     import torch as _torch  # noqa: PLC0415
 
     torch = _torch
+    if args.fp8_only:
+        import kernels_fp8  # noqa: PLC0415
+
+        kernels_fp8.run_fp8_bench(args.out, tuple(int(s) for s in args.page_sizes.split(",")),
+                                  extend=not args.no_extend)
+        return
     res = run_decode_bench(args.out, page_sizes=tuple(int(s) for s in args.page_sizes.split(",")),
                            sweep=not args.no_sweep, write_column=not args.no_write_column)
     ext = None
@@ -411,6 +421,11 @@ def main() -> None:
     if ext is not None:
         kernels_extend.print_table(ext)
     print_table(res)
+    if args.fp8:
+        import kernels_fp8  # noqa: PLC0415
+
+        kernels_fp8.run_fp8_bench(args.out, tuple(int(s) for s in args.page_sizes.split(",")),
+                                  extend=not args.no_extend)
 
 
 if __name__ == "__main__":

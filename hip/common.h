@@ -14,6 +14,18 @@ enum class DType : int { kF16 = 0, kBF16 = 1 };
 
 inline const char* dtype_name(DType t) { return t == DType::kF16 ? "float16" : "bfloat16"; }
 
+// Element type of the KV caches: the same 16-bit type as q (kSame), or 8-bit floats read with
+// per-tensor / per-KV-head float32 scales (stored x scale = real value).
+enum class KVType : int { kSame = 0, kFp8E4M3 = 1, kFp8E5M2 = 2 };
+
+// FP8 dequantisation scales of one cache (device pointers; nullptr when kv_type is kSame): the
+// scale of KV head h is scale[h * stride], stride 0 for one per-tensor value, 1 for [H_kv].
+struct KVScales {
+  const float* k = nullptr;
+  const float* v = nullptr;
+  int32_t stride = 0;
+};
+
 // KV cache layouts (SPEC §4). Kernels never branch on layout: the binding turns it into strides.
 enum class Layout : int { kBSHD = 0, kBHSD = 1 };
 

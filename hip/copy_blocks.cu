@@ -4,6 +4,7 @@
 // 16-byte loads, kUnroll of them in flight per thread before the stores, where vLLM's kernel moves
 // one element per thread and iteration.
 #include "copy_blocks.h"
+#include "guard.h"
 #include "platform.h"
 
 namespace rk {
@@ -16,7 +17,11 @@ template <typename W>  // W: vec16 (16-byte path) or uint16_t (fallback)
 __global__ void __launch_bounds__(kThreads) copy_blocks_kernel(const CopyBlocksParams p) {
   const int pair = blockIdx.x;
   const int32_t src = p.pairs[2 * pair], dst = p.pairs[2 * pair + 1];
-  if (src < 0 || dst < 0 || src >= p.num_pages || dst >= p.num_pages) return;
+  if (src < 0 || dst < 0 || src >= p.num_pages || dst >= p.num_pages) {
+    if (threadIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)
+      guard::report(p.status, guard::kCopyBlocks, guard::kPageRange);
+    return;
+  }
   char* base = static_cast<char*>(blockIdx.y == 0 ? p.k_cache : p.v_cache);
   const W* from = reinterpret_cast<const W*>(base + src * p.page_bytes);
   W* to = reinterpret_cast<W*>(base + dst * p.page_bytes);

@@ -11,6 +11,7 @@ struct CopyBlocksParams {
   const int32_t* pairs;  // [num_pairs, 2] (src, dst) page numbers; out-of-range pairs are skipped
   int64_t page_bytes;    // bytes of one page of one cache
   int64_t num_pages;
+  uint32_t* status;      // guard.h's status word: out-of-range pairs are recorded
   int32_t num_pairs;
 };
 

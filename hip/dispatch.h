@@ -159,3 +159,48 @@ inline std::string built_list(std::initializer_list<std::pair<bool, const char*>
     if (g_ >= 1) { constexpr int C = 1; __VA_ARGS__(); return; }                            \
     ::rk::throw_unsupported("GQA group (H_q / H_kv)", g_, ">= 1");                          \
   }()
+
+// KV cache element type: KV = T (the 16-bit type of q) or an 8-bit float type. FP8 variants are
+// compiled out with -DRADIXKV_KV_E4M3=0 / -DRADIXKV_KV_E5M2=0 (loader: RADIXKV_KV_DTYPES).
+#ifndef RADIXKV_KV_E4M3
+#define RADIXKV_KV_E4M3 1
+#endif
+#ifndef RADIXKV_KV_E5M2
+#define RADIXKV_KV_E5M2 1
+#endif
+#if RADIXKV_KV_E4M3
+#define RK_KV_CASE_E4M3(KV, ...)        \
+  case ::rk::KVType::kFp8E4M3: {        \
+    using KV = ::rk::fp8e4m3_t;         \
+    __VA_ARGS__();                      \
+    return;                             \
+  }
+#else
+#define RK_KV_CASE_E4M3(KV, ...)
+#endif
+#if RADIXKV_KV_E5M2
+#define RK_KV_CASE_E5M2(KV, ...)        \
+  case ::rk::KVType::kFp8E5M2: {        \
+    using KV = ::rk::fp8e5m2_t;         \
+    __VA_ARGS__();                      \
+    return;                             \
+  }
+#else
+#define RK_KV_CASE_E5M2(KV, ...)
+#endif
+#define RK_DISPATCH_KV(value, T, KV, ...)                                                   \
+  [&] {                                                                                     \
+    switch (value) {                                                                        \
+      case ::rk::KVType::kSame: {                                                           \
+        using KV = T;                                                                       \
+        __VA_ARGS__();                                                                      \
+        return;                                                                             \
+      }                                                                                     \
+      RK_KV_CASE_E4M3(KV, __VA_ARGS__)                                                      \
+      RK_KV_CASE_E5M2(KV, __VA_ARGS__)                                                      \
+      default: break;                                                                       \
+    }                                                                                       \
+    ::rk::throw_unsupported("KV cache dtype code", static_cast<int>(value),                 \
+        ::rk::built_list({{true, "same as q (0)"}, {RADIXKV_KV_E4M3, "float8_e4m3fn (1)"},  \
+                          {RADIXKV_KV_E5M2, "float8_e5m2 (2)"}}).c_str());                  \
+  }()

@@ -58,6 +58,7 @@
 #include "extend_attention.h"
 
 #include "dispatch.h"
+#include "guard.h"
 #include "extend_hopper.cuh"
 #include "extend_wgmma.cuh"
 #include "mma.h"
@@ -298,7 +299,7 @@ RK_DEVICE bool find_tile(const ExtendParams& p, int group, int x, int& req, int&
 // Per-request page-table view: CSR row or block-table row, with the number of pages it may hold.
 struct PageRow {
   const int32_t* pages;
-  int cols;  // entries that may be read (block-table mode: max_blocks; CSR: unbounded)
+  int cols;  // entries that may be read (block-table mode: max_blocks; CSR: the row clamped to kv_indices)
 };
 
 // Walker of key row r: tracks key j = t * kBN + r of the next tile t to hand out as (logical page
@@ -338,6 +339,7 @@ struct RowSrc {
 // (mostly L1 hits), which was most of page 1's 5-9% penalty (bench/notes_extend_page1.md).
 RK_DEVICE RowSrc row_source(int4 w, const WalkInfo& in, const ExtendParams& p, int key) {
   const bool valid = key < in.lk && w.z >= 0 && w.z < p.num_pages;
+  if (key < in.lk && !valid) guard::report(p.status, guard::kExtend, guard::kPageRange);
   return RowSrc{valid ? in.k_head + 2 * (int64_t(w.z) * p.kv_stride_page + int64_t(w.y) * p.kv_stride_slot)
                       : in.k_head,
                 valid ? 16 : 0};
@@ -460,6 +462,7 @@ extend_attention_kernel(const ExtendParams p) {
   (void)sBar;
 
   const int G = p.num_q_heads / p.num_kv_heads;
+  if (blockIdx.x == 0 && blockIdx.y == 0) guard::check_extend_batch(p);  // records, never stops
   // Fast prologue (cp.async path): the per-request values are loaded together, and the walkers
   // fetch tiles 0 and 1's page entries together, so the first K/V copy waits on three dependent
   // global round trips (indptr / lengths, page entries, K/V) instead of five.
@@ -491,6 +494,19 @@ extend_attention_kernel(const ExtendParams p) {
   if (!kFastPrologue || !kRankOrder) {
     lk = p.kv_lens[req];
     if (p.kv_indptr != nullptr) kv_start = p.kv_indptr[req];
+  }
+  // guard.h: a request whose rows are not inside q is skipped; its pages and L_k are clamped to
+  // what exists (check_extend_batch above records the faults).
+  int kv_cols = p.table_cols;
+  {
+    uint32_t seen = 0;
+    if (q_begin < 0 || lq < 0 || q_begin > p.num_q_tokens - lq) return;
+    if (p.kv_indptr != nullptr) {
+      const guard::Row row = guard::csr_row(p.kv_indptr, req, p.table_len, seen);
+      kv_start = row.begin;
+      kv_cols = row.count;
+    }
+    lk = guard::clamp_len(lk, kv_cols, p.page_size, seen);
   }
   const int row0 = tile * kBM;                       // first packed row of this tile
   const int rows_valid = min(kBM, lq * G - row0);
@@ -524,7 +540,7 @@ extend_attention_kernel(const ExtendParams p) {
     pages.cols = p.table_cols;
   } else {
     pages.pages = p.page_table + kv_start;
-    pages.cols = 0x7fffffff;
+    pages.cols = kv_cols;
   }
   // Page walker: thread r < kBN owns key row r.
   const bool is_walker = threadIdx.x < kBN;

@@ -30,6 +30,8 @@ struct ExtendParams {
   int64_t table_stride;        // block-table mode: elements between rows of page_table
   int32_t table_cols;          // block-table mode: max_blocks (pages beyond it are never read)
   int32_t num_pages;           // pages in the pool: a page index outside [0, num_pages) reads zeros
+  int64_t table_len;           // CSR mode: entries of kv_indices (kv_indptr is clamped to it)
+  uint32_t* status;            // guard.h's status word: faults found
 
   int32_t batch, num_q_tokens, num_q_heads, num_kv_heads, head_dim, page_size;
   int32_t max_q_len;           // upper bound on any L_q (sizes the grid without reading qo_indptr)

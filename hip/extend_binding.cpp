@@ -7,6 +7,8 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
+#include <cmath>
+
 #include "extend_attention.h"
 
 namespace {
@@ -44,7 +46,7 @@ void check_vectorisable(const Tensor& t, const char* name) {
 void extend_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                       const Tensor& qo_indptr, const std::optional<Tensor>& kv_indptr,
                       const Tensor& page_table, const Tensor& kv_lens, Tensor out, double sm_scale,
-                      int64_t layout, int64_t max_q_len) {
+                      int64_t layout, int64_t max_q_len, Tensor status) {
   TORCH_CHECK_VALUE(q.dim() == 3, "radixkv extend_attention: q must be [N_q, H_q, D], got ",
                     q.sizes());
   TORCH_CHECK_VALUE(k_cache.dim() == 4, "radixkv extend_attention: caches must be 4-D, got ",
@@ -79,7 +81,11 @@ void extend_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
   TORCH_CHECK_VALUE(out.sizes() == q.sizes() && out.scalar_type() == q.scalar_type(),
                     "radixkv extend_attention: out must be ", q.sizes(), " ", q.scalar_type(),
                     ", got ", out.sizes(), " ", out.scalar_type());
-  TORCH_CHECK_VALUE(sm_scale > 0, "radixkv extend_attention: sm_scale must be > 0, got ", sm_scale);
+  TORCH_CHECK_VALUE(sm_scale > 0 && std::isfinite(sm_scale),
+                    "radixkv extend_attention: sm_scale must be finite and > 0, got ", sm_scale);
+  check_on(status, "status", q);
+  TORCH_CHECK_VALUE(status.scalar_type() == at::kInt && status.is_contiguous() && status.numel() >= 2,
+                    "radixkv extend_attention: status must be a contiguous int32 tensor of >= 2 elements");
   check_on(k_cache, "k_cache", q);
   check_on(v_cache, "v_cache", q);
   check_on(out, "out", q);
@@ -100,6 +106,7 @@ void extend_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
     TORCH_CHECK_VALUE(kv_indptr->size(0) == batch + 1, "radixkv extend_attention: kv_indptr has ",
                       kv_indptr->size(0), " entries, expected B + 1 = ", batch + 1);
     p.kv_indptr = kv_indptr->data_ptr<int32_t>();
+    p.table_len = page_table.numel();
   } else {
     check_int32(page_table, "block_tables", 2, q);
     TORCH_CHECK_VALUE(page_table.size(0) == batch, "radixkv extend_attention: block_tables has ",
@@ -136,6 +143,7 @@ void extend_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
   p.max_q_len = static_cast<int32_t>(std::min<int64_t>(std::max<int64_t>(max_q_len, 0), n_q));
   p.sm_scale = static_cast<float>(sm_scale);
   p.dtype = dtype;
+  p.status = reinterpret_cast<uint32_t*>(status.data_ptr<int32_t>());
   const c10::cuda::CUDAGuard guard(q.device());
   try {
     rk::launch_extend_attention(p, at::cuda::getCurrentCUDAStream().stream());
@@ -151,7 +159,7 @@ void extend_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
 TORCH_LIBRARY_FRAGMENT(radixkv, m) {
   m.def("extend_attention(Tensor q, Tensor k_cache, Tensor v_cache, Tensor qo_indptr, "
         "Tensor? kv_indptr, Tensor page_table, Tensor kv_lens, Tensor(a!) out, float sm_scale, "
-        "int layout, int max_q_len) -> ()");
+        "int layout, int max_q_len, Tensor(b!) status) -> ()");
 }
 
 TORCH_LIBRARY_IMPL(radixkv, CUDA, m) { m.impl("extend_attention", &extend_attention); }

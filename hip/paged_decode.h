@@ -30,6 +30,9 @@ struct PagedDecodeParams {
   int64_t table_stride;      // block-table mode: elements between rows of page_table
   int32_t table_cols;        // block-table mode: max_blocks (pages beyond it are never read)
   int32_t num_pages;         // pages in the pool: a page index outside [0, num_pages) reads nothing
+  int64_t table_len;         // CSR mode: entries of kv_indices (kv_indptr is clamped to it)
+  uint32_t* status;          // guard.h's status word [2]: faults found, and which kernel ran
+  int32_t kernel;            // 0: the default for this device, 1: matrix units, 2: CUDA cores
 
   int32_t batch, num_q_heads, num_kv_heads, head_dim, page_size;
   int32_t num_splits;        // >= 1
@@ -37,6 +40,10 @@ struct PagedDecodeParams {
   DType dtype;
   int32_t variant;           // tuning builds (-DRADIXKV_DECODE_VARIANTS=1) only: kernel choice
                              // (paged_decode_kernel.cuh, run_any)
+  // FP8 caches (kv_type != kSame): K/V elements are 8-bit floats with per-tensor or per-KV-head
+  // float32 scales on the device (fp8_decode.h); cache strides then count bytes.
+  KVType kv_type = KVType::kSame;
+  KVScales scales;
 };
 
 // Throws rk::Unsupported for a head_dim / page_size / dtype without a compiled kernel, and

@@ -16,7 +16,11 @@
 // served by group/8 blocks per KV head (register budget), each reading the KV once.
 #pragma once
 
+#include <type_traits>
+
 #include "dispatch.h"
+#include "fp8_decode.h"
+#include "guard.h"
 #include "paged_decode.h"
 #include "platform.h"
 #include "softmax.h"
@@ -81,7 +85,7 @@ RK_DEVICE void scatter_levels(float (&val)[N], int lane) {
   }
 }
 
-template <typename T, int D, int PS, int GC>
+template <typename T, int D, int PS, int GC, typename KV = T>
 __global__ void __launch_bounds__(kThreads, (Tile<D, GC>::kMinBlocks))
     paged_decode_kernel(const PagedDecodeParams p) {
   using Tl = Tile<D, GC>;
@@ -105,6 +109,7 @@ __global__ void __launch_bounds__(kThreads, (Tile<D, GC>::kMinBlocks))
   const int end = min(len, begin + per_split);
   const int nsteps = end > begin ? (end - begin + STEP - 1) / STEP : 0;
 
+  bool bad_page = false;  // a row that exists has a page index outside the pool (guard.h)
   // Page of each row this thread copies in step i (-1: no row: past the end or a bad index).
   auto lookup = [&](int i, int (&pg)[U]) {
 #pragma unroll
@@ -113,14 +118,17 @@ __global__ void __launch_bounds__(kThreads, (Tile<D, GC>::kMinBlocks))
       int page = -1;
       if (i < nsteps && t < end) {
         page = pages[t / PS];
-        if (page < 0 || page >= p.num_pages) page = -1;
+        if (!guard::page_ok(page, p.num_pages)) {
+          bad_page = true;
+          page = -1;
+        }
       }
       pg[u] = page;
     }
   };
   const int64_t head_off = static_cast<int64_t>(kvh) * p.kv_stride_head + lane * E;
-  const T* kbase = static_cast<const T*>(p.k_cache) + head_off;
-  const T* vbase = static_cast<const T*>(p.v_cache) + head_off;
+  const KV* kbase = static_cast<const KV*>(p.k_cache) + head_off;  // FP8: fp8_decode.h
+  const KV* vbase = static_cast<const KV*>(p.v_cache) + head_off;
   auto stage_vec = [&](int st, int u, int kv, int v) -> vec16* {
     return &smem[(((st * U + u) * 2 + kv) * V + v) * kThreads + tid];
   };
@@ -136,8 +144,8 @@ __global__ void __launch_bounds__(kThreads, (Tile<D, GC>::kMinBlocks))
             ok ? static_cast<int64_t>(pg[u]) * p.kv_stride_page + (t % PS) * p.kv_stride_slot : 0;
 #pragma unroll
         for (int v = 0; v < V; ++v) {
-          cp_async16(stage_vec(st, u, 0, v), kbase + off + 8 * v, ok);
-          cp_async16(stage_vec(st, u, 1, v), vbase + off + 8 * v, ok);
+          fp8::copy_row8<KV>(stage_vec(st, u, 0, v), kbase + off + 8 * v, ok);
+          fp8::copy_row8<KV>(stage_vec(st, u, 1, v), vbase + off + 8 * v, ok);
         }
       }
     }
@@ -153,7 +161,7 @@ __global__ void __launch_bounds__(kThreads, (Tile<D, GC>::kMinBlocks))
   for (int j = 0; j < S - 1; ++j) issue(j, pgq[j]);
 
   // q of the GC served heads, this lane's E elements, in log2 units.
-  const float qscale = p.sm_scale * kLog2e;
+  const float qscale = p.sm_scale * kLog2e * fp8::k_factor<KV>(p, kvh);
   float qv[GC][E];
 #pragma unroll
   for (int g = 0; g < GC; ++g) {
@@ -183,7 +191,7 @@ __global__ void __launch_bounds__(kThreads, (Tile<D, GC>::kMinBlocks))
     for (int u = 0; u < U; ++u) {
       float kf[E];
 #pragma unroll
-      for (int v = 0; v < V; ++v) unpack8<T>(*stage_vec(st, u, 0, v), &kf[8 * v]);
+      for (int v = 0; v < V; ++v) fp8::unpack_row8<T, KV>(*stage_vec(st, u, 0, v), &kf[8 * v]);
 #pragma unroll
       for (int g = 0; g < GC; ++g) {
         float a = 0.f;
@@ -276,7 +284,7 @@ __global__ void __launch_bounds__(kThreads, (Tile<D, GC>::kMinBlocks))
     for (int u = 0; u < U; ++u) {
       float vf[E];
 #pragma unroll
-      for (int v = 0; v < V; ++v) unpack8<T>(*stage_vec(st, u, 1, v), &vf[8 * v]);
+      for (int v = 0; v < V; ++v) fp8::unpack_row8<T, KV>(*stage_vec(st, u, 1, v), &vf[8 * v]);
 #pragma unroll
       for (int g = 0; g < GC; ++g)
 #pragma unroll
@@ -290,6 +298,8 @@ __global__ void __launch_bounds__(kThreads, (Tile<D, GC>::kMinBlocks))
     lookup(i + S + 1, pgq[S]);
   }
   cp_async_wait<0>();
+  if (bad_page) guard::report(p.status, guard::kPagedDecode, guard::kPageRange);
+  guard::ran(p.status, guard::kRanCudaCore);
   __syncthreads();  // the staging buffer is reused below
 
 // Merge the row groups' states.
@@ -334,7 +344,7 @@ __global__ void __launch_bounds__(kThreads, (Tile<D, GC>::kMinBlocks))
     float o = 0.f;
 #pragma unroll
     for (int r = 0; r < RG; ++r) o = fmaf(sm_o[r][g][d], sm_w[r][g], o);
-    o *= finalize_scale(sm_L[g]);
+    o *= finalize_scale(sm_L[g]) * fp8::v_factor<KV>(p, kvh);
     const int h = h0 + g;
     if (p.num_splits == 1) {
       static_cast<T*>(p.out)[(static_cast<int64_t>(b) * p.num_q_heads + h) * D + d] =
@@ -386,12 +396,12 @@ __global__ void __launch_bounds__(D) combine_kernel(const PagedDecodeParams p) {
   static_cast<T*>(p.out)[row0 * D + d] = Convert<T>::from_float(o * finalize_scale(L));
 }
 
-template <typename T, int D, int PS, int GC>
+template <typename T, int D, int PS, int GC, typename KV = T>
 void run(const PagedDecodeParams& p, Stream stream) {
   const stream_t s = static_cast<stream_t>(stream);
   const int chunks = (p.num_q_heads / p.num_kv_heads) / GC;
   const dim3 grid(p.num_splits, p.batch, p.num_kv_heads * chunks);
-  paged_decode_kernel<T, D, PS, GC><<<grid, kThreads, 0, s>>>(p);
+  paged_decode_kernel<T, D, PS, GC, KV><<<grid, kThreads, 0, s>>>(p);
   error_t e = last_error();
   if (e == kSuccess && p.num_splits > 1) {
     combine_kernel<T, D><<<dim3(p.batch, p.num_q_heads), D, 0, s>>>(p);
@@ -401,9 +411,9 @@ void run(const PagedDecodeParams& p, Stream stream) {
 }
 
 // The CUDA-core kernel for any GQA group: query heads in chunks of 8, 4, 2 or 1.
-template <typename T, int D, int PS>
+template <typename T, int D, int PS, typename KV = T>
 void run_cuda_cores(const PagedDecodeParams& p, Stream stream) {
-  RK_DISPATCH_HEAD_CHUNK(p.num_q_heads / p.num_kv_heads, GC, [&] { run<T, D, PS, GC>(p, stream); });
+  RK_DISPATCH_HEAD_CHUNK(p.num_q_heads / p.num_kv_heads, GC, [&] { run<T, D, PS, GC, KV>(p, stream); });
 }
 
 #if RK_AMD
@@ -434,8 +444,39 @@ inline bool device_has_mfma() {
 // split-major grid order of runs s2-1/2 (decode_kernel's kHeadsFast), 6-9 = the probes of
 // decode_mma::Probe (empty, dependent chain, no fused merge, per-block time line), 10 = the 16-row
 // form for every GQA group (the default runs groups <= 8 in the narrow form).
+// p.kernel (radixkv.ops.paged_decode's `kernel=`) overrides the default: 2 runs the CUDA-core
+// kernel anywhere it is built (so NVIDIA executes the code gfx906 runs), 1 the matrix units.
 template <typename T, int D, int PS>
+void run_same(const PagedDecodeParams& p, Stream stream);
+
+// FP8 caches (KV != T): the default kernels; tuning builds add variant 3 (the CUDA-core kernel).
+template <typename T, int D, int PS, typename KV = T>
 void run_any(const PagedDecodeParams& p, Stream stream) {
+  if (p.kernel == 2) return run_cuda_cores<T, D, PS, KV>(p, stream);
+#if RK_AMD
+  if (p.kernel == 1 && !device_has_mfma())
+    throw Unsupported("radixkv: unsupported kernel for paged_decode: this GPU has no matrix units "
+                      "(supported: 'auto', 'cuda_core')");
+#endif
+  if constexpr (!std::is_same<T, KV>::value) {
+#if RK_NVIDIA
+#if RADIXKV_DECODE_VARIANTS
+    if (p.variant == 3) return run_cuda_cores<T, D, PS, KV>(p, stream);
+#endif
+    return decode_mma::launch_auto<T, D, PS, false, true, decode_mma::kProbeNone, true, KV>(p, stream);
+#else
+    if (device_has_mfma())
+      return decode_mma::launch_auto<T, D, PS, false, true, decode_mma::kProbeNone, true, KV>(p, stream);
+    return run_cuda_cores<T, D, PS, KV>(p, stream);
+#endif
+  } else {
+    run_same<T, D, PS>(p, stream);
+  }
+}
+
+// The kernels for 16-bit caches (see above).
+template <typename T, int D, int PS>
+void run_same(const PagedDecodeParams& p, Stream stream) {
 #if RK_NVIDIA
 #if RADIXKV_DECODE_VARIANTS
   using namespace decode_mma;
@@ -463,5 +504,9 @@ void run_any(const PagedDecodeParams& p, Stream stream) {
 // Body of launch_paged_decode_d<D>: dispatch dtype and page size for one head_dim.
 #define RK_PAGED_DECODE_FOR_HEAD_DIM(DIM, p, stream)                                      \
   RK_DISPATCH_DTYPE((p).dtype, T, [&] {                                                   \
-    RK_DISPATCH_PAGE_SIZE((p).page_size, PS, [&] { ::rk::decode::run_any<T, DIM, PS>((p), (stream)); }); \
+    RK_DISPATCH_KV((p).kv_type, T, KV, [&] {                                              \
+      RK_DISPATCH_PAGE_SIZE((p).page_size, PS, [&] {                                      \
+        ::rk::decode::run_any<T, DIM, PS, KV>((p), (stream));                             \
+      });                                                                                 \
+    });                                                                                   \
   })

@@ -22,6 +22,8 @@
 #pragma once
 
 #include "dispatch.h"
+#include "fp8_decode.h"
+#include "guard.h"
 #include "mma.h"
 #include "paged_decode.h"
 #include "platform.h"
@@ -29,9 +31,9 @@
 
 namespace rk {
 
-// Where one request's pages are, for both decode kernels: its CSR slice (kv_indptr) or its
-// block-table row, and `len`, its kv_lens clamped to what those pages hold (tokens beyond are
-// never read).
+// Where one request's pages are, for both decode kernels: its CSR slice (kv_indptr, clamped to
+// kv_indices) or its block-table row, and `len`, its kv_lens clamped to what those pages hold
+// (tokens beyond are never read). Bad metadata is recorded (guard.h) by thread 0 of each block.
 struct RequestPages {
   const int32_t* pages;
   int len;
@@ -40,15 +42,17 @@ template <int PS>
 RK_DEVICE RequestPages request_pages(const PagedDecodeParams& p, int b) {
   RequestPages r;
   int npages;
+  uint32_t checks = 0;
   if (p.kv_indptr != nullptr) {
-    const int s0 = p.kv_indptr[b];
-    r.pages = p.page_table + s0;
-    npages = p.kv_indptr[b + 1] - s0;
+    const guard::Row row = guard::csr_row(p.kv_indptr, b, p.table_len, checks);
+    r.pages = p.page_table + row.begin;
+    npages = row.count;
   } else {
     r.pages = p.page_table + static_cast<int64_t>(b) * p.table_stride;
     npages = p.table_cols;
   }
-  r.len = max(0, min(p.kv_lens[b], max(npages, 0) * PS));
+  r.len = guard::clamp_len(p.kv_lens[b], npages, PS, checks);
+  if (threadIdx.x == 0) guard::report(p.status, guard::kPagedDecode, checks);
   return r;
 }
 
@@ -64,24 +68,30 @@ constexpr int kMaxSplits = 256;  // torch_ops.cpp rejects more
 // issued S tiles before its copies.
 template <int S>
 constexpr int kLookAhead = S;
+// Page-table slot of a key past the partition (never copied; not a fault, unlike a bad entry).
+constexpr int kNoKey = -0x7fffffff - 1;
 
 // Blocks per (split, request, KV head): the GQA group in chunks of kRows query heads.
 RK_HOST_DEVICE int head_chunks(const PagedDecodeParams& p) {
   return (p.num_q_heads / p.num_kv_heads + kRows - 1) / kRows;
 }
 
-// One configuration: D head_dim, W warps per block, KEYS keys per tile (per stage), S stages.
-template <int D_, int W_, int KEYS_, int S_>
+// One configuration: D head_dim, W warps per block, KEYS keys per tile (per stage), S stages,
+// KVB bytes per cache element (2, or 1 for FP8 caches: fp8_decode.h).
+template <int D_, int W_, int KEYS_, int S_, int KVB_ = 2>
 struct Shape {
-  static constexpr int D = D_, W = W_, KEYS = KEYS_, S = S_;
+  static constexpr int D = D_, W = W_, KEYS = KEYS_, S = S_, KVB = KVB_;
   static constexpr int kThreads = W * kWarpSize;
-  static constexpr int kChunks = D / 8;                    // 16-byte chunks per K/V row
-  static constexpr int kRowsPerCopy = kWarpSize / kChunks;  // rows one warp-wide copy covers
+  static constexpr int kChunks = D / 8;                    // 16-byte chunks per 16-bit row (q, tiles)
+  static constexpr int kCopyChunks = D * KVB / 16;         // 16-byte chunks per cache row
+  static constexpr int kRowsPerCopy = kWarpSize / kCopyChunks;  // rows one warp-wide copy covers
   static constexpr int kCopies = KEYS / kRowsPerCopy;       // per lane per tile, for K (and V)
   static constexpr int kKB = KEYS / 16, kDB = D / 16;
   static constexpr int kIdx = (KEYS + kWarpSize - 1) / kWarpSize;  // page entries per key lane
   static constexpr int kTileElems = KEYS * D;
-  static constexpr int kWarpElems = 2 * S * kTileElems;  // K and V stages of one warp
+  // One warp's K and V stages; FP8: its S byte stages of K and of V plus one 16-bit tile that K,
+  // then V, are converted into (fp8_decode.h).
+  static constexpr int kWarpElems = KVB == 2 ? 2 * S * kTileElems : (S + 1) * kTileElems;
   static constexpr bool kQRegs = D <= 128;  // Q fragments live in registers (D = 256: reloaded)
   static constexpr int kOStride = D + 8;    // merge rows in floats (+8: no bank conflicts)
   static constexpr int kQBytes = kRows * D * 2;
@@ -92,9 +102,9 @@ struct Shape {
                                         ? (kPipeBytes > kCombineBytes ? kPipeBytes : kCombineBytes)
                                         : (kMergeBytes > kCombineBytes ? kMergeBytes : kCombineBytes);
   static constexpr int kSmemBytes = kQBytes + kWorkBytes;
-  static_assert(kWarpSize % kChunks == 0 && KEYS % kRowsPerCopy == 0, "copy lanes");
+  static_assert(kWarpSize % kCopyChunks == 0 && KEYS % kRowsPerCopy == 0, "copy lanes");
   static_assert(KEYS % 16 == 0 && KEYS <= 64 && (KEYS & (KEYS - 1)) == 0, "tile keys");
-  static_assert(kRowsPerCopy <= 8, "one copy's rows share a swizzle period");
+  static_assert(KVB == 1 || kRowsPerCopy <= 8, "one copy's rows share a swizzle period");
 };
 
 // Shapes. NVIDIA: 16 KB of K+V per tile, 3 stages, 4 warps: 192 KB of copies in flight per SM
@@ -120,6 +130,25 @@ using DefaultShape = Shape<D, 2, (D == 64 ? 64 : D == 128 ? 32 : 16), 1>;
 template <int D>
 using WideShape = DefaultShape<D>;
 #endif
+
+// FP8 caches: the same tiles in keys, so a stage holds half the bytes; more stages keep the bytes
+// in flight per warp what the 16-bit shapes have (NVIDIA: 4 of 5 stages of 8 KB at D = 128 vs 2
+// of 3 of 16 KB), and the shared memory is that of the 16-bit shapes plus less than one stage.
+template <int D, bool kF8>
+struct ShapesOf {
+  using dflt = DefaultShape<D>;
+  using wide = WideShape<D>;
+};
+template <int D>
+struct ShapesOf<D, true> {
+#if RK_NVIDIA
+  using dflt = Shape<D, DefaultShape<D>::W, DefaultShape<D>::KEYS, 2 * DefaultShape<D>::S - 1, 1>;
+  using wide = Shape<D, WideShape<D>::W, WideShape<D>::KEYS, 2 * WideShape<D>::S - 1, 1>;
+#else
+  using dflt = Shape<D, DefaultShape<D>::W, DefaultShape<D>::KEYS, DefaultShape<D>::S, 1>;
+  using wide = dflt;
+#endif
+};
 
 template <int KEYS>
 struct MaskOf { using type = uint32_t; };
@@ -155,7 +184,7 @@ enum Probe : int {
 // blocks, S^T = K Q^T and O^T += V^T P^T with the group's heads as the 8 columns, so no MMA rows
 // are padding: half the matrix work, exponentials and accumulator registers of the 16-row form.
 template <class T, int PS, class C, bool kLoadsOnly, bool kHeadsFast = true, int kProbe = kProbeNone,
-          bool kNarrow = false>
+          bool kNarrow = false, class KV = T>
 __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecodeParams p) {
 #if defined(RADIXKV_MMA_FMA) && defined(__HIP_DEVICE_COMPILE__)
   __builtin_trap();  // never launched there: launch() picks the CUDA-core kernel on such parts
@@ -177,6 +206,10 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
   }
   constexpr int D = C::D, W = C::W, KEYS = C::KEYS, S = C::S, KB = C::kKB, DB = C::kDB;
   constexpr int IDX = C::kIdx, LA = kLookAhead<S>;
+  // FP8 caches (fp8_decode.h): byte stages, converted to fp16 tiles; the products run in fp16.
+  constexpr bool kF8 = IsFp8<KV>::value;
+  using MT = typename fp8::MathType<T, KV>::type;
+  static_assert(C::KVB == static_cast<int>(sizeof(KV)), "shape built for this cache element");
   using Mask = typename MaskOf<KEYS>::type;
   constexpr Mask kFull = KEYS >= 64 ? ~Mask(0) : Mask((uint64_t(1) << KEYS) - 1);
 
@@ -211,26 +244,31 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
 #pragma unroll
     for (int s = 0; s < IDX; ++s) {
       const int t = tile_start(i) + s * kWarpSize + key_lane;
-      raw[s] = (i < n_my && t < end) ? __ldg(pages + t / PS) : -1;
+      raw[s] = (i < n_my && t < end) ? __ldg(pages + t / PS) : kNoKey;
     }
   };
 
-  const int64_t head_off = static_cast<int64_t>(kvh) * p.kv_stride_head + (lane % C::kChunks) * 8;
-  const T* kbase = static_cast<const T*>(p.k_cache) + head_off;
-  const T* vbase = static_cast<const T*>(p.v_cache) + head_off;
+  const int64_t head_off =
+      static_cast<int64_t>(kvh) * p.kv_stride_head + (lane % C::kCopyChunks) * (16 / C::KVB);
+  const KV* kbase = static_cast<const KV*>(p.k_cache) + head_off;
+  const KV* vbase = static_cast<const KV*>(p.v_cache) + head_off;
   uint16_t* wK = sWork + warp * C::kWarpElems;  // this warp's K stages, then its V stages
-  uint16_t* wV = wK + S * C::kTileElems;
+  uint16_t* wV = wK + S * C::kTileElems;        // (FP8: the converted tile, then the byte stages)
+  uint8_t* fK = reinterpret_cast<uint8_t*>(wK + C::kTileElems);
+  uint8_t* fV = fK + S * C::kTileElems;
   const int lane_off = copy_lane_offset<C>(lane);
-  const int lr = lane / C::kChunks;
+  const int lr = lane / C::kCopyChunks;
 
   // Start the copies of tile i into stage i % S (nothing past this warp's tiles); always commits a
   // group. Returns the tile's valid-key mask (bit k: key k exists and its page index is in range).
+  bool bad_page = false;  // a key that exists has a page index outside the pool (guard.h)
   auto issue = [&](int i, const int (&raw)[IDX]) -> Mask {
     int pg[IDX];
     Mask mask = 0;
 #pragma unroll
     for (int s = 0; s < IDX; ++s) {
       pg[s] = (raw[s] >= 0 && raw[s] < p.num_pages) ? raw[s] : -1;
+      bad_page |= pg[s] < 0 && raw[s] != kNoKey;
       mask |= static_cast<Mask>(warp_ballot(pg[s] >= 0)) << (s * kWarpSize);
     }
     mask &= kFull;
@@ -247,9 +285,15 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
         const bool ok = page >= 0;
         const int64_t off =
             ok ? static_cast<int64_t>(page) * p.kv_stride_page + ((t0 + r) % PS) * p.kv_stride_slot : 0;
-        const int so = (lane_off ^ ((r0 & 7) << 3)) + r0 * D;
-        cp_async16(dk + so, kbase + off, ok);
-        cp_async16(dv + so, vbase + off, ok);
+        if constexpr (kF8) {
+          const int so = st * C::kTileElems + fp8::stage_offset(j, lane);
+          cp_async16(fK + so, kbase + off, ok);
+          cp_async16(fV + so, vbase + off, ok);
+        } else {
+          const int so = (lane_off ^ ((r0 & 7) << 3)) + r0 * D;
+          cp_async16(dk + so, kbase + off, ok);
+          cp_async16(dv + so, vbase + off, ok);
+        }
       }
     }
     cp_async_commit();
@@ -293,13 +337,14 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
   for (int k = 0; k < kQVecs; ++k) {
     const int idx = tid + k * C::kThreads;
     if (idx < kRows * C::kChunks)
-      store16(sQ + mma::smem_index<D>(idx / C::kChunks, (idx % C::kChunks) * 8), qv[k]);
+      store16(sQ + mma::smem_index<D>(idx / C::kChunks, (idx % C::kChunks) * 8),
+              fp8::q_to_math<T, MT>(qv[k]));
   }
   __syncthreads();  // the q tile is complete (the only barrier before the merge)
 
   const mma::SmemLane lq = mma::lane_q<D>(sQ);
   const mma::SmemLane lk = mma::lane_k<D>(wK);
-  const mma::SmemLane lv = mma::lane_v<D>(wV);
+  const mma::SmemLane lv = mma::lane_v<D>(kF8 ? wK : wV);
   Frag qf[C::kQRegs && !kNarrow ? DB : 1];
   if constexpr (C::kQRegs && !kNarrow) {
 #pragma unroll
@@ -336,7 +381,9 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
     m[s] = kNegInf;
     l[s] = 0.f;
   }
-  const float c = p.sm_scale * kLog2e;
+  // FP8: the K scale of this KV head joins the softmax scale, the V scale the output's.
+  const float c = p.sm_scale * kLog2e * fp8::k_factor<KV>(p, kvh);
+  const float vfac = fp8::v_factor<KV>(p, kvh);
 
   for (int i = 0; i < n_my; ++i) {
     maskq[S - 1] = issue_next(i + S - 1);
@@ -344,7 +391,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
     warp_sync();             // ... and every lane's
     if constexpr (kProbe == kProbeTrace)
       if (i == 0 && tid == 0) trace[1] = static_cast<int64_t>(global_timer_ns());
-    const int boff = (i % S) * C::kTileElems;
+    const int boff = kF8 ? 0 : (i % S) * C::kTileElems;
+    if constexpr (kF8) fp8::convert_tile<KV, C>(wK, fK + (i % S) * C::kTileElems, lane);
     const Mask mask = maskq[0];
 #pragma unroll
     for (int k = 0; k + 1 < S; ++k) maskq[k] = maskq[k + 1];
@@ -363,7 +411,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
         for (int kb = 0; kb < KB; ++kb) {
           Frag kf;
           mma::load_q<D>(kf, mma::lane_offset(lka, boff), kb * 16, db * 16);
-          mma::mma_16816<T>((db & 1) ? st2[kb] : st[kb], kf.x, qt[db][0], qt[db][1]);
+          mma::mma_16816<MT>((db & 1) ? st2[kb] : st[kb], kf.x, qt[db][0], qt[db][1]);
         }
       // Element e of block kb: key kb * 16 + lane / 4 + 8 (e / 2), head 2 (lane % 4) + e % 2.
       const bool full = mask == kFull;
@@ -400,15 +448,16 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
           for (int e = 0; e < 4; ++e) ot[db][e] *= corr[e & 1];
       }
       // O^T += V^T P^T
+      if constexpr (kF8) fp8::convert_v<KV, C>(wK, fV + (i % S) * C::kTileElems, lane);
 #pragma unroll
       for (int kb = 0; kb < KB; ++kb) {
         uint32_t b0, b1;
-        mma::pt_from_acc<T>(b0, b1, st[kb]);
+        mma::pt_from_acc<MT>(b0, b1, st[kb]);
 #pragma unroll
         for (int db = 0; db < DB; ++db) {
           Frag vf;
-          mma::load_vt<D>(vf, mma::lane_offset(lk, C::S * C::kTileElems + boff), kb * 16, db * 16);
-          mma::mma_16816<T>(ot[db], vf.x, b0, b1);
+          mma::load_vt<D>(vf, mma::lane_offset(lk, (kF8 ? 0 : C::S * C::kTileElems) + boff), kb * 16, db * 16);
+          mma::mma_16816<MT>(ot[db], vf.x, b0, b1);
         }
       }
     }
@@ -430,7 +479,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
         for (int kb = 0; kb < KB; ++kb) {
           Frag kf;
           mma::load_k<D>(kf, mma::lane_offset(lk, boff), kb * 16, db * 16);
-          mma::mma_qk<T>((db & 1) ? sc2[kb] : sc[kb], qd, kf);
+          mma::mma_qk<MT>((db & 1) ? sc2[kb] : sc[kb], qd, kf);
         }
       }
       // Scale to log2 units, mask missing keys, new running max per head row.
@@ -474,21 +523,24 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
           for (int e = 0; e < mma::kAccElems; ++e) o[db].x[e] *= corr[mma::acc_slot(e)];
       }
       // O += P V
+      if constexpr (kF8) fp8::convert_v<KV, C>(wK, fV + (i % S) * C::kTileElems, lane);
 #pragma unroll
       for (int kb = 0; kb < KB; ++kb) {
         Frag pf;
-        mma::p_from_acc<T>(pf, sc[kb]);
+        mma::p_from_acc<MT>(pf, sc[kb]);
 #pragma unroll
         for (int db = 0; db < DB; ++db) {
           Frag vf;
           mma::load_v<D>(vf, mma::lane_offset(lv, boff), kb * 16, db * 16);
-          mma::mma_pv<T>(o[db], pf, vf);
+          mma::mma_pv<MT>(o[db], pf, vf);
         }
       }
     }
     warp_sync();  // stage i % S is refilled by the next iteration's copies
   }
   cp_async_wait<0>();
+  if (bad_page) guard::report(p.status, guard::kPagedDecode, guard::kPageRange);
+  guard::ran(p.status, kNarrow ? guard::kRanMmaNarrow : guard::kRanMma);
 #pragma unroll
   for (int s = 0; s < SL; ++s) l[s] = mma::row_sum(l[s]);
 #if defined(RADIXKV_MMA_NV)
@@ -581,7 +633,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
       a.z = fmaf(x.z, wt, a.z);
       a.w = fmaf(x.w, wt, a.w);
     }
-    const float inv = finalize_scale(sm_L[r]);
+    const float inv = finalize_scale(sm_L[r]) * vfac;
     a = make_float4(a.x * inv, a.y * inv, a.z * inv, a.w * inv);
     const int64_t qrow = static_cast<int64_t>(b) * p.num_q_heads + h0 + r;
     if (p.num_splits == 1) {
@@ -692,12 +744,12 @@ inline int sm_count() {
 }
 
 template <class T, int PS, class C, bool kLoadsOnly, bool kHeadsFast = true, int kProbe = kProbeNone,
-          bool kNarrow = false>
+          bool kNarrow = false, class KV = T>
 void launch_shape(const PagedDecodeParams& p, Stream stream) {
   const int chunks = head_chunks(p);
   const dim3 grid = kHeadsFast ? dim3(p.num_kv_heads * chunks, p.batch, p.num_splits)
                                : dim3(p.num_splits, p.batch, p.num_kv_heads * chunks);
-  auto kernel = decode_kernel<T, PS, C, kLoadsOnly, kHeadsFast, kProbe, kNarrow>;
+  auto kernel = decode_kernel<T, PS, C, kLoadsOnly, kHeadsFast, kProbe, kNarrow, KV>;
   // Raise the dynamic shared-memory limit once per device (a host call; done by the first,
   // uncaptured call, so graph capture never meets it).
   static bool attr_set[64] = {};
@@ -712,25 +764,28 @@ void launch_shape(const PagedDecodeParams& p, Stream stream) {
 }
 
 // The shape for this grid: 192 KB blocks while the grid fits one block per SM, else 96 KB ones.
-template <class T, int D, int PS, bool kLoadsOnly, bool kHeadsFast, int kProbe, bool kNarrow>
+template <class T, int D, int PS, bool kLoadsOnly, bool kHeadsFast, int kProbe, bool kNarrow,
+          class KV = T>
 void launch_sized(const PagedDecodeParams& p, Stream stream) {
   const int64_t blocks = static_cast<int64_t>(p.num_splits) * p.batch * p.num_kv_heads * head_chunks(p);
+  using Wide = typename ShapesOf<D, IsFp8<KV>::value>::wide;
+  using Default = typename ShapesOf<D, IsFp8<KV>::value>::dflt;
   if (blocks > sm_count())
-    return launch_shape<T, PS, WideShape<D>, kLoadsOnly, kHeadsFast, kProbe, kNarrow>(p, stream);
-  launch_shape<T, PS, DefaultShape<D>, kLoadsOnly, kHeadsFast, kProbe, kNarrow>(p, stream);
+    return launch_shape<T, PS, Wide, kLoadsOnly, kHeadsFast, kProbe, kNarrow, KV>(p, stream);
+  launch_shape<T, PS, Default, kLoadsOnly, kHeadsFast, kProbe, kNarrow, KV>(p, stream);
 }
 
 // The form and shape for this call: GQA groups of at most 8 run the narrow (transposed) form on
 // NVIDIA unless !kAllowNarrow. (kLoadsOnly / kHeadsFast = false: tuning variants 4 and 5, see
 // run_any.)
 template <class T, int D, int PS, bool kLoadsOnly = false, bool kHeadsFast = true,
-          int kProbe = kProbeNone, bool kAllowNarrow = true>
+          int kProbe = kProbeNone, bool kAllowNarrow = true, class KV = T>
 void launch_auto(const PagedDecodeParams& p, Stream stream) {
 #if RK_NVIDIA
   if (kAllowNarrow && p.num_q_heads <= 8 * p.num_kv_heads)
-    return launch_sized<T, D, PS, kLoadsOnly, kHeadsFast, kProbe, true>(p, stream);
+    return launch_sized<T, D, PS, kLoadsOnly, kHeadsFast, kProbe, true, KV>(p, stream);
 #endif
-  launch_sized<T, D, PS, kLoadsOnly, kHeadsFast, kProbe, false>(p, stream);
+  launch_sized<T, D, PS, kLoadsOnly, kHeadsFast, kProbe, false, KV>(p, stream);
 }
 
 }  // namespace decode_mma

@@ -197,6 +197,12 @@ RK_DEVICE void cp_async16(void* smem, const void* gmem, bool valid) {
   asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem),
                "r"(n));
 }
+// 8 bytes (FP8 rows of the CUDA-core decode kernel): cp.async.ca, the only 8-byte form.
+RK_DEVICE void cp_async8(void* smem, const void* gmem, bool valid) {
+  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(s), "l"(gmem),
+               "r"(valid ? 8 : 0));
+}
 RK_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 RK_DEVICE void cp_async_wait() {
@@ -211,6 +217,9 @@ constexpr bool kAsyncCopy = false;
 RK_DEVICE void cp_async16(void* smem, const void* gmem, bool valid) {
   *reinterpret_cast<uint4*>(smem) =
       valid ? *reinterpret_cast<const uint4*>(gmem) : make_uint4(0u, 0u, 0u, 0u);
+}
+RK_DEVICE void cp_async8(void* smem, const void* gmem, bool valid) {
+  *reinterpret_cast<uint2*>(smem) = valid ? *reinterpret_cast<const uint2*>(gmem) : make_uint2(0u, 0u);
 }
 RK_DEVICE void cp_async_commit() {}
 template <int N>
@@ -315,6 +324,132 @@ template <typename T>
 RK_DEVICE void unpack8(const vec16& v, float* out) {
 #pragma unroll
   for (int i = 0; i < 4; ++i) Convert<T>::unpack2(v.w[i], out[2 * i], out[2 * i + 1]);
+}
+
+
+// ---------------------------------------------------------------------------------------------
+// 8-bit float KV storage (OCP FP8: e4m3fn, bias 7, no inf, NaN = S.1111.111, max 448; e5m2,
+// bias 15, IEEE-like, max 57344). Kept as raw bytes, like bf16: HIP 5.2 has no fp8 types. The
+// cache holds stored values; stored x scale = real value, the scale applied in fp32 by the kernel.
+struct fp8e4m3_t {
+  uint8_t bits;
+};
+struct fp8e5m2_t {
+  uint8_t bits;
+};
+
+template <typename KV>
+struct IsFp8 {
+  static constexpr bool value = false;
+};
+template <>
+struct IsFp8<fp8e4m3_t> {
+  static constexpr bool value = true;
+};
+template <>
+struct IsFp8<fp8e5m2_t> {
+  static constexpr bool value = true;
+};
+
+// fp8 -> fp16 by bit placement, four elements of a word at a time: bytes b0..b3 of `w` become
+// the fp16 words lo = (b1:b0) and hi = (b3:b2). e5m2 is the top byte of an fp16, so the result
+// is exact. e4m3's exponent and mantissa bits placed under fp16's (shifted right by one) give
+// the value times 2^-8 exactly, subnormals included (e4m3 subnormals land on fp16 subnormals);
+// Fp8Unit<KV> is the factor the kernels fold into their scales. The e4m3 NaN code reads as
+// +-480 * 2^-8 (no NaN check on the hot path; store_kv never writes NaN for finite input).
+template <typename KV>
+struct Fp8Unit;
+template <>
+struct Fp8Unit<fp8e4m3_t> {
+  static constexpr bool kShifted = true;  // the fp16 bits hold value x 2^-8
+  static constexpr float value = 256.f;
+};
+template <>
+struct Fp8Unit<fp8e5m2_t> {
+  static constexpr bool kShifted = false;
+  static constexpr float value = 1.f;
+};
+
+template <typename KV>
+RK_DEVICE void fp8x4_to_f16x4(uint32_t w, uint32_t& lo, uint32_t& hi) {
+  // Each byte to the top of its 16-bit half: (b1 << 24) | (b0 << 8), (b3 << 24) | (b2 << 8).
+  const uint32_t a = ((w & 0xffu) << 8) | ((w & 0xff00u) << 16);
+  const uint32_t b = ((w >> 8) & 0xff00u) | (w & 0xff000000u);
+  if constexpr (!Fp8Unit<KV>::kShifted) {
+    lo = a;
+    hi = b;
+  } else {
+    // Sign stays at bit 15; the 7 exponent/mantissa bits move down by one.
+    lo = (a & 0x80008000u) | ((a >> 1) & 0x3f803f80u);
+    hi = (b & 0x80008000u) | ((b >> 1) & 0x3f803f80u);
+  }
+}
+
+// 16 fp8 elements -> 16 fp16 elements in two 16-byte vectors (see fp8x4_to_f16x4).
+template <typename KV>
+RK_DEVICE void fp8x16_to_f16x16(const vec16& v, vec16& lo, vec16& hi) {
+  fp8x4_to_f16x4<KV>(v.w[0], lo.w[0], lo.w[1]);
+  fp8x4_to_f16x4<KV>(v.w[1], lo.w[2], lo.w[3]);
+  fp8x4_to_f16x4<KV>(v.w[2], hi.w[0], hi.w[1]);
+  fp8x4_to_f16x4<KV>(v.w[3], hi.w[2], hi.w[3]);
+}
+
+// 8 fp8 elements (two words) -> floats, times 1 / Fp8Unit<KV> like fp8x4_to_f16x4.
+template <typename KV>
+RK_DEVICE void unpack8_fp8(uint32_t w0, uint32_t w1, float* out) {
+  uint32_t h[4];
+  fp8x4_to_f16x4<KV>(w0, h[0], h[1]);
+  fp8x4_to_f16x4<KV>(w1, h[2], h[3]);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) Convert<f16_t>::unpack2(h[i], out[2 * i], out[2 * i + 1]);
+}
+
+// A dequantisation scale as the kernels use it: itself when finite and > 0, else NaN (so a bad
+// scale poisons what it touches instead of producing plausible values).
+RK_DEVICE float fp8_checked_scale(float s) {
+  return (s > 0.f && s <= 3.402823466e38f) ? s : __uint_as_float(0x7fc00000u);
+}
+
+// Correctly rounded a / b even under --use_fast_math (store_kv's quantisation must match the
+// reference's IEEE division bit for bit).
+RK_DEVICE float div_rn(float a, float b) {
+#if RK_NVIDIA
+  return __fdiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+
+// float -> fp8 code, round to nearest even, saturating to the largest finite value (+-448 e4m3,
+// +-57344 e5m2; infinities too); NaN -> a NaN code. Software on every target, so all agree.
+template <typename KV>
+RK_DEVICE uint8_t float_to_fp8(float f) {
+  constexpr bool kE4 = Fp8Unit<KV>::kShifted;
+  constexpr int kMan = kE4 ? 3 : 2, kBias = kE4 ? 7 : 15;
+  constexpr float kMax = kE4 ? 448.f : 57344.f;
+  constexpr uint32_t kMaxCode = kE4 ? 0x7eu : 0x7bu;
+  constexpr float kMinNormal = kE4 ? 0x1p-6f : 0x1p-14f;
+  constexpr float kSubScale = kE4 ? 0x1p9f : 0x1p16f;  // 1 / the smallest subnormal
+  const uint32_t u = __float_as_uint(f);
+  const uint32_t sign = (u >> 24) & 0x80u;
+  const float a = __uint_as_float(u & 0x7fffffffu);
+  uint32_t code;
+  if ((u & 0x7fffffffu) > 0x7f800000u) {
+    code = 0x7fu;
+  } else if (a >= kMax) {
+    code = kMaxCode;
+  } else if (a < kMinNormal) {
+    // Multiples of the smallest subnormal; rounding up to 2^(mantissa bits) gives the smallest
+    // normal's code, as it should.
+    code = static_cast<uint32_t>(__float2int_rn(a * kSubScale));
+  } else {
+    uint32_t b = __float_as_uint(a);
+    b += (1u << (22 - kMan)) - 1u + ((b >> (23 - kMan)) & 1u);  // round to nearest even
+    const uint32_t e = (b >> 23) - 127u + kBias;
+    code = (e << kMan) | ((b >> (23 - kMan)) & ((1u << kMan) - 1u));
+    code = code > kMaxCode ? kMaxCode : code;
+  }
+  return static_cast<uint8_t>(code | sign);
 }
 
 }  // namespace rk

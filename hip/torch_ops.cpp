@@ -9,6 +9,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
+#include <cmath>
 #include <cstdlib>
 
 #include "copy_blocks.h"
@@ -24,6 +25,13 @@ rk::DType dtype_code(const Tensor& t, const char* name) {
   if (t.scalar_type() == at::kBFloat16) return rk::DType::kBF16;
   TORCH_CHECK_VALUE(false, "radixkv: unsupported ", name, " dtype: ", t.scalar_type(),
                     " (supported: float16, bfloat16)");
+}
+
+// KV cache element type relative to the 16-bit type of q / the new tokens.
+rk::KVType kv_code(const Tensor& cache) {
+  if (cache.scalar_type() == at::kFloat8_e4m3fn) return rk::KVType::kFp8E4M3;
+  if (cache.scalar_type() == at::kFloat8_e5m2) return rk::KVType::kFp8E5M2;
+  return rk::KVType::kSame;
 }
 
 void check_gpu(const Tensor& t, const char* name, const Tensor& like) {
@@ -43,9 +51,11 @@ void check_index(const Tensor& t, const char* name, const Tensor& like) {
 void check_aligned(const Tensor& t, const char* name) {
   TORCH_CHECK_VALUE(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0, "radixkv: ", name,
                     " must be 16-byte aligned");
+  const int64_t per16 = 16 / static_cast<int64_t>(t.element_size());
   for (int i = 0; i < t.dim() - 1; ++i)
-    TORCH_CHECK_VALUE(t.stride(i) % 8 == 0 || t.size(i) == 1, "radixkv: ", name, " stride ", i,
-                      " = ", t.stride(i), " is not a multiple of 8 elements (16 bytes)");
+    TORCH_CHECK_VALUE(t.stride(i) % per16 == 0 || t.size(i) == 1, "radixkv: ", name, " stride ",
+                      i, " = ", t.stride(i), " is not a multiple of ", per16,
+                      " elements (16 bytes)");
   TORCH_CHECK_VALUE(t.stride(-1) == 1, "radixkv: ", name, " must have a contiguous last axis");
 }
 
@@ -72,6 +82,44 @@ void check_caches(const Tensor& k_cache, const Tensor& v_cache) {
   check_aligned(v_cache, "v_cache");
 }
 
+// FP8 caches take float32 scales on the caches' device, shape [] or [H_kv] (both K and V the
+// same shape); 16-bit caches take none. Values are not read here (no sync): the kernels turn a
+// non-finite or non-positive scale into NaN output, and the Python wrapper checks values when
+// asked to (check=True / RADIXKV_OPS_CHECK=1) or when they live on the host.
+rk::KVScales kv_scales(const Tensor& cache, int64_t heads, const std::optional<Tensor>& k_scale,
+                       const std::optional<Tensor>& v_scale) {
+  rk::KVScales s;
+  if (kv_code(cache) == rk::KVType::kSame) {
+    TORCH_CHECK_VALUE(!k_scale.has_value() && !v_scale.has_value(), "radixkv: k_scale / v_scale "
+                      "apply to FP8 caches only, but the cache is ", cache.scalar_type());
+    return s;
+  }
+  TORCH_CHECK_VALUE(k_scale.has_value() && v_scale.has_value(), "radixkv: an FP8 cache (",
+                    cache.scalar_type(), ") needs k_scale= and v_scale=");
+  for (const Tensor* t : {&*k_scale, &*v_scale}) {
+    const char* name = t == &*k_scale ? "k_scale" : "v_scale";
+    check_gpu(*t, name, cache);
+    TORCH_CHECK_VALUE(t->scalar_type() == at::kFloat, "radixkv: ", name, " must be float32, got ",
+                      t->scalar_type());
+    TORCH_CHECK_VALUE(t->dim() == 0 || (t->dim() == 1 && t->size(0) == heads && t->stride(0) == 1),
+                      "radixkv: ", name, " must have shape [] or [", heads, "], got ", t->sizes());
+  }
+  TORCH_CHECK_VALUE(k_scale->dim() == v_scale->dim(), "radixkv: k_scale and v_scale must have "
+                    "the same shape, got ", k_scale->sizes(), " and ", v_scale->sizes());
+  s.k = k_scale->data_ptr<float>();
+  s.v = v_scale->data_ptr<float>();
+  s.stride = k_scale->dim() == 0 ? 0 : 1;
+  return s;
+}
+
+// The status word (guard.h): int32 [>= 2] on the caches' device, written by atomicOr.
+uint32_t* status_ptr(const Tensor& status, const Tensor& like) {
+  check_gpu(status, "status", like);
+  TORCH_CHECK_VALUE(status.scalar_type() == at::kInt && status.is_contiguous() && status.numel() >= 2,
+                    "radixkv: status must be a contiguous int32 tensor of >= 2 elements");
+  return reinterpret_cast<uint32_t*>(status.data_ptr<int32_t>());
+}
+
 // Launchers throw rk::Unsupported / rk::LaunchError; surface them as ValueError / RuntimeError.
 template <typename F>
 void call(F&& f) {
@@ -85,7 +133,8 @@ void call(F&& f) {
 }
 
 void store_kv(Tensor k_cache, Tensor v_cache, const Tensor& k, const Tensor& v,
-              const Tensor& slots, int64_t layout) {
+              const Tensor& slots, int64_t layout, Tensor status,
+              const std::optional<Tensor>& k_scale, const std::optional<Tensor>& v_scale) {
   check_caches(k_cache, v_cache);
   const CacheGeom g = cache_geom(k_cache, layout);
   check_gpu(k, "k", k_cache);
@@ -95,12 +144,15 @@ void store_kv(Tensor k_cache, Tensor v_cache, const Tensor& k, const Tensor& v,
                         k.size(2) == g.head_dim,
                     "radixkv: k, v must be [N, ", g.heads, ", ", g.head_dim, "], got ", k.sizes(),
                     " and ", v.sizes());
-  TORCH_CHECK_VALUE(k.scalar_type() == k_cache.scalar_type() &&
-                        v.scalar_type() == k_cache.scalar_type(),
+  const rk::KVType kv = kv_code(k_cache);
+  TORCH_CHECK_VALUE(kv != rk::KVType::kSame || (k.scalar_type() == k_cache.scalar_type() &&
+                                                v.scalar_type() == k_cache.scalar_type()),
                     "radixkv: k/v dtype must match the cache's ", k_cache.scalar_type());
+  TORCH_CHECK_VALUE(k.scalar_type() == v.scalar_type(), "radixkv: k and v dtypes differ");
   TORCH_CHECK_VALUE(slots.dim() == 1 && slots.size(0) == k.size(0), "radixkv: slots must be [",
                     k.size(0), "], got ", slots.sizes());
-  dtype_code(k_cache, "cache");
+  const rk::DType src = dtype_code(k, "k");
+  const rk::KVScales scales = kv_scales(k_cache, g.heads, k_scale, v_scale);
   check_aligned(k, "k");
   check_aligned(v, "v");
   rk::StoreKVParams p{};
@@ -121,11 +173,15 @@ void store_kv(Tensor k_cache, Tensor v_cache, const Tensor& k, const Tensor& v,
   p.num_heads = static_cast<int32_t>(g.heads);
   p.head_dim = static_cast<int32_t>(g.head_dim);
   p.page_size = static_cast<int32_t>(g.page_size);
+  p.kv_type = kv;
+  p.dtype = src;
+  p.scales = scales;
+  p.status = status_ptr(status, k_cache);
   const c10::cuda::CUDAGuard guard(k_cache.device());
   call([&] { rk::launch_store_kv(p, at::cuda::getCurrentCUDAStream().stream()); });
 }
 
-void copy_blocks(Tensor k_cache, Tensor v_cache, const Tensor& pairs) {
+void copy_blocks(Tensor k_cache, Tensor v_cache, const Tensor& pairs, Tensor status) {
   TORCH_CHECK_VALUE(k_cache.sizes() == v_cache.sizes() &&
                         k_cache.scalar_type() == v_cache.scalar_type(),
                     "radixkv: k_cache and v_cache must have the same shape and dtype");
@@ -143,6 +199,7 @@ void copy_blocks(Tensor k_cache, Tensor v_cache, const Tensor& pairs) {
   p.num_pages = k_cache.size(0);
   p.page_bytes = p.num_pages ? k_cache.nbytes() / p.num_pages : 0;
   p.num_pairs = static_cast<int32_t>(pairs.size(0));
+  p.status = status_ptr(status, k_cache);
   const c10::cuda::CUDAGuard guard(k_cache.device());
   call([&] { rk::launch_copy_blocks(p, at::cuda::getCurrentCUDAStream().stream()); });
 }
@@ -150,7 +207,8 @@ void copy_blocks(Tensor k_cache, Tensor v_cache, const Tensor& pairs) {
 void paged_decode(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                   const std::optional<Tensor>& kv_indptr, const Tensor& page_table,
                   const Tensor& kv_lens, Tensor out, Tensor workspace, Tensor counters, double sm_scale,
-                  int64_t layout, int64_t num_splits) {
+                  int64_t layout, int64_t num_splits, Tensor status, int64_t kernel,
+                  const std::optional<Tensor>& k_scale, const std::optional<Tensor>& v_scale) {
   check_caches(k_cache, v_cache);
   const CacheGeom g = cache_geom(k_cache, layout);
   check_gpu(q, "q", k_cache);
@@ -161,8 +219,9 @@ void paged_decode(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
   TORCH_CHECK_VALUE(q.dim() == 3 && q.size(2) == g.head_dim && q.is_contiguous(),
                     "radixkv: q must be contiguous [B, H_q, ", g.head_dim, "], got ", q.sizes());
   check_aligned(q, "q");
-  TORCH_CHECK_VALUE(q.scalar_type() == k_cache.scalar_type(), "radixkv: q dtype ",
-                    q.scalar_type(), " differs from the cache's ", k_cache.scalar_type());
+  TORCH_CHECK_VALUE(kv_code(k_cache) != rk::KVType::kSame || q.scalar_type() == k_cache.scalar_type(),
+                    "radixkv: q dtype ", q.scalar_type(), " differs from the cache's ",
+                    k_cache.scalar_type());
   TORCH_CHECK_VALUE(out.sizes() == q.sizes() && out.scalar_type() == q.scalar_type() &&
                         out.is_contiguous(),
                     "radixkv: out must be contiguous like q");
@@ -197,6 +256,7 @@ void paged_decode(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                           page_table.dim() == 1,
                       "radixkv: CSR mode needs kv_indptr [B + 1] and 1-D kv_indices");
     p.kv_indptr = kv_indptr->data_ptr<int32_t>();
+    p.table_len = page_table.numel();
   } else {
     TORCH_CHECK_VALUE(page_table.dim() == 2 && page_table.size(0) == batch,
                       "radixkv: block_tables must be [B, max_blocks], got ", page_table.sizes());
@@ -222,6 +282,14 @@ void paged_decode(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
   p.num_splits = static_cast<int32_t>(num_splits);
   p.sm_scale = static_cast<float>(sm_scale);
   p.dtype = dtype_code(q, "q");
+  p.kv_type = kv_code(k_cache);
+  p.scales = kv_scales(k_cache, g.heads, k_scale, v_scale);
+  TORCH_CHECK_VALUE(sm_scale > 0 && std::isfinite(sm_scale), "radixkv: sm_scale must be finite and > 0, got ",
+                    sm_scale);
+  TORCH_CHECK_VALUE(kernel >= 0 && kernel <= 2, "radixkv: unsupported kernel code: ", kernel,
+                    " (supported: 0 = auto, 1 = matrix units, 2 = CUDA cores)");
+  p.kernel = static_cast<int32_t>(kernel);
+  p.status = status_ptr(status, k_cache);
   // Tuning knob, read per call so one process can compare variants (needs a tuning build).
   const char* variant = std::getenv("RADIXKV_DECODE_VARIANT");
   p.variant = variant ? std::atoi(variant) : 0;
@@ -233,11 +301,12 @@ void paged_decode(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
 
 TORCH_LIBRARY(radixkv, m) {
   m.def("store_kv(Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor k, Tensor v, Tensor slots, "
-        "int layout) -> ()");
-  m.def("copy_blocks(Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor pairs) -> ()");
+        "int layout, Tensor(c!) status, Tensor? k_scale=None, Tensor? v_scale=None) -> ()");
+  m.def("copy_blocks(Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor pairs, Tensor(c!) status) -> ()");
   m.def("paged_decode(Tensor q, Tensor k_cache, Tensor v_cache, Tensor? kv_indptr, "
         "Tensor page_table, Tensor kv_lens, Tensor(a!) out, Tensor(b!) workspace, "
-        "Tensor(c!) counters, float sm_scale, int layout, int num_splits) -> ()");
+        "Tensor(c!) counters, float sm_scale, int layout, int num_splits, Tensor(d!) status, "
+        "int kernel, Tensor? k_scale=None, Tensor? v_scale=None) -> ()");
 }
 
 TORCH_LIBRARY_IMPL(radixkv, CUDA, m) {

@@ -4,8 +4,10 @@ Validation is split in two. Checks every backend needs (ranks, dtypes, matching 
 GQA divisibility, index dtypes) always run and raise :class:`radixkv.InvalidArgument`. Checks of
 what the compiled kernels support (head_dim, page_size) run only on the extension path, since the
 reference handles any size. Nothing here reads GPU memory, so the wrappers never synchronise and
-are safe inside CUDA-graph capture; set ``RADIXKV_OPS_CHECK=1`` to also verify index ranges on the
-host (that does synchronise).
+are safe inside CUDA-graph capture. Index ranges are checked on the device, always: the kernels
+clamp or skip bad metadata and record each fault in a per-device status word (``_status``), which
+:func:`radixkv.ops.take_errors` reads. Set ``RADIXKV_OPS_CHECK=1`` to also verify index ranges on
+the host before each op and raise on any fault the op recorded (both synchronise).
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ from typing import Any, NoReturn, Optional
 import torch
 
 from radixkv import InvalidArgument
-from radixkv.ops import reference
+from radixkv.ops import _fp8, _status, reference
 
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
+SUPPORTED_KV_DTYPES = SUPPORTED_DTYPES + reference.FP8_DTYPES  # caches; q and new K/V: 16-bit
 SUPPORTED_HEAD_DIMS = (64, 128, 256)
 SUPPORTED_PAGE_SIZES = (1, 16, 64)
 _LAYOUT_CODE = {"bshd": 0, "bhsd": 1}
@@ -91,8 +94,9 @@ def _check_caches(k_cache: torch.Tensor, v_cache: torch.Tensor, layout: str) -> 
             _fail(f"{name} must be a torch.Tensor, got {type(c).__name__}")
         if c.dim() != 4:
             _fail(f"{name} must be 4-D ({layout}), got shape {tuple(c.shape)}")
-        if c.dtype not in SUPPORTED_DTYPES + (torch.float32,):
-            _fail(f"unsupported {name} dtype: {c.dtype} (supported: float16, bfloat16)")
+        if c.dtype not in SUPPORTED_KV_DTYPES + (torch.float32,):
+            _fail(f"unsupported {name} dtype: {c.dtype} (supported: float16, bfloat16, "
+                  "float8_e4m3fn, float8_e5m2)")
         if c.stride(-1) != 1:
             _fail(f"{name} must have a contiguous last (head_dim) axis, got strides {c.stride()}")
     if k_cache.shape != v_cache.shape or k_cache.dtype != v_cache.dtype:
@@ -200,7 +204,10 @@ def _check_query(
     rows, h_q, qdim = q.shape
     if qdim != dim:
         _fail(f"q head_dim {qdim} differs from the cache's {dim}")
-    if q.dtype != k_cache.dtype:
+    if _fp8.is_fp8(k_cache.dtype):
+        if q.dtype not in SUPPORTED_DTYPES + (torch.float32,):
+            _fail(f"q dtype {q.dtype} with an FP8 cache (supported: float16, bfloat16)")
+    elif q.dtype != k_cache.dtype:
         _fail(f"q dtype {q.dtype} differs from the cache's {k_cache.dtype}")
     if q.device != k_cache.device:
         _fail(f"q is on {q.device} but the caches are on {k_cache.device}")
@@ -254,7 +261,27 @@ def _call(op: Any, *args: Any) -> None:
 
 
 def _scale(sm_scale: Optional[float], head_dim: int) -> float:
-    return 1.0 / math.sqrt(head_dim) if sm_scale is None else float(sm_scale)
+    if sm_scale is None:
+        return 1.0 / math.sqrt(head_dim)
+    scale = float(sm_scale)
+    if not (math.isfinite(scale) and scale > 0.0):
+        _fail(f"sm_scale must be finite and > 0, got {sm_scale!r}")
+    return scale
+
+
+def _checked() -> bool:
+    return os.environ.get("RADIXKV_OPS_CHECK") == "1"
+
+
+def _raise_recorded(device: torch.device) -> None:
+    """Checked mode, after an op: raise if any op on ``device`` recorded an input fault."""
+    faults = _status.take_errors(device)
+    if faults:
+        _fail("bad kernel input (recorded on the device): " + "; ".join(str(f) for f in faults))
+
+
+# paged_decode(kernel=...): the binding's kernel codes (hip/paged_decode.h, PagedDecodeParams.kernel).
+_KERNEL_CODE = {"auto": 0, "mma": 1, "cuda_core": 2}
 
 
 # ----------------------------------------------------------------------------- split-KV sizing
@@ -305,10 +332,11 @@ def _head_chunk(group: int) -> int:
     return 1
 
 
-def _matrix_kernel(device: torch.device) -> bool:
+def _matrix_kernel(device: torch.device, kernel: str = "auto") -> bool:
     """Whether paged_decode runs the matrix-unit kernel here (hip/paged_decode_kernel.cuh, run_any):
-    NVIDIA and AMD parts with MFMA do; gfx906-class parts, and tuning variant 3, run the CUDA-core one."""
-    if _tuning_variant() == 3:
+    NVIDIA and AMD parts with MFMA do unless ``kernel="cuda_core"``; gfx906-class parts, and tuning
+    variant 3, run the CUDA-core one."""
+    if kernel == "cuda_core" or _tuning_variant() == 3:
         return False
     if torch.version.hip is None:
         return True
@@ -336,12 +364,13 @@ def _mma_head_chunks(h_q: int, h_kv: int) -> int:
 
 
 def decode_plan(batch: int, h_q: int, h_kv: int, est_len: int,
-                device: Optional[torch.device] = None) -> tuple[int, int]:
-    """(num_splits, head_chunks) that paged_decode picks on ``device`` for this shape."""
+                device: Optional[torch.device] = None, kernel: str = "auto") -> tuple[int, int]:
+    """(num_splits, head_chunks) that paged_decode picks on ``device`` for this shape and
+    ``kernel`` choice (see :func:`paged_decode`)."""
     dev = device if device is not None else torch.device("cuda", torch.cuda.current_device())
     group = h_q // max(h_kv, 1)
     variant = _tuning_variant()
-    if _matrix_kernel(dev):
+    if _matrix_kernel(dev, kernel):
         chunks = _mma_head_chunks(h_q, h_kv)
         # Splits are sized for the 192 KB shape (one block per SM); grids of more blocks than
         # SMs run the 96 KB shape (two per SM). Tuning variant 2 always runs the 96 KB shape.
@@ -390,20 +419,30 @@ def store_kv(
     slots: torch.Tensor,
     *,
     layout: str = "bshd",
+    k_scale: Optional[torch.Tensor] = None,
+    v_scale: Optional[torch.Tensor] = None,
 ) -> None:
     """Write new tokens' keys and values into their slots, in place.
 
     k_cache, v_cache: ``[num_pages, page_size, H_kv, D]`` (bshd) or ``[num_pages, H_kv, page_size,
-    D]`` (bhsd); float16 or bfloat16. k, v: ``[N, H_kv, D]``, same dtype (any row strides, last axis
+    D]`` (bhsd); float16, bfloat16, or FP8 (float8_e4m3fn / float8_e5m2). k, v: ``[N, H_kv, D]``,
+    the cache's dtype, or float16/bfloat16 for an FP8 cache (any row strides, last axis
     contiguous). slots: int32 ``[N]``; slot s is page ``s // page_size``, offset ``s % page_size``;
-    a negative slot skips its token.
+    a negative slot skips its token. ``k_scale`` / ``v_scale`` (FP8 caches only, required there):
+    float32 ``[]`` or ``[H_kv]`` on the caches' device; the cache stores ``value / scale`` rounded
+    to nearest even and saturated (e4m3: +-448, e5m2: +-57344). Values are checked on the host
+    only for CPU scales or with ``RADIXKV_OPS_CHECK=1``; otherwise a non-finite or non-positive
+    scale stores NaN codes.
     """
     code = _check_layout(layout)
     num_pages, page_size, heads, dim = _check_caches(k_cache, v_cache, layout)
+    fp8 = _fp8.is_fp8(k_cache.dtype)
     for name, t in (("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor) or t.dim() != 3 or tuple(t.shape[1:]) != (heads, dim):
             _fail(f"{name} must be [N, {heads}, {dim}], got {tuple(getattr(t, 'shape', ()))}")
-        if t.dtype != k_cache.dtype:
+        if fp8 and t.dtype not in SUPPORTED_DTYPES + (torch.float32,):
+            _fail(f"{name} dtype {t.dtype} for an FP8 cache (supported: float16, bfloat16)")
+        if not fp8 and t.dtype != k_cache.dtype:
             _fail(f"{name} dtype {t.dtype} differs from the cache's {k_cache.dtype}")
         if t.device != k_cache.device:
             _fail(f"{name} is on {t.device} but the caches are on {k_cache.device}")
@@ -414,17 +453,28 @@ def store_kv(
     _check_index("slots", slots, 1, k_cache.device)
     if slots.numel() != k.shape[0]:
         _fail(f"slots has {slots.numel()} entries for {k.shape[0]} tokens")
-    if os.environ.get("RADIXKV_OPS_CHECK") == "1" and slots.numel():
+    if k.dtype != v.dtype:
+        _fail(f"k and v dtypes differ: {k.dtype} vs {v.dtype}")
+    _fp8.check_scales(k_cache, heads, k_scale, v_scale, _checked())
+    if _checked() and slots.numel():
         if int(slots.max()) >= num_pages * page_size:
             _fail(f"slot {int(slots.max())} out of range (pool has {num_pages * page_size} slots)")
     if backend(k_cache.device) == "reference":
-        reference.store_kv(k_cache, v_cache, k, v, slots, layout)
-        return
-    if k_cache.dtype not in SUPPORTED_DTYPES:
-        _fail(f"unsupported dtype for the GPU kernels: {k_cache.dtype} (supported: float16, bfloat16)")
-    if dim % 8 != 0:
-        _fail(f"unsupported head_dim for store_kv: {dim} (supported: multiples of 8)")
-    _call(torch.ops.radixkv.store_kv, k_cache, v_cache, k, v, slots, code)
+        reference.store_kv(k_cache, v_cache, k, v, slots, layout, k_scale, v_scale)
+    else:
+        if k_cache.dtype not in SUPPORTED_KV_DTYPES or k.dtype not in SUPPORTED_DTYPES:
+            _fail(f"unsupported dtype for the GPU kernels: cache {k_cache.dtype}, k/v {k.dtype} "
+                  "(supported: float16, bfloat16 caches; FP8 caches from float16/bfloat16 K/V)")
+        if dim % 8 != 0:
+            _fail(f"unsupported head_dim for store_kv: {dim} (supported: multiples of 8)")
+        if fp8:
+            _call(torch.ops.radixkv.store_kv, k_cache, v_cache, k, v, slots, code,
+                  _status.buffer(k_cache.device), k_scale, v_scale)
+        else:
+            _call(torch.ops.radixkv.store_kv, k_cache, v_cache, k, v, slots, code,
+                  _status.buffer(k_cache.device))
+    if _checked():
+        _raise_recorded(k_cache.device)
 
 
 def copy_blocks(k_cache: torch.Tensor, v_cache: torch.Tensor, pairs: torch.Tensor) -> None:
@@ -444,7 +494,7 @@ def copy_blocks(k_cache: torch.Tensor, v_cache: torch.Tensor, pairs: torch.Tenso
         pairs = pairs.view(-1, 2)
     if pairs.dim() != 2 or pairs.shape[1] != 2:
         _fail(f"pairs must be int32 [n, 2], got shape {tuple(pairs.shape)}")
-    if os.environ.get("RADIXKV_OPS_CHECK") == "1" and pairs.numel():
+    if _checked() and pairs.numel():
         n = k_cache.shape[0]
         if int(pairs.min()) < 0 or int(pairs.max()) >= n:
             _fail(f"page index out of range [0, {n}) in pairs")
@@ -452,8 +502,11 @@ def copy_blocks(k_cache: torch.Tensor, v_cache: torch.Tensor, pairs: torch.Tenso
         return
     if backend(k_cache.device) == "reference":
         reference.copy_blocks(k_cache, v_cache, pairs)
-        return
-    _call(torch.ops.radixkv.copy_blocks, k_cache, v_cache, pairs.contiguous())
+    else:
+        _call(torch.ops.radixkv.copy_blocks, k_cache, v_cache, pairs.contiguous(),
+              _status.buffer(k_cache.device))
+    if _checked():
+        _raise_recorded(k_cache.device)
 
 
 def paged_decode(
@@ -471,6 +524,9 @@ def paged_decode(
     workspace: Optional[torch.Tensor] = None,
     counters: Optional[torch.Tensor] = None,
     num_splits: Optional[int] = None,
+    kernel: str = "auto",
+    k_scale: Optional[torch.Tensor] = None,
+    v_scale: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
     """Decode attention: one query token per request over its paged KV context.
 
@@ -483,21 +539,32 @@ def paged_decode(
     least :func:`decode_counter_words` elements; a per-device cached buffer by default). Calls
     that may run at the same time on different streams need their own ``workspace`` and
     ``counters``. ``num_splits`` overrides the automatic partition count (see :func:`decode_plan`).
-    A request with kv_len 0 yields zeros.
+    ``kernel``: ``"auto"`` (the device's default: matrix units where it has them), ``"cuda_core"``
+    (the portable kernel gfx906-class parts run; on NVIDIA too, e.g. to test it) or ``"mma"``;
+    :func:`radixkv.ops.take_kernel_log` says which ran. A request with kv_len 0 yields zeros.
+    Bad page metadata is clamped or skipped on the device and recorded (:func:`take_errors`).
+    FP8 caches (float8_e4m3fn / float8_e5m2) with a float16/bfloat16 q take ``k_scale`` /
+    ``v_scale`` as in :func:`store_kv` and are dequantised in the kernel (half the bytes read).
     """
+    if kernel not in _KERNEL_CODE:
+        _fail(f"unsupported kernel: {kernel!r} (supported: {', '.join(map(repr, _KERNEL_CODE))})")
     code = _check_layout(layout)
     num_pages, page_size, h_kv, dim = _check_caches(k_cache, v_cache, layout)
     batch, h_q = _check_query(q, "[B, H_q, D]", k_cache, h_kv, dim)
     _check_pages("paged_decode", batch, kv_indptr, kv_indices, kv_lens, block_tables, q.device)
     assert kv_lens is not None
-    if os.environ.get("RADIXKV_OPS_CHECK") == "1":
+    scale = _scale(sm_scale, dim)
+    if _checked():
         _host_check_pages(num_pages, page_size, kv_indptr, kv_indices, kv_lens, block_tables)
     if out is not None and (out.shape != q.shape or out.dtype != q.dtype or out.device != q.device):
         _fail(f"out must be {tuple(q.shape)} {q.dtype} on {q.device}")
-    scale = _scale(sm_scale, dim)
+    _fp8.check_scales(k_cache, h_kv, k_scale, v_scale, _checked())
     if backend(q.device) == "reference":
         res = reference.paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_lens, scale,
-                                     block_tables=block_tables, layout=layout)
+                                     block_tables=block_tables, layout=layout,
+                                     k_scale=k_scale, v_scale=v_scale)
+        if _checked():
+            _raise_recorded(q.device)
         if out is None:
             return res
         out.copy_(res)
@@ -515,7 +582,7 @@ def paged_decode(
         est_len = (kv_indices.numel() * page_size) // max(batch, 1)
         table = kv_indices
     if num_splits is None:
-        splits, _ = decode_plan(batch, h_q, h_kv, est_len, q.device)
+        splits, _ = decode_plan(batch, h_q, h_kv, est_len, q.device, kernel)
     else:
         if not 1 <= num_splits <= 256:
             _fail(f"num_splits must be in [1, 256], got {num_splits}")
@@ -524,9 +591,12 @@ def paged_decode(
                   splits * batch * h_q * (dim + 2) if splits > 1 else 1, torch.float32, workspace)
     cnt = _scratch(_counter_bufs, "counters", q.device, decode_counter_words(batch, h_q, h_kv),
                    torch.int32, counters, zero=True)
+    scale_args = (k_scale, v_scale) if _fp8.is_fp8(k_cache.dtype) else ()
     _call(torch.ops.radixkv.paged_decode,
           q.contiguous(), k_cache, v_cache, kv_indptr, table, kv_lens, out, ws, cnt, scale, code,
-          splits)
+          splits, _status.buffer(q.device), _KERNEL_CODE[kernel], *scale_args)
+    if _checked():
+        _raise_recorded(q.device)
     return out
 
 
@@ -545,6 +615,8 @@ def extend_attention(
     out: Optional[torch.Tensor] = None,
     max_q_len: Optional[int] = None,
     check: Optional[bool] = None,
+    k_scale: Optional[torch.Tensor] = None,
+    v_scale: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
     """Prefix-prefill ("extend") attention over paged KV with the shifted causal mask.
 
@@ -553,14 +625,16 @@ def extend_attention(
     i sees key j iff ``j <= i + L_k - L_q``. Pages and caches as in :func:`paged_decode`. Returns
     ``[N_q, H_q, D]`` in q's dtype. ``max_q_len`` (optional) bounds ``L_q`` so the kernel's grid
     can be sized without reading qo_indptr on the host; by default ``N_q`` is the bound.
-    ``sm_scale`` must be positive. ``check``: read the index tensors on the host and reject bad
-    metadata naming the request (a request with more queries than keys, a ``qo_indptr`` that
-    decreases or does not end at ``N_q``, pages out of range); default ``RADIXKV_OPS_CHECK=1``.
-    It synchronises, so leave it off inside CUDA-graph capture. Unchecked, a request with more
-    queries than keys gets NaN rows, never garbage.
+    ``sm_scale`` must be finite and positive. ``check``: read the index tensors on the host and
+    reject bad metadata naming the request (a request with more queries than keys, a ``qo_indptr``
+    that decreases or does not end at ``N_q``, pages out of range), and raise after the op on any
+    fault it recorded; default ``RADIXKV_OPS_CHECK=1``. It synchronises, so leave it off inside
+    CUDA-graph capture. Unchecked, bad metadata is clamped or skipped on the device and recorded
+    (:func:`take_errors`); a request with more queries than keys gets NaN rows, never garbage.
+    FP8 caches take ``k_scale`` / ``v_scale`` as in :func:`store_kv` (``check`` also checks their
+    values); on a GPU the pages the table names are dequantised to q's dtype first
+    (``_fp8.dequantized_pages``) and the 16-bit kernel runs.
     """
-    if sm_scale is not None and not float(sm_scale) > 0.0:
-        _fail(f"sm_scale must be > 0, got {sm_scale!r}")
     if max_q_len is not None and int(max_q_len) < 0:
         _fail(f"max_q_len must be >= 0, got {max_q_len}")
     code = _check_layout(layout)
@@ -572,17 +646,22 @@ def extend_attention(
         _fail("qo_indptr must have at least one entry")
     _check_pages("extend_attention", batch, kv_indptr, kv_indices, kv_lens, block_tables, q.device)
     assert kv_lens is not None
-    if os.environ.get("RADIXKV_OPS_CHECK") == "1" if check is None else bool(check):
+    scale = _scale(sm_scale, dim)
+    checked = _checked() if check is None else bool(check)
+    _fp8.check_scales(k_cache, h_kv, k_scale, v_scale, checked)
+    if checked:
         _host_check_pages(num_pages, page_size, kv_indptr, kv_indices, kv_lens, block_tables)
         check_extend_metadata(qo_indptr, kv_lens, n_q, max_q_len)
     if out is not None and (out.shape != q.shape or out.dtype != q.dtype or out.device != q.device):
         _fail(f"out must be {tuple(q.shape)} {q.dtype} on {q.device}")
-    scale = _scale(sm_scale, dim)
     if backend(q.device) == "reference" or not hasattr(torch.ops.radixkv, "extend_attention"):
         if q.device.type == "cuda" and backend(q.device) == "extension":
             _warn_reference("radixkv.ops: extend_attention kernel not built; using the reference")
         res = reference.extend_attention(q, k_cache, v_cache, qo_indptr, kv_indptr, kv_indices,
-                                         kv_lens, scale, block_tables=block_tables, layout=layout)
+                                         kv_lens, scale, block_tables=block_tables, layout=layout,
+                                         k_scale=k_scale, v_scale=v_scale)
+        if checked:
+            _raise_recorded(q.device)
         if out is None:
             return res
         out.copy_(res)
@@ -591,7 +670,15 @@ def extend_attention(
     if out is None:
         out = torch.empty_like(q, memory_format=torch.contiguous_format)
     table = block_tables if block_tables is not None else kv_indices
+    assert table is not None
+    if _fp8.is_fp8(k_cache.dtype):
+        assert k_scale is not None and v_scale is not None
+        k_cache, v_cache, table = _fp8.dequantized_pages(k_cache, v_cache, k_scale, v_scale, table,
+                                                         layout, q.dtype)
     bound = n_q if max_q_len is None else int(max_q_len)
     _call(torch.ops.radixkv.extend_attention,
-          q.contiguous(), k_cache, v_cache, qo_indptr, kv_indptr, table, kv_lens, out, scale, code, bound)
+          q.contiguous(), k_cache, v_cache, qo_indptr, kv_indptr, table, kv_lens, out, scale, code, bound,
+          _status.buffer(q.device))
+    if checked:
+        _raise_recorded(q.device)
     return out

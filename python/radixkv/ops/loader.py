@@ -13,7 +13,8 @@ Environment:
   flags are not rebuilt.
 - ``RADIXKV_HEAD_DIMS`` (e.g. ``128`` or ``64,128``), ``RADIXKV_DTYPES`` (``bf16``, ``fp16``),
   ``RADIXKV_PAGE_SIZES`` (``1,16``): compile only these variants (faster builds); a call needing
-  another one raises an error naming it.
+  another one raises an error naming it. ``RADIXKV_KV_DTYPES`` (``e4m3``, ``e5m2``, or
+  ``none``): the FP8 cache variants of store_kv / paged_decode compiled in (default: both).
 - ``RADIXKV_DECODE_VARIANTS=1``: tuning build with alternative decode kernels, chosen per call
   by ``RADIXKV_DECODE_VARIANT`` (see hip/paged_decode_kernel.cuh).
 - ``RADIXKV_VERBOSE_BUILD=1``: show the compiler's output.
@@ -39,6 +40,7 @@ _VARIANTS = {
     "RADIXKV_HEAD_DIMS": ("RADIXKV_HD_", ("64", "128", "256")),
     "RADIXKV_DTYPES": ("RADIXKV_DT_", ("fp16", "bf16")),
     "RADIXKV_PAGE_SIZES": ("RADIXKV_PS_", ("1", "16", "64")),
+    "RADIXKV_KV_DTYPES": ("RADIXKV_KV_", ("e4m3", "e5m2")),
 }
 
 
@@ -62,7 +64,7 @@ def variant_defines() -> list[str]:
         want = os.environ.get(env)
         if not want:
             continue
-        keep = {w.strip().lower() for w in want.split(",") if w.strip()}
+        keep = {w.strip().lower() for w in want.split(",") if w.strip()} - {"none"}
         unknown = keep - set(values)
         if unknown:
             raise ValueError(f"{env}={want!r}: unknown {sorted(unknown)} (known: {', '.join(values)})")

@@ -9,6 +9,17 @@ are ``[num_pages, H_kv, page_size, D]``; ``page_size`` is read from the shape. P
 given either in CSR form (``kv_indptr`` ``[B+1]``, ``kv_indices`` ``[nnz_pages]``) or as a block table
 (``block_tables`` ``[B, max_blocks]``); ``kv_lens[b]`` counts valid tokens, so the last page of
 request b holds ``(kv_lens[b] - 1) % page_size + 1`` of them.
+
+Bad metadata is handled as the kernels handle it (``hip/guard.h``), and recorded in the same
+status word (``radixkv.ops.take_errors``): a CSR row is clamped to ``kv_indices``, ``kv_lens`` to
+``[0, tokens its pages hold]``, a key on a page outside the pool is dropped (decode) or reads zeros
+(extend), a request whose query rows are not inside q is skipped (its rows stay zero), one with
+more queries than keys gets NaN rows, and out-of-range slots and copy pairs are skipped.
+
+FP8 caches (``torch.float8_e4m3fn`` / ``torch.float8_e5m2``) come with ``k_scale`` / ``v_scale``:
+float32 tensors of shape ``[]`` (per tensor) or ``[H_kv]`` (per KV head), stored value x scale =
+real value. :func:`store_kv` quantises ``value / scale`` (round to nearest even, saturating to the
+format's largest finite value); the attention ops dequantise the gathered rows in float32.
 """
 
 from __future__ import annotations
@@ -18,15 +29,25 @@ from typing import Optional
 
 import torch
 
+from radixkv.ops import _status
+
 LAYOUTS = ("bshd", "bhsd")
 
+FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
+FP8_MAX = {torch.float8_e4m3fn: 448.0, torch.float8_e5m2: 57344.0}
+
 __all__ = [
+    "FP8_DTYPES",
+    "FP8_MAX",
     "LAYOUTS",
     "cache_dims",
+    "dequantize",
     "copy_blocks",
     "extend_attention",
     "gather_kv",
     "paged_decode",
+    "clamped_request",
+    "quantize",
     "request_pages",
     "store_kv",
 ]
@@ -44,8 +65,29 @@ def cache_dims(cache: torch.Tensor, layout: str = "bshd") -> tuple[int, int, int
 
 
 def _token_view(cache: torch.Tensor, layout: str) -> torch.Tensor:
-    """View of the cache as ``[num_pages, page_size, H_kv, D]`` (bhsd is permuted, not copied)."""
+    """View of the cache as ``[num_pages, page_size, H_kv, D]`` (bhsd is permuted, not copied).
+    FP8 caches are viewed as uint8 (indexing is defined for every integer type)."""
+    if cache.dtype in FP8_DTYPES:
+        cache = cache.view(torch.uint8)
     return cache if layout == "bshd" else cache.permute(0, 2, 1, 3)
+
+
+def _head_scale(scale: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A ``[]`` or ``[H_kv]`` scale as float32 broadcasting over ``[..., H_kv, D]``."""
+    s = scale.to(device, torch.float32)
+    return s if s.dim() == 0 else s.reshape(-1, 1)
+
+
+def quantize(x: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``x`` ``[..., H_kv, D]`` -> FP8 ``dtype``: ``x / scale`` in float32, saturated, rounded to
+    nearest even (what store_kv writes)."""
+    lim = FP8_MAX[dtype]
+    return (x.float() / _head_scale(scale, x.device)).clamp(-lim, lim).to(dtype)
+
+
+def dequantize(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """FP8 ``x`` ``[..., H_kv, D]`` -> float32 real values (``x * scale``)."""
+    return x.float() * _head_scale(scale, x.device)
 
 
 def request_pages(
@@ -69,16 +111,78 @@ def request_pages(
     return kv_indices[start : start + n_pages].to("cpu", torch.int64)
 
 
+def clamped_request(
+    b: int,
+    kv_len: int,
+    kv_indptr: Optional[torch.Tensor],
+    kv_indices: Optional[torch.Tensor],
+    block_tables: Optional[torch.Tensor],
+    page_size: int,
+) -> tuple[torch.Tensor, int, int]:
+    """``(pages, length, checks)`` of request ``b`` as the kernels read it: its CSR row clamped to
+    ``kv_indices`` (or its whole block-table row), ``kv_len`` clamped to ``[0, len(pages) *
+    page_size]``, and the ``_status.CHECK_BIT`` bits of what was wrong."""
+    checks = 0
+    if block_tables is not None:
+        row = block_tables[b].to("cpu", torch.int64)
+    else:
+        assert kv_indptr is not None and kv_indices is not None
+        nnz = kv_indices.numel()
+        s0, s1 = int(kv_indptr[b]), int(kv_indptr[b + 1])
+        if s0 < 0 or s1 < s0:
+            checks |= _status.CHECK_BIT["indptr_order"]
+        if s1 > nnz:
+            checks |= _status.CHECK_BIT["indptr_overrun"]
+        lo = min(max(s0, 0), nnz)
+        hi = min(max(s1, lo), nnz)
+        row = kv_indices[lo:hi].to("cpu", torch.int64)
+    cap = row.numel() * page_size
+    if kv_len < 0:
+        checks |= _status.CHECK_BIT["len_negative"]
+        kv_len = 0
+    elif kv_len > cap:
+        checks |= _status.CHECK_BIT["len_beyond_pages"]
+        kv_len = cap
+    return row, kv_len, checks
+
+
+def _gather_valid(cache: torch.Tensor, pages: torch.Tensor, kv_len: int,
+                  layout: str, scale: Optional[torch.Tensor] = None
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Like :func:`gather_kv`, for pages that may lie outside the pool: rows on such pages are
+    zeros; also returns which rows were on a valid page (bool ``[kv_len]``)."""
+    num_pages, page_size, heads, dim = cache_dims(cache, layout)
+    pos = torch.arange(kv_len, dtype=torch.int64)
+    page = pages[pos // page_size] if kv_len else pos
+    ok = (page >= 0) & (page < num_pages)
+    safe = torch.where(ok, page, torch.zeros_like(page)).to(cache.device)
+    rows = _token_view(cache, layout)[safe, (pos % page_size).to(cache.device)]
+    if cache.dtype in FP8_DTYPES:
+        if scale is None:
+            raise ValueError(f"an FP8 cache ({cache.dtype}) needs its scale")
+        rows = dequantize(rows.view(cache.dtype).reshape(kv_len, heads, dim), scale)
+    # (where, not a product: a NaN row on a dropped page must not leak in)
+    rows = torch.where(ok.to(cache.device).view(-1, 1, 1), rows.float().reshape(kv_len, heads, dim),
+                       torch.zeros((), device=cache.device))
+    return rows, ok.to(cache.device)
+
+
 def gather_kv(
-    cache: torch.Tensor, pages: torch.Tensor, kv_len: int, layout: str = "bshd"
+    cache: torch.Tensor, pages: torch.Tensor, kv_len: int, layout: str = "bshd",
+    scale: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
-    """Rows of one request in token order: ``[kv_len, H_kv, D]`` (float32)."""
+    """Rows of one request in token order: ``[kv_len, H_kv, D]`` (float32; FP8 caches
+    dequantised with ``scale``)."""
     _, page_size, heads, dim = cache_dims(cache, layout)
     tok = _token_view(cache, layout)
     pos = torch.arange(kv_len, dtype=torch.int64, device=cache.device)
     page = pages.to(cache.device)[pos // page_size] if kv_len else pos
-    rows = tok[page, pos % page_size]
-    return rows.reshape(kv_len, heads, dim).float()
+    rows = tok[page, pos % page_size].reshape(kv_len, heads, dim)
+    if cache.dtype in FP8_DTYPES:
+        if scale is None:
+            raise ValueError(f"an FP8 cache ({cache.dtype}) needs its scale")
+        return dequantize(rows.view(cache.dtype), scale)
+    return rows.float()
 
 
 def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float,
@@ -112,17 +216,31 @@ def store_kv(
     v: torch.Tensor,
     slots: torch.Tensor,
     layout: str = "bshd",
+    k_scale: Optional[torch.Tensor] = None,
+    v_scale: Optional[torch.Tensor] = None,
 ) -> None:
     """Write ``k``/``v`` ``[N, H_kv, D]`` into slots ``slots`` ``[N]`` (in place).
 
     Slot s is page ``s // page_size``, offset ``s % page_size``. A negative slot skips its token
-    (padding, as in vLLM's slot_mapping).
+    (padding, as in vLLM's slot_mapping); a slot past the pool is skipped and recorded. FP8
+    caches store :func:`quantize` of the values.
     """
-    _, page_size, _, _ = cache_dims(k_cache, layout)
+    num_pages, page_size, _, _ = cache_dims(k_cache, layout)
     s = slots.to(k_cache.device, torch.int64)
-    keep = s >= 0
+    over = s >= num_pages * page_size
+    if bool(over.any()):
+        _status.record(k_cache.device, "store_kv", _status.CHECK_BIT["slot_range"])
+    keep = (s >= 0) & ~over
     s = s[keep]
     page, off = s // page_size, s % page_size
+    if k_cache.dtype in FP8_DTYPES:
+        if k_scale is None or v_scale is None:
+            raise ValueError(f"an FP8 cache ({k_cache.dtype}) needs k_scale and v_scale")
+        kq = quantize(k[keep], k_scale, k_cache.dtype).view(torch.uint8)
+        vq = quantize(v[keep], v_scale, v_cache.dtype).view(torch.uint8)
+        _token_view(k_cache, layout)[page, off] = kq
+        _token_view(v_cache, layout)[page, off] = vq
+        return
     _token_view(k_cache, layout)[page, off] = k[keep].to(k_cache.dtype)
     _token_view(v_cache, layout)[page, off] = v[keep].to(v_cache.dtype)
 
@@ -131,9 +249,15 @@ def copy_blocks(k_cache: torch.Tensor, v_cache: torch.Tensor, pairs: torch.Tenso
     """Copy whole pages ``pairs[i, 0] -> pairs[i, 1]`` in both caches (in place).
 
     All sources are read before any destination is written; destinations must be distinct and must
-    not be sources (copy-on-write pairs always satisfy this).
+    not be sources (copy-on-write pairs always satisfy this). A pair naming a page outside the pool
+    is skipped and recorded.
     """
     p = pairs.to(k_cache.device, torch.int64).reshape(-1, 2)
+    n = k_cache.shape[0]
+    ok = ((p >= 0) & (p < n)).all(dim=1)
+    if not bool(ok.all()):
+        _status.record(k_cache.device, "copy_blocks", _status.CHECK_BIT["page_range"])
+        p = p[ok]
     src, dst = p[:, 0], p[:, 1]
     k_cache[dst] = k_cache[src].clone()
     v_cache[dst] = v_cache[src].clone()
@@ -150,15 +274,19 @@ def paged_decode(
     *,
     block_tables: Optional[torch.Tensor] = None,
     layout: str = "bshd",
+    k_scale: Optional[torch.Tensor] = None,
+    v_scale: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
     """One query per request over its paged context. q ``[B, H_q, D]`` -> ``[B, H_q, D]`` (q.dtype).
 
     This is extend attention with one query per request: that query is the last position, so the
-    shifted causal mask lets it see every key.
+    shifted causal mask lets it see every key. A request with no key gets zeros; keys on pages
+    outside the pool are left out.
     """
     qo_indptr = torch.arange(q.shape[0] + 1, dtype=torch.int32)
-    return extend_attention(q, k_cache, v_cache, qo_indptr, kv_indptr, kv_indices, kv_lens,
-                            sm_scale, block_tables=block_tables, layout=layout)
+    return _attention(q, k_cache, v_cache, qo_indptr, kv_indptr, kv_indices, kv_lens, sm_scale,
+                      block_tables, layout, decode=True,
+                      k_scale=k_scale, v_scale=v_scale)
 
 
 def extend_attention(
@@ -173,29 +301,57 @@ def extend_attention(
     *,
     block_tables: Optional[torch.Tensor] = None,
     layout: str = "bshd",
+    k_scale: Optional[torch.Tensor] = None,
+    v_scale: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
     """Prefix-prefill attention. q ``[N_q, H_q, D]`` -> ``[N_q, H_q, D]`` (q.dtype).
 
     Request b owns queries ``qo_indptr[b]:qo_indptr[b+1]`` (L_q of them), which are the last L_q
     positions of its ``kv_lens[b]`` (= L_k) tokens: query i may see key j iff ``j <= i + L_k - L_q``.
+    A request with L_q > L_k gets NaN rows; keys on pages outside the pool read zeros.
     """
+    return _attention(q, k_cache, v_cache, qo_indptr, kv_indptr, kv_indices, kv_lens, sm_scale,
+                      block_tables, layout, decode=False, k_scale=k_scale, v_scale=v_scale)
+
+
+def _attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, qo_indptr: torch.Tensor,
+               kv_indptr: Optional[torch.Tensor], kv_indices: Optional[torch.Tensor],
+               kv_lens: Optional[torch.Tensor], sm_scale: Optional[float],
+               block_tables: Optional[torch.Tensor], layout: str, decode: bool,
+               k_scale: Optional[torch.Tensor] = None,
+               v_scale: Optional[torch.Tensor] = None) -> torch.Tensor:
     assert kv_lens is not None
     _, page_size, _, dim = cache_dims(k_cache, layout)
     scale = 1.0 / math.sqrt(dim) if sm_scale is None else float(sm_scale)
     lens = kv_lens.to("cpu", torch.int64)
     qo = qo_indptr.to("cpu", torch.int64)
-    out = torch.empty(q.shape, dtype=torch.float32, device=q.device)
+    n_rows = q.shape[0]
+    out = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+    checks = 0
     for b in range(lens.numel()):
-        n_k = int(lens[b])
         q0, q1 = int(qo[b]), int(qo[b + 1])
+        pages, n_k, c = clamped_request(b, int(lens[b]), kv_indptr, kv_indices, block_tables, page_size)
+        checks |= c
+        if not decode and (q0 < 0 or q1 < q0 or q1 > n_rows):
+            checks |= _status.CHECK_BIT["qo_indptr"]
+            continue  # the kernel skips a request whose rows are not inside q
         n_q = q1 - q0
         if n_q == 0:
             continue
-        pages = request_pages(b, n_k, page_size, kv_indptr, kv_indices, block_tables)
-        k = gather_kv(k_cache, pages, n_k, layout)
-        v = gather_kv(v_cache, pages, n_k, layout)
+        if not decode and n_q > n_k:
+            if int(lens[b]) >= 0:
+                checks |= _status.CHECK_BIT["queries_exceed_keys"]
+            out[q0:q1] = float("nan")
+            continue
+        k, ok = _gather_valid(k_cache, pages, n_k, layout, k_scale)
+        v, _ = _gather_valid(v_cache, pages, n_k, layout, v_scale)
+        if not bool(ok.all()):
+            checks |= _status.CHECK_BIT["page_range"]
         i = torch.arange(n_q, device=q.device).unsqueeze(1)
         j = torch.arange(n_k, device=q.device).unsqueeze(0)
         mask = j <= i + (n_k - n_q)
+        if decode:
+            mask = mask & ok.unsqueeze(0)
         out[q0:q1] = _attend(q[q0:q1], k, v, scale, mask)
+    _status.record(q.device, "paged_decode" if decode else "extend_attention", checks)
     return out.to(q.dtype)

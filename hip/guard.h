@@ -1,0 +1,110 @@
+// guard.h — kernel input checks on the device: fault codes, clamping helpers and the status word.
+//
+// Kernels never read outside q, the index tensors or the pool, whatever the metadata says: bad
+// entries are clamped or skipped (the helpers below). Every fault is recorded in a per-device
+// status word (an int32 buffer the caller passes in, `status`) by atomicOr of one bit per
+// (op, check), so the caller can read it later without a sync in the op path and the ops stay
+// graph-safe (python/radixkv/ops/_status.py decodes it; keep its tables in step with this file).
+//
+//   status[0]  fault bits: bit 8 * op + check
+//   status[1]  kernels that ran (decode): bit per Kernel below, set by block 0 of each launch
+//
+// Checks sit where the value is loaded anyway (per request, per page entry), never in an inner
+// loop of their own, and the report itself is a branch not taken on good input.
+#pragma once
+
+#include <stdint.h>
+
+namespace rk {
+namespace guard {
+
+enum Op : int { kStoreKV = 0, kCopyBlocks = 1, kPagedDecode = 2, kExtend = 3 };
+
+// Check bits (within an op's byte).
+enum Check : uint32_t {
+  kPageRange = 1u << 0,       // a page index (kv_indices, block_tables, copy pairs) outside [0, num_pages)
+  kIndptrOrder = 1u << 1,     // kv_indptr negative or decreasing
+  kIndptrOverrun = 1u << 2,   // kv_indptr past the end of kv_indices
+  kLenNegative = 1u << 3,     // kv_lens < 0
+  kLenBeyondPages = 1u << 4,  // kv_lens beyond the tokens the request's pages hold
+  kQoIndptr = 1u << 5,        // qo_indptr negative, decreasing or past the rows of q
+  kQueriesExceedKeys = 1u << 6,  // L_q > L_k (extend: NaN rows)
+  kSlotRange = 1u << 7,       // a store_kv slot >= num_pages * page_size
+};
+
+// Decode kernels (status[1]): which one ran, so a caller can check that a kernel choice held.
+enum Kernel : uint32_t { kRanMma = 1u << 0, kRanMmaNarrow = 1u << 1, kRanCudaCore = 1u << 2 };
+
+constexpr int kStatusWords = 2;
+
+#if defined(__CUDACC__) || defined(__HIP__)
+}  // namespace guard
+}  // namespace rk
+#include "platform.h"
+namespace rk {
+namespace guard {
+
+// Record `checks` of `op`; no-op for 0 (the common case: one not-taken branch).
+__device__ __forceinline__ void report(uint32_t* status, Op op, uint32_t checks) {
+  if (checks != 0u && status != nullptr) atomicOr(status, checks << (8 * op));
+}
+
+// Record that `kernel` ran: thread 0 of block (0, 0, 0) only.
+__device__ __forceinline__ void ran(uint32_t* status, uint32_t kernel) {
+  if (status != nullptr && threadIdx.x == 0 && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)
+    atomicOr(status + 1, kernel);
+}
+
+// One request's CSR row of kv_indices, clamped to [0, nnz): rows that are negative, decreasing or
+// past the end read only what exists (possibly nothing). `checks` gains what was wrong.
+struct Row {
+  int begin, count;
+};
+__device__ __forceinline__ Row csr_row(const int32_t* indptr, int b, int64_t nnz, uint32_t& checks) {
+  const int s0 = indptr[b], s1 = indptr[b + 1];
+  if (s0 < 0 || s1 < s0) checks |= kIndptrOrder;
+  if (s1 > nnz) checks |= kIndptrOverrun;
+  const int64_t lo = s0 < 0 ? 0 : (s0 > nnz ? nnz : s0);
+  const int64_t hi = s1 < lo ? lo : (s1 > nnz ? nnz : s1);
+  return Row{static_cast<int>(lo), static_cast<int>(hi - lo)};
+}
+
+// A request's kv_len clamped to what its `pages` pages hold (negative: 0).
+__device__ __forceinline__ int clamp_len(int len, int pages, int page_size, uint32_t& checks) {
+  const int64_t cap = static_cast<int64_t>(pages > 0 ? pages : 0) * page_size;
+  if (len < 0) {
+    checks |= kLenNegative;
+    return 0;
+  }
+  if (len > cap) {
+    checks |= kLenBeyondPages;
+    return static_cast<int>(cap);
+  }
+  return len;
+}
+
+// A page-table entry of a key that exists: in range?
+__device__ __forceinline__ bool page_ok(int page, int num_pages) {
+  return static_cast<unsigned>(page) < static_cast<unsigned>(num_pages);
+}
+
+// Extend: every request's metadata, checked by one CTA (threads stride over the batch) so that a
+// request without a CTA of its own (L_q <= 0) is checked too. P: ExtendParams.
+template <class P>
+__device__ void check_extend_batch(const P& p) {
+  uint32_t checks = 0;
+  for (int b = threadIdx.x; b < p.batch; b += blockDim.x) {
+    const int q0 = p.qo_indptr[b], q1 = p.qo_indptr[b + 1];
+    const bool q_ok = q0 >= 0 && q1 >= q0 && q1 <= p.num_q_tokens;  // else: request skipped
+    if (!q_ok) checks |= kQoIndptr;
+    int pages = p.table_cols;
+    if (p.kv_indptr != nullptr) pages = csr_row(p.kv_indptr, b, p.table_len, checks).count;
+    const int lk = clamp_len(p.kv_lens[b], pages, p.page_size, checks);
+    if (q_ok && p.kv_lens[b] >= 0 && q1 - q0 > lk) checks |= kQueriesExceedKeys;
+  }
+  report(p.status, kExtend, checks);
+}
+#endif
+
+}  // namespace guard
+}  // namespace rk

@@ -1,0 +1,117 @@
+"""The per-device status word the ops write their input faults into (``hip/guard.h``).
+
+Every op takes a small int32 buffer, one per device, cached here. The kernels set one bit per
+(op, check) in word 0 by ``atomicOr`` when they meet bad metadata (which they clamp or skip, so
+nothing outside the cache is read), and the decode kernels set a bit per kernel kind in word 1.
+Writing it costs the op path nothing: no allocation, no synchronisation, a fixed buffer (CUDA-graph
+safe; warm it up, i.e. make one call on the device, before capture). :func:`take_errors` reads and
+clears it; that call synchronises. The reference ops report the same faults into a host-side word.
+
+Keep the tables below in step with ``hip/guard.h``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+OPS = ("store_kv", "copy_blocks", "paged_decode", "extend_attention")
+
+# bit within an op's byte -> (name, what it means)
+CHECKS = (
+    ("page_range", "a page index outside [0, num_pages) (skipped)"),
+    ("indptr_order", "kv_indptr negative or decreasing (clamped)"),
+    ("indptr_overrun", "kv_indptr past the end of kv_indices (clamped)"),
+    ("len_negative", "a negative kv_lens entry (treated as 0)"),
+    ("len_beyond_pages", "kv_lens beyond the tokens its pages hold (clamped)"),
+    ("qo_indptr", "qo_indptr negative, decreasing or past the rows of q (request skipped)"),
+    ("queries_exceed_keys", "a request with more queries than keys (NaN rows)"),
+    ("slot_range", "a slot >= num_pages * page_size (token skipped)"),
+)
+CHECK_BIT = {name: 1 << i for i, (name, _) in enumerate(CHECKS)}
+
+# word 1: decode kernels that ran
+KERNELS = ("mma", "mma_narrow", "cuda_core")
+
+STATUS_WORDS = 2
+
+_bufs: dict[torch.device, torch.Tensor] = {}
+
+
+@dataclass(frozen=True)
+class KernelFault:
+    """One recorded fault: which op met which bad input. ``str()`` says what was done about it."""
+
+    op: str
+    check: str
+
+    def __str__(self) -> str:
+        what = dict(CHECKS)[self.check]
+        return f"{self.op}: {self.check}: {what}"
+
+
+def _key(device: Optional[torch.device]) -> torch.device:
+    if device is None:
+        return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+    dev = torch.device(device)
+    if dev.type == "cuda" and dev.index is None:
+        dev = torch.device("cuda", torch.cuda.current_device())
+    return dev
+
+
+def buffer(device: torch.device) -> torch.Tensor:
+    """The status buffer of ``device`` (int32 ``[STATUS_WORDS]``, zeroed when made)."""
+    dev = _key(device)
+    buf = _bufs.get(dev)
+    if buf is None:
+        buf = torch.zeros(STATUS_WORDS, dtype=torch.int32, device=dev)
+        _bufs[dev] = buf
+    return buf
+
+
+def record(device: torch.device, op: str, checks: int) -> None:
+    """Host-side report (the reference ops): OR ``checks`` (CHECK_BIT values) into ``op``'s byte."""
+    if not checks:
+        return
+    buf = buffer(device)
+    word = (int(buf[0].item()) & 0xFFFFFFFF) | (checks << (8 * OPS.index(op)))
+    buf[0] = word - (1 << 32) if word >= 1 << 31 else word
+
+
+def decode_faults(word: int) -> list[KernelFault]:
+    """The faults set in a status word 0 value."""
+    word &= 0xFFFFFFFF
+    out = []
+    for o, op in enumerate(OPS):
+        for c, (check, _) in enumerate(CHECKS):
+            if word >> (8 * o + c) & 1:
+                out.append(KernelFault(op, check))
+    return out
+
+
+def _take(device: Optional[torch.device], word: int) -> int:
+    dev = _key(device)
+    buf = _bufs.get(dev)
+    if buf is None:
+        return 0
+    # Copy, then clear, in stream order: faults of ops enqueued before this call are in the copy,
+    # those of later ops land in the cleared word.
+    val = buf[word].clone()
+    buf[word].zero_()
+    return int(val.item()) & 0xFFFFFFFF  # synchronises
+
+
+def take_errors(device: Optional[torch.device] = None) -> list[KernelFault]:
+    """Faults the ops on ``device`` (default: the current GPU, else the CPU) recorded since the last
+    call, and clear them. Synchronises with the device. An empty list means every input the kernels
+    read was in range."""
+    return decode_faults(_take(device, 0))
+
+
+def take_kernel_log(device: Optional[torch.device] = None) -> set[str]:
+    """Decode kernels (``"mma"``, ``"mma_narrow"``, ``"cuda_core"``) that ran on ``device`` since the
+    last call, as recorded by the kernels themselves; clears the record. Synchronises."""
+    word = _take(device, 1)
+    return {name for i, name in enumerate(KERNELS) if word >> i & 1}

@@ -1,0 +1,323 @@
+"""GPU tests of FP8 KV caches: store_kv's quantisation against the reference bit for bit,
+paged_decode / extend_attention on FP8 caches against float32 attention over the dequantised
+cache (relative error <= 2e-2; the error against the original 16-bit values is printed), graph
+replay with scales changed on the device, opcheck of the new signatures, and the scale errors.
+Skipped without a GPU.
+
+Pools scatter requests over random pages; every other byte of the FP8 caches is a NaN code
+(0x7f: e4m3fn NaN, e5m2 NaN) and outputs are NaN-poisoned before each call, so reads past a
+sequence and unwritten outputs show. Run: ``pytest tests/test_fp8_gpu.py -q`` (``-s`` prints the
+errors against the original values).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import radixkv  # noqa: E402
+from radixkv import ops  # noqa: E402
+from radixkv.ops import reference as R  # noqa: E402
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA/ROCm GPU"),
+]
+
+E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
+NAME = {E4M3: "e4m3", E5M2: "e5m2", torch.bfloat16: "bf16", torch.float16: "fp16"}
+TOL = 2e-2
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _extension():
+    os.environ["RADIXKV_OPS_BACKEND"] = "extension"
+    from radixkv.ops import loader
+
+    loader.load()
+    yield
+    os.environ.pop("RADIXKV_OPS_BACKEND", None)
+
+
+def rel_err(out, ref):
+    out, ref = out.float(), ref.float()
+    return float((out - ref).norm() / ref.norm().clamp_min(1e-12))
+
+
+def lengths_for(page):
+    return [1, 17, 1003, 3 * page + 1 if page > 1 else 5, 2 * page]
+
+
+def scales_for(x, kv, per_head):
+    amax = x.float().abs().amax(dim=(0, 2)) if per_head else x.float().abs().amax()
+    return (amax / R.FP8_MAX[kv]).clamp(min=1e-6).float().cuda()
+
+
+class Fp8Pool:
+    """Requests on scattered pages of NaN-filled FP8 caches, written by ops.store_kv from fresh
+    16-bit values (kept in .k16 / .v16 as [N, H_kv, D] with their slots)."""
+
+    def __init__(self, lens, page, h_kv, dim, src, kv, layout, per_head, seed, spare=7):
+        gen = torch.Generator().manual_seed(seed)
+        self.page, self.layout, self.lens, self.kv = page, layout, lens, kv
+        need = [-(-n // page) for n in lens]
+        self.num_pages = sum(need) + spare
+        perm = torch.randperm(self.num_pages, generator=gen).tolist()
+        self.pages, at = [], 0
+        for n in need:
+            self.pages.append(perm[at: at + n])
+            at += n
+        shape = ((self.num_pages, page, h_kv, dim) if layout == "bshd"
+                 else (self.num_pages, h_kv, page, dim))
+        self.k = torch.full(shape, 0x7F, dtype=torch.uint8, device="cuda").view(kv)
+        self.v = torch.full(shape, 0x7F, dtype=torch.uint8, device="cuda").view(kv)
+        slots = []
+        for b, n in enumerate(lens):
+            slots += [self.pages[b][t // page] * page + t % page for t in range(n)]
+        n_tok = len(slots)
+        # fresh data, never zeros; K with larger spread than V, a few heads louder than others
+        loud = torch.linspace(0.5, 4.0, h_kv).view(1, h_kv, 1)
+        self.k16 = (torch.randn(n_tok, h_kv, dim, generator=gen) * loud).to(src).cuda()
+        self.v16 = torch.randn(n_tok, h_kv, dim, generator=gen).to(src).cuda()
+        self.slots = torch.tensor(slots, dtype=torch.int32, device="cuda")
+        self.k_scale = scales_for(self.k16, kv, per_head)
+        self.v_scale = scales_for(self.v16, kv, per_head)
+        ops.store_kv(self.k, self.v, self.k16, self.v16, self.slots, layout=layout,
+                     k_scale=self.k_scale, v_scale=self.v_scale)
+
+    def csr(self):
+        indptr = [0]
+        for p in self.pages:
+            indptr.append(indptr[-1] + len(p))
+        flat = [x for p in self.pages for x in p]
+        return (torch.tensor(indptr, dtype=torch.int32, device="cuda"),
+                torch.tensor(flat, dtype=torch.int32, device="cuda"))
+
+    def block_table(self, pad=2):
+        cols = max(len(p) for p in self.pages) + pad
+        bt = torch.zeros(len(self.pages), cols, dtype=torch.int32)
+        for b, p in enumerate(self.pages):
+            bt[b, : len(p)] = torch.tensor(p, dtype=torch.int32)
+        return bt.cuda()
+
+    def kv_lens(self):
+        return torch.tensor(self.lens, dtype=torch.int32, device="cuda")
+
+    def original(self):
+        """16-bit caches (float32) holding the unquantised values: the "before FP8" baseline."""
+        shape = self.k.shape
+        k = torch.zeros(shape, dtype=torch.float32, device="cuda")
+        v = torch.zeros_like(k)
+        s = self.slots.long()
+        R._token_view(k, self.layout)[s // self.page, s % self.page] = self.k16.float()
+        R._token_view(v, self.layout)[s // self.page, s % self.page] = self.v16.float()
+        return k, v
+
+
+# ----------------------------------------------------------------------------- store_kv
+
+
+@pytest.mark.parametrize("kv", [E4M3, E5M2], ids=NAME.get)
+@pytest.mark.parametrize("layout", ["bshd", "bhsd"])
+@pytest.mark.parametrize("per_head", [False, True], ids=["tensor", "head"])
+@pytest.mark.parametrize("src", [torch.bfloat16, torch.float16], ids=NAME.get)
+def test_store_kv_fp8_matches_reference_bits(kv, layout, per_head, src):
+    pool = Fp8Pool([5, 70, 1], 16, 4, 128, src, kv, layout, per_head, seed=3)
+    kc = torch.full_like(pool.k.view(torch.uint8), 0x7F).view(kv).cpu()
+    vc = kc.clone()
+    R.store_kv(kc, vc, pool.k16.cpu(), pool.v16.cpu(), pool.slots.cpu(), layout,
+               pool.k_scale.cpu(), pool.v_scale.cpu())
+    assert torch.equal(pool.k.view(torch.uint8).cpu(), kc.view(torch.uint8))
+    assert torch.equal(pool.v.view(torch.uint8).cpu(), vc.view(torch.uint8))
+
+
+# ----------------------------------------------------------------------------- paged_decode
+
+GRID = [
+    # (q dtype, kv dtype, dim, page, layout, h_q, h_kv, per_head)
+    *[(torch.bfloat16, E4M3, d, p, lay, 8, 2, ph) for d in (64, 128, 256) for p in (1, 16, 64)
+      for lay in ("bshd", "bhsd") for ph in (False, True)],
+    *[(torch.float16, E4M3, d, 16, "bshd", 8, 2, True) for d in (64, 128, 256)],
+    *[(torch.bfloat16, E5M2, d, p, "bshd", 8, 2, True) for d in (64, 128, 256) for p in (1, 16)],
+    *[(torch.float16, E5M2, 128, 64, "bhsd", 8, 2, False)],
+    # GQA groups: 1, 4 (narrow form), 16 (one 16-row pass), 24 (16 + 8)
+    *[(torch.bfloat16, E4M3, 128, 16, "bshd", g * 2, 2, True) for g in (1, 4, 16, 24)],
+]
+
+
+@pytest.mark.parametrize("qd, kv, dim, page, layout, h_q, h_kv, per_head", GRID,
+                         ids=lambda x: NAME.get(x, str(x)))
+@pytest.mark.parametrize("tables", [False, True], ids=["csr", "block_table"])
+def test_paged_decode_fp8_matches_dequantised(qd, kv, dim, page, layout, h_q, h_kv, per_head,
+                                               tables):
+    lens = lengths_for(page)
+    pool = Fp8Pool(lens, page, h_kv, dim, qd, kv, layout, per_head, seed=dim + page + h_q)
+    q = torch.randn(len(lens), h_q, dim, dtype=qd, device="cuda")
+    if tables:
+        args = dict(kv_lens=pool.kv_lens(), block_tables=pool.block_table(), layout=layout)
+    else:
+        indptr, indices = pool.csr()
+        args = dict(kv_indptr=indptr, kv_indices=indices, kv_lens=pool.kv_lens(), layout=layout)
+    sc = dict(k_scale=pool.k_scale, v_scale=pool.v_scale)
+    ref = R.paged_decode(q.float(), pool.k, pool.v, **args, **sc).float()
+    k0, v0 = pool.original()
+    orig = R.paged_decode(q.float(), k0, v0, **args).float()
+    for splits in (None, 1, 7):
+        out = torch.full_like(q, float("nan"))
+        ops.paged_decode(q, pool.k, pool.v, out=out, num_splits=splits, **args, **sc)
+        assert not out.isnan().any(), f"NaN in output (splits={splits})"
+        err = rel_err(out, ref)
+        assert err <= TOL, f"rel err {err:.2e} vs dequantised (splits={splits})"
+    print(f"[fp8 decode {NAME[qd]}/{NAME[kv]} D{dim} page{page} {layout} G{h_q // h_kv} "
+          f"{'head' if per_head else 'tensor'}] vs dequantised {err:.2e}, vs original "
+          f"{rel_err(out, orig):.2e}")
+
+
+def test_paged_decode_fp8_graph_replay_reads_scales_on_device():
+    pool = Fp8Pool([700, 33, 1], 16, 8, 128, torch.bfloat16, E4M3, "bshd", True, seed=6)
+    indptr, indices = pool.csr()
+    lens = pool.kv_lens()
+    q = torch.randn(3, 32, 128, dtype=torch.bfloat16, device="cuda")
+    out = torch.empty_like(q)
+    ks, vs = pool.k_scale.clone(), pool.v_scale.clone()
+    ops.paged_decode(q, pool.k, pool.v, indptr, indices, lens, out=out, k_scale=ks, v_scale=vs)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        ops.paged_decode(q, pool.k, pool.v, indptr, indices, lens, out=out, k_scale=ks, v_scale=vs)
+    for f in (1.0, 0.5, 2.0):
+        q.copy_(torch.randn_like(q))
+        ks.copy_(pool.k_scale * f)
+        vs.copy_(pool.v_scale * (1.0 / f))
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        ref = R.paged_decode(q.float(), pool.k, pool.v, indptr, indices, lens, k_scale=ks,
+                             v_scale=vs)
+        assert rel_err(out, ref) <= TOL, f
+
+
+def test_paged_decode_fp8_empty_long_and_many_splits():
+    lens = [0, 4000, 1, 0, 2500]
+    pool = Fp8Pool(lens, 16, 4, 128, torch.bfloat16, E4M3, "bshd", False, seed=11)
+    q = torch.randn(len(lens), 16, 128, dtype=torch.bfloat16, device="cuda")
+    indptr, indices = pool.csr()
+    sc = dict(k_scale=pool.k_scale, v_scale=pool.v_scale)
+    ref = R.paged_decode(q.float(), pool.k, pool.v, indptr, indices, pool.kv_lens(), **sc)
+    for splits in (None, 1, 3, 64, 256):
+        out = ops.paged_decode(q, pool.k, pool.v, indptr, indices, pool.kv_lens(),
+                               num_splits=splits, **sc)
+        assert torch.equal(out[0], torch.zeros_like(out[0])) and torch.equal(out[3], out[0])
+        assert rel_err(out, ref) <= TOL
+
+
+@pytest.mark.parametrize("dim", [64, 128, 256])
+def test_paged_decode_fp8_cuda_core_kernel(dim):
+    """kernel="cuda_core": the CUDA-core kernel (what gfx906-class parts run) on FP8 caches."""
+    from radixkv.ops import take_kernel_log
+
+    pool = Fp8Pool(lengths_for(16), 16, 2, dim, torch.bfloat16, E4M3, "bhsd", True, seed=21)
+    q = torch.randn(len(pool.lens), 8, dim, dtype=torch.bfloat16, device="cuda")
+    indptr, indices = pool.csr()
+    sc = dict(k_scale=pool.k_scale, v_scale=pool.v_scale)
+    ref = R.paged_decode(q.float(), pool.k, pool.v, indptr, indices, pool.kv_lens(),
+                         layout="bhsd", **sc)
+    for splits in (1, 5):
+        out = torch.full_like(q, float("nan"))
+        take_kernel_log()
+        ops.paged_decode(q, pool.k, pool.v, indptr, indices, pool.kv_lens(), out=out,
+                         num_splits=splits, layout="bhsd", kernel="cuda_core", **sc)
+        assert take_kernel_log() == {"cuda_core"}
+        assert rel_err(out, ref) <= TOL
+
+
+# ----------------------------------------------------------------------------- extend
+
+
+@pytest.mark.parametrize("kv", [E4M3, E5M2], ids=NAME.get)
+@pytest.mark.parametrize("dim, page, layout", [(128, 16, "bshd"), (64, 1, "bhsd"), (256, 64, "bshd")])
+def test_extend_fp8_matches_dequantised(kv, dim, page, layout):
+    lens = [17, 1003, 130, 64]
+    new = [17, 40, 1, 64]
+    pool = Fp8Pool(lens, page, 2, dim, torch.bfloat16, kv, layout, True, seed=dim + page)
+    qo = torch.tensor([0] + list(torch.tensor(new).cumsum(0)), dtype=torch.int32, device="cuda")
+    q = torch.randn(sum(new), 8, dim, dtype=torch.bfloat16, device="cuda")
+    bt = pool.block_table()
+    sc = dict(k_scale=pool.k_scale, v_scale=pool.v_scale)
+    ref = R.extend_attention(q.float(), pool.k, pool.v, qo, kv_lens=pool.kv_lens(),
+                             block_tables=bt, layout=layout, **sc)
+    out = torch.full_like(q, float("nan"))
+    ops.extend_attention(q, pool.k, pool.v, qo, kv_lens=pool.kv_lens(), block_tables=bt,
+                         layout=layout, out=out, **sc)
+    assert not out.isnan().any()
+    assert rel_err(out, ref) <= TOL
+
+
+# ----------------------------------------------------------------------------- opcheck, errors
+
+
+def test_opcheck_fp8_signatures():
+    pool = Fp8Pool([40, 3], 16, 2, 128, torch.bfloat16, E4M3, "bshd", True, seed=9)
+    indptr, indices = pool.csr()
+    lens = pool.kv_lens()
+    q = torch.randn(2, 8, 128, dtype=torch.bfloat16, device="cuda")
+    out = torch.empty_like(q)
+    ws = torch.empty(4 * 2 * 8 * 130, dtype=torch.float32, device="cuda")
+    counters = torch.zeros(4, dtype=torch.int32, device="cuda")
+    status = torch.zeros(2, dtype=torch.int32, device="cuda")
+    for splits in (1, 4):
+        for kernel in (0, 2):
+            torch.library.opcheck(torch.ops.radixkv.paged_decode.default,
+                                  (q, pool.k, pool.v, indptr, indices, lens, out, ws, counters, 0.1,
+                                   0, splits, status, kernel, pool.k_scale, pool.v_scale))
+    kc = torch.zeros(8, 16, 2, 128, dtype=torch.uint8, device="cuda").view(E4M3)
+    vc = torch.zeros_like(kc)
+    k = torch.randn(5, 2, 128, dtype=torch.bfloat16, device="cuda")
+    slots = torch.tensor([3, 17, 40, 127, 0], dtype=torch.int32, device="cuda")
+    one = torch.tensor(0.01, device="cuda")
+    torch.library.opcheck(torch.ops.radixkv.store_kv.default,
+                          (kc, vc, k, k, slots, 0, status, one, one))
+    assert int(status[0]) == 0  # good inputs: no fault recorded
+
+
+def test_bad_scales_rejected_on_gpu(monkeypatch):
+    pool = Fp8Pool([40], 16, 2, 128, torch.bfloat16, E4M3, "bshd", True, seed=2)
+    before = pool.k.view(torch.uint8).clone()
+    indptr, indices = pool.csr()
+    q = torch.randn(1, 8, 128, dtype=torch.bfloat16, device="cuda")
+    good = pool.k_scale
+    bad = [
+        (good.cpu(), "is on cpu"),
+        (good.double(), "float32"),
+        (torch.ones(3, device="cuda"), r"shape \[\] or \[2\]"),
+        (torch.ones(1, 2, device="cuda"), r"shape \[\] or \[2\]"),
+    ]
+    for s, match in bad:
+        with pytest.raises(radixkv.InvalidArgument, match=match):
+            ops.store_kv(pool.k, pool.v, pool.k16, pool.v16, pool.slots, k_scale=s, v_scale=good)
+        with pytest.raises(radixkv.InvalidArgument, match=match):
+            ops.paged_decode(q, pool.k, pool.v, indptr, indices, pool.kv_lens(), k_scale=s,
+                             v_scale=good)
+    with pytest.raises(radixkv.InvalidArgument, match="needs k_scale"):
+        ops.paged_decode(q, pool.k, pool.v, indptr, indices, pool.kv_lens())
+    # Checked mode reads the values (a sync); unchecked, a bad value poisons the output with NaN.
+    monkeypatch.setenv("RADIXKV_OPS_CHECK", "1")
+    for v in (0.0, -1.0, float("nan"), float("inf")):
+        s = torch.full_like(good, v)
+        with pytest.raises(radixkv.InvalidArgument, match="finite and > 0"):
+            ops.store_kv(pool.k, pool.v, pool.k16, pool.v16, pool.slots, k_scale=s, v_scale=good)
+        with pytest.raises(radixkv.InvalidArgument, match="finite and > 0"):
+            ops.paged_decode(q, pool.k, pool.v, indptr, indices, pool.kv_lens(), k_scale=good,
+                             v_scale=s)
+    assert torch.equal(pool.k.view(torch.uint8), before)
+    monkeypatch.delenv("RADIXKV_OPS_CHECK")
+    out = ops.paged_decode(q, pool.k, pool.v, indptr, indices, pool.kv_lens(), k_scale=good,
+                           v_scale=torch.full_like(good, -1.0))
+    assert out.isnan().all()
+    kc = pool.k.clone()
+    ops.store_kv(kc, pool.v.clone(), pool.k16, pool.v16, pool.slots,
+                 k_scale=torch.zeros_like(good), v_scale=good)
+    s = pool.slots.long()
+    assert R._token_view(kc, "bshd")[s // 16, s % 16].view(E4M3).float().isnan().all()
