@@ -14,7 +14,8 @@ enum class DType : int { kF16 = 0, kBF16 = 1 };
 
 inline const char* dtype_name(DType t) { return t == DType::kF16 ? "float16" : "bfloat16"; }
 
-// KV cache layouts (SPEC §4). Kernels never branch on layout: the binding turns it into strides.
+// KV cache layouts (docs/contract.md §4). Kernels never branch on layout: the binding turns it
+// into strides.
 enum class Layout : int { kBSHD = 0, kBHSD = 1 };
 
 // Launchers take the stream as an opaque pointer (cudaStream_t / hipStream_t), so params headers

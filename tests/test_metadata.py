@@ -1,4 +1,5 @@
-"""Batch metadata builders: SPEC §3 golden case, decode forms, input kinds, the single buffer."""
+"""Batch metadata builders: the golden case (docs/contract.md §3), decode forms, input kinds, the
+single buffer."""
 
 from __future__ import annotations
 

@@ -170,7 +170,7 @@ class RadixCache:
         """Every node as (namespace, path tokens, own slots, lock_ref, last_access,
         hit_count), sorted."""
 
-# ---- Paged block allocator and batch metadata (SPEC §1, §3) ----------------------------------
+# ---- Paged block allocator and batch metadata (docs/contract.md §1, §3) ---------------------
 
 # Sequence ids: non-negative ints below 2**64 (a list / tuple, or a 1-D integer array / tensor).
 _SeqIds = Union[list[int], tuple[int, ...], npt.NDArray[np.integer], object]

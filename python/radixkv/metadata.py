@@ -141,7 +141,7 @@ class BatchMetadata(Generic[ArrayT]):
 
 
 class ExtendMetadata(BatchMetadata[ArrayT]):
-    """Metadata of an extend (prefix-prefill) batch of ``n`` requests (SPEC §3).
+    """Metadata of an extend (prefix-prefill) batch of ``n`` requests (docs/contract.md §3).
 
     Built over slots by :func:`radixkv.build_extend_metadata` (``page_size`` 1), or over pages by
     :func:`radixkv.build_paged_extend_metadata` / ``BlockAllocator.extend_metadata``; then
