@@ -26,7 +26,9 @@ t0=$SECONDS
 lap() { echo "wheel_smoke: $1 ($((SECONDS - t0)) s)"; }
 
 cd "$repo"
-"$py" -m maturin build --release -q --out "$work/dist"
+maturin="$(dirname "$py")/maturin"
+[[ -x "$maturin" ]] || maturin="$(command -v maturin)"
+"$maturin" build --release -q --out "$work/dist"
 wheel="$(ls "$work"/dist/radixkv-*.whl)"
 lap "built $(basename "$wheel"), $(du -k "$wheel" | cut -f1) KiB"
 
@@ -46,11 +48,15 @@ if not want or missing or differ:
 print(f"wheel_smoke: the wheel carries all {len(want)} kernel sources of hip/")
 PY
 
-"$py" -m venv "$work/venv"
+# No pip inside the new venv (ensurepip is slow): the build venv's pip installs into it.
+"$py" -m venv --without-pip "$work/venv"
 vpy="$work/venv/bin/python"
 purelib() { "$1" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'; }
-purelib "$py" > "$(purelib "$vpy")/zz_radixkv_smoke_borrowed.pth"
-"$vpy" -m pip install -q --no-deps --ignore-installed "$wheel"
+# Every site-packages folder the build interpreter sees (its venv's, and the system's if that venv
+# has --system-site-packages), after the new venv's own.
+"$py" -c 'import sys; print("\n".join(p for p in sys.path if p.endswith(("site-packages", "dist-packages"))))' \
+  > "$(purelib "$vpy")/zz_radixkv_smoke_borrowed.pth"
+"$py" -m pip --python "$vpy" install -q --no-deps --ignore-installed "$wheel"
 lap "installed into a fresh venv"
 
 cd "$work"  # away from the checkout: nothing may come from it
@@ -111,7 +117,7 @@ if command -v hipcc >/dev/null; then
     -c "$src/store_kv.cu" -o "$work/store_kv.o"
   what="hipcc gfx90a"
 else
-  nvcc="$(ls "$(purelib "$py")"/nvidia/cu13/bin/nvcc 2>/dev/null || command -v nvcc || true)"
+  nvcc="$("$vpy" -c 'import nvidia, pathlib; print(next(pathlib.Path(p, "cu13/bin/nvcc") for p in nvidia.__path__ if pathlib.Path(p, "cu13/bin/nvcc").is_file()))' 2>/dev/null || command -v nvcc || true)"
   [[ -n "$nvcc" ]] || { echo "wheel_smoke: neither hipcc nor nvcc found" >&2; exit 1; }
   "$nvcc" -std=c++17 -O3 -gencode arch=compute_90,code=sm_90 -I"$src" \
     -c "$src/store_kv.cu" -o "$work/store_kv.o"
