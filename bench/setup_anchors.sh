@@ -11,7 +11,7 @@
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-shared="${RADIXKV_SHARED:?set RADIXKV_SHARED to the benchmark kit's folder (bench/README.md)}"
+shared="${RADIXKV_SHARED:?set RADIXKV_SHARED to the folder of the benchmark kit (bench/README.md)}"
 venv="${1:-$repo/.venv-anchors}"
 reqs="$shared/bench/anchor-requirements.txt"
 
