@@ -1,13 +1,17 @@
 # One place for the commands README, CI and developers run.
-#   make demo   set up .venv, build radixkv, run the serving demo (CPU is fine)
+#   make demo   set up .venv, build radixkv, run the serving demo (CPU is fine);
+#               options go in ARGS, e.g. make demo ARGS="--device cuda"
 #   make test   set up .venv, build radixkv, run the Python and Rust test suites
+#   make wheel  build the wheel (with the kernel sources) into dist/
+#   make wheel-smoke  build it, install it into a fresh venv, check it works there
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 PINS   := .ci/pins.txt
 STAMP  := $(VENV)/.deps-stamp
+ARGS   ?=
 
-.PHONY: setup build demo test pytest cargo-test stubtest compile-kernels fuzz-smoke lint clean
+.PHONY: setup build demo test pytest cargo-test stubtest compile-kernels fuzz-smoke wheel wheel-smoke lint clean
 
 # Dependencies change rarely: install them once per pins file.
 $(STAMP): $(PINS)
@@ -23,7 +27,7 @@ build: $(STAMP)
 	. $(VENV)/bin/activate && maturin develop --release -q
 
 demo: build
-	$(PY) -m radixkv demo
+	$(PY) -m radixkv demo $(ARGS)
 
 pytest: build
 	$(PY) -m pytest -q
@@ -42,5 +46,11 @@ compile-kernels: $(STAMP)
 fuzz-smoke:
 	bash fuzz/smoke.sh
 
+wheel: $(STAMP)
+	$(PY) -m maturin build --release -q --out dist
+
+wheel-smoke: $(STAMP)
+	bash .ci/wheel_smoke.sh
+
 clean:
-	rm -rf target fuzz/target $(VENV)
+	rm -rf target fuzz/target dist $(VENV)

@@ -1,4 +1,4 @@
-"""Run SGLang's and vLLM's caches through ``shared/bench/cache_anchor_bench.py``.
+"""Run SGLang's and vLLM's caches through the benchmark kit's ``bench/cache_anchor_bench.py``.
 
 The anchors need their own interpreter (torch 2.14.1, sglang 0.5.23, vllm 0.33.0;
 see ``bench/setup_anchors.sh``), so they run in a subprocess whose ``--json`` file is

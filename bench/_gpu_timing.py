@@ -72,7 +72,7 @@ class Timer:
 
 
 def load_flashinfer(tag: str) -> Optional[Any]:
-    """The flashinfer module (../shared/anchors/README.md: put on PYTHONPATH), or None."""
+    """The flashinfer module (on PYTHONPATH as bench/README.md describes), or None."""
     try:
         import flashinfer  # noqa: PLC0415
 

@@ -1,6 +1,6 @@
 """Replay a serving trace through radixkv with the anchors' scheduler protocol.
 
-The protocol is the one ``shared/bench/cache_anchor_bench.py`` documents and
+The protocol is the one the benchmark kit's ``bench/cache_anchor_bench.py`` documents and
 drives SGLang with, so the per-request µs compare like for like:
 
 - requests are admitted in trace order, at most ``max_running`` in flight; before a

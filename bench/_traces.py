@@ -1,8 +1,9 @@
-"""Locate the shared anchors folder and load its serving traces.
+"""Locate the benchmark kit and load its serving traces.
 
-The traces and the anchor benchmark live outside the repository (in ``shared/``,
-next to the checkout) so that radixkv and the anchors replay byte-identical
-requests. Nothing is copied from there: ``cache_traces.py`` is imported by path.
+The traces and the anchor benchmark are not part of this repository: they come in
+the benchmark kit (bench/README.md says what it holds), so that radixkv and the
+anchors replay byte-identical requests. Nothing is copied from it:
+``cache_traces.py`` is imported by path.
 """
 
 from __future__ import annotations
@@ -19,19 +20,24 @@ SHARED_ENV = "RADIXKV_SHARED"
 
 
 def shared_dir(override: Optional[str] = None) -> Path:
-    """``--shared`` flag, else $RADIXKV_SHARED, else ``../shared`` from the repo root."""
-    raw = override or os.environ.get(SHARED_ENV) or str(REPO.parent / "shared")
+    """The benchmark kit's folder: the ``--shared`` flag, else $RADIXKV_SHARED."""
+    raw = override or os.environ.get(SHARED_ENV)
+    if not raw:
+        raise SystemExit(
+            f"cache_bench: where is the benchmark kit? Pass --shared DIR or set {SHARED_ENV} "
+            "to the folder holding bench/cache_traces.py (bench/README.md)"
+        )
     path = Path(raw).resolve()
     if not (path / "bench" / "cache_traces.py").is_file():
         raise SystemExit(
             f"cache_bench: no bench/cache_traces.py under {path}; pass --shared DIR "
-            f"or set {SHARED_ENV} to the shared/ folder that holds the anchors"
+            f"or set {SHARED_ENV} to the benchmark kit's folder (bench/README.md)"
         )
     return path
 
 
 def load_traces_module(shared: Path) -> ModuleType:
-    """Import ``shared/bench/cache_traces.py`` under its own name (the anchor does too)."""
+    """Import the kit's ``bench/cache_traces.py`` under its own name (the anchor does too)."""
     if "cache_traces" in sys.modules:
         return sys.modules["cache_traces"]
     path = shared / "bench" / "cache_traces.py"
@@ -64,7 +70,7 @@ def trace_names(shared: Path) -> tuple[str, ...]:
 
 
 def load_anchor_module(shared: Path) -> ModuleType:
-    """Import ``shared/bench/cache_anchor_bench.py`` for its pure helpers (pool capacity).
+    """Import the kit's ``bench/cache_anchor_bench.py`` for its pure helpers (pool capacity).
 
     Its top level needs only the standard library; SGLang and vLLM are imported lazily
     inside its drivers, so this works from radixkv's own venv.

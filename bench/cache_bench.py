@@ -1,8 +1,9 @@
 """Cache speed, side by side: radixkv vs SGLang's and vLLM's prefix caches (issue 3).
 
-One command replays the four serving traces of ``shared/bench/cache_traces.py``
-(chat, few-shot, tree search, chat at 25% capacity) through radixkv with the
-scheduler protocol that ``shared/bench/cache_anchor_bench.py`` documents (see
+One command replays the four serving traces of the benchmark kit's
+``bench/cache_traces.py`` (chat, few-shot, tree search, chat at 25% capacity; the
+kit is described in bench/README.md) through radixkv with the scheduler protocol
+that the kit's ``bench/cache_anchor_bench.py`` documents (see
 ``_replay.py``), runs that anchor script in its own venv for SGLang 0.5.23
 (UnifiedRadixCache with its Rust core, the Python RadixCache) and vLLM 0.33
 (KVCacheManager) on the same traces, and reports per trace the mean and p99 µs
@@ -77,7 +78,7 @@ def parse_args(argv: List[str]) -> argparse.Namespace:
     ap.add_argument("--repeats", type=int, default=5, help="median over this many replays")
     ap.add_argument("--max-running", type=int, default=16)
     ap.add_argument("--shared", default=None,
-                    help=f"shared/ folder (default ${_traces.SHARED_ENV} or ../shared)")
+                    help=f"the benchmark kit's folder (default ${_traces.SHARED_ENV})")
     ap.add_argument("--trace-dir", default=None, help="read <trace>.jsonl from here")
     ap.add_argument("--anchors-python", default=None,
                     help=f"anchors' interpreter (default ${_anchors.ANCHORS_PYTHON_ENV} "

@@ -1,7 +1,7 @@
 # bench/gpu_env.sh -- the GPU machine's environment for radixkv's device scripts; source it from
 # the repository root (bench/gpu_run.sh, bench/final_gpu.sh, bench/final_extend.sh,
 # bench/tune_extend.sh). Idempotent: a second source in the same call reuses what the first set up.
-#   - FlashInfer (../shared/anchors/README.md) from .anchors/, if carried, on PYTHONPATH;
+#   - FlashInfer (unpacked from the benchmark kit into .anchors/; bench/README.md) on PYTHONPATH;
 #   - pytest and rich from .whl/ if the image lacks them;
 #   - the Rust extension from .carry/_core.abi3.so (a fresher build than the checkout's);
 #   - TORCH_CUDA_ARCH_LIST (default 9.0a: the wgmma path of extend needs the arch-specific target),

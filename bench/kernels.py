@@ -17,7 +17,7 @@ same run; FlashInfer's time and the ratio FlashInfer time / radixkv time (> 1: r
 For cells under ~1.2 GB also "same-size read": the time of a contiguous read-only stream of exactly
 the cell's KV bytes under the same timer and flush (launch, ramp-up and tail included): the floor
 for any kernel that must read those bytes, against which the small cells' times can be judged.
-FlashInfer is called as ../shared/anchors/README.md records (BatchDecodeWithPagedKVCacheWrapper,
+FlashInfer is called as the benchmark kit's anchors/README.md records (BatchDecodeWithPagedKVCacheWrapper,
 "NHD", use_tensor_cores=True). If bench/kernels_extend.py is present its extend section runs after.
 
 Usage (GPU machine):  PYTHONPATH=python python3 bench/kernels.py --out $OUT

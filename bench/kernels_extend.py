@@ -14,7 +14,7 @@ dirty lines are written back inside the timed call; session 1 and the runs befor
 final validation used the write alone), median of many. ``--check`` also compares each cell with
 a float32 reference.
 
-Usage (GPU machine; FlashInfer as ../shared/anchors/README.md describes and SGLang's Triton
+Usage (GPU machine; FlashInfer as bench/README.md describes and SGLang's Triton
 modules in .anchors/sglang_triton, made by bench/setup_sglang_extend.sh; both optional):
     PYTHONPATH=python python3 bench/kernels_extend.py --out bench/results --check
 ``bench/kernels.py`` imports :func:`run_extend_bench`.

@@ -26,7 +26,8 @@ struct KVScales {
   int32_t stride = 0;
 };
 
-// KV cache layouts (SPEC §4). Kernels never branch on layout: the binding turns it into strides.
+// KV cache layouts (docs/contract.md §4). Kernels never branch on layout: the binding turns it
+// into strides.
 enum class Layout : int { kBSHD = 0, kBHSD = 1 };
 
 // Launchers take the stream as an opaque pointer (cudaStream_t / hipStream_t), so params headers

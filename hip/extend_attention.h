@@ -3,10 +3,10 @@
 //
 // Request b owns queries qo_indptr[b] .. qo_indptr[b+1] (L_q of them): the last L_q positions of
 // its L_k = kv_lens[b] tokens, whose K/V (cached prefix and new tokens alike) already sit in the
-// paged cache. Query i may attend key j iff j <= i + (L_k - L_q) (SPEC §4). The grid is
-// (query tiles, H_kv): a tile's rows are (query position, query head of the KV group) pairs, so
-// one K/V tile in shared memory serves the whole GQA group. extend_attention.cu explains the
-// two-stage (dense prefix / masked diagonal) walk over the keys.
+// paged cache. Query i may attend key j iff j <= i + (L_k - L_q) (docs/contract.md §4).
+// The grid is (query tiles, H_kv): a tile's rows are (query position, query head of the KV
+// group) pairs, so one K/V tile in shared memory serves the whole GQA group. extend_attention.cu
+// explains the two-stage (dense prefix / masked diagonal) walk over the keys.
 #pragma once
 
 #include "common.h"

@@ -9,7 +9,8 @@
 // merge substitutes 0 for an infinite M ("safe max"): exp2(-inf - 0) = 0 keeps every weight 0 and
 // the state empty. finalize() maps the empty state to a zero output rather than 0/0.
 //
-// Split-KV (SPEC §4): partition p yields (m_p, l_p, O_p = o_p / l_p); the combined output is
+// Split-KV (docs/contract.md §4): partition p yields (m_p, l_p, O_p = o_p / l_p); the combined
+// output is
 //   O = sum_p w_p O_p,  w_p = l_p exp2(m_p - M) / sum_q l_q exp2(m_q - M),  M = max_p m_p,
 // which equals the unsplit softmax exactly (up to rounding).
 #pragma once

@@ -34,7 +34,7 @@ SEQS = st.sampled_from(ALL_SEQS)
 
 
 class Model:
-    """Reference semantics of SPEC §1, written for clarity, not speed."""
+    """Reference semantics of docs/contract.md §1, written for clarity, not speed."""
 
     def __init__(self, num_blocks: int, block_size: int) -> None:
         self.num_blocks = num_blocks

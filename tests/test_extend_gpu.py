@@ -240,7 +240,7 @@ def test_opcheck():
 
 def test_check_metadata_names_the_request():
     qo = torch.tensor([0, 2, 5, 6], dtype=torch.int32)
-    check_extend_metadata(qo, torch.tensor([6, 3, 6], dtype=torch.int32), 6)  # SPEC golden case
+    check_extend_metadata(qo, torch.tensor([6, 3, 6], dtype=torch.int32), 6)  # the contract's golden case
     with pytest.raises(radixkv.InvalidArgument, match="request 1 has more queries than keys"):
         check_extend_metadata(qo, torch.tensor([6, 2, 6], dtype=torch.int32), 6)
     with pytest.raises(radixkv.InvalidArgument, match="ends at 6 but q has 7"):

@@ -1,4 +1,5 @@
-"""Batch metadata builders: SPEC §3 golden case, decode forms, input kinds, the single buffer."""
+"""Batch metadata builders: the golden case (docs/contract.md §3), decode forms, input kinds, the
+single buffer."""
 
 from __future__ import annotations
 
@@ -116,8 +117,9 @@ def test_decode_csr_over_slots() -> None:
     assert md.qo_indptr.tolist() == [0, 1, 2, 3]
     assert md.kv_indptr.tolist() == [0, 3, 4, 6]
     assert md.kv_indices.tolist() == [5, 6, 7, 9, 1, 2]
-    assert md.kv_lens.tolist() == [3, 1, 2]
     assert md.seq_lens.tolist() == [3, 1, 2]
+    assert list(md.fields()) == [
+        "qo_indptr", "kv_indptr", "kv_indices", "seq_lens", "kv_last_page_len", "out_cache_loc"]
     assert md.kv_last_page_len.tolist() == [1, 1, 1]
     assert (md.page_size, md.max_seq_len, md.scalars["max_pages"]) == (1, 3, 3)
 
@@ -131,7 +133,7 @@ def test_decode_csr_over_pages(page_size: int) -> None:
     assert md.kv_indices.tolist() == [int(x) for p in pages for x in p]
     assert md.kv_indptr.tolist() == np.r_[0, np.cumsum([len(p) for p in pages])].tolist()
     assert md.kv_last_page_len.tolist() == [(n - 1) % page_size + 1 for n in lens]
-    assert md.kv_lens.tolist() == lens
+    assert md.seq_lens.tolist() == lens
 
 
 def test_block_table_form() -> None:
@@ -157,7 +159,7 @@ def test_allocator_decode_metadata_forms() -> None:
     csr = b.decode_metadata(ids)
     tables = [b.block_table(i).tolist() for i in ids]
     assert csr.kv_indices.tolist() == [x for t in tables for x in t]
-    assert csr.kv_lens.tolist() == [9, 2, 11]
+    assert csr.seq_lens.tolist() == [9, 2, 11]
     assert csr.kv_last_page_len.tolist() == [1, 2, 3]
     assert csr.page_size == 4
     bt = b.block_table_metadata(ids)
@@ -174,7 +176,7 @@ def test_paged_extend_over_pages() -> None:
     assert md.qo_indptr.tolist() == [0, 3, 7]
     assert md.kv_indptr.tolist() == [0, 2, 3]
     assert md.kv_indices.tolist() == [7, 2, 5]
-    assert md.seq_lens.tolist() == md.kv_lens.tolist() == [6, 4]
+    assert md.seq_lens.tolist() == [6, 4]
     assert md.extend_prefix_lens.tolist() == [3, 0]
     assert md.kv_last_page_len.tolist() == [2, 4]
     assert md.out_cache_loc.tolist() == [31, 8, 9, 20, 21, 22, 23]
@@ -194,7 +196,7 @@ def test_paged_extend_with_unit_pages_equals_slot_extend() -> None:
 def test_strided_length_arrays() -> None:
     lens = np.array([5, -1, 3], np.int32)[::2]  # a non-contiguous view: [5, 3]
     md = rk.build_decode_metadata([[4, 2], [7]], lens, page_size=4)
-    assert md.kv_lens.tolist() == [5, 3]
+    assert md.seq_lens.tolist() == [5, 3]
     ext = rk.build_paged_extend_metadata([[4, 2], [7]], lens, np.array([1, 0, 2])[::2], 4)
     assert ext.extend_seq_lens.tolist() == [1, 2]
 
@@ -227,7 +229,7 @@ def test_allocator_extend_metadata_after_prefill_and_chunk() -> None:
     with pytest.raises(rk.UnknownSequence):
         b.extend_metadata([9], [1])
     t = md.to("cpu")
-    assert t.out_cache_loc.dtype == torch.int32 and t.kv_lens.tolist() == [6, 11]
+    assert t.out_cache_loc.dtype == torch.int32 and t.seq_lens.tolist() == [6, 11]
 
 
 def test_empty_batches() -> None:
@@ -335,3 +337,22 @@ def test_decode_forms_property(
     assert bt.block_tables.tolist() == [p + [0] * (width - len(p)) for p in pages]
     assert bt.seq_lens.tolist() == lens
     assert bt.kv_last_page_len.tolist() == csr.kv_last_page_len.tolist()
+
+
+@pytest.mark.parametrize("kind", ["extend", "decode", "block_table"])
+def test_kv_lens_is_a_deprecated_alias_of_seq_lens(kind: str) -> None:
+    # One name per quantity: every kind of metadata calls the lengths seq_lens; the old kv_lens
+    # still reads the same array but warns.
+    md: rk.BatchMetadata[np.ndarray] = {
+        "extend": lambda: rk.build_extend_metadata([[1, 2]], [[3]]),
+        "decode": lambda: rk.build_decode_metadata([[1, 2, 3]]),
+        "block_table": lambda: rk.build_block_table_metadata([[1, 2, 3]]),
+    }[kind]()
+    assert "kv_lens" not in md.fields() and md.seq_lens.tolist() == [3]
+    with pytest.warns(DeprecationWarning, match="'kv_lens' is a deprecated alias of 'seq_lens'"):
+        alias = md.kv_lens
+    assert np.shares_memory(alias, md.seq_lens) and alias.tolist() == [3]
+    with pytest.warns(DeprecationWarning, match="deprecated alias"):
+        assert md.field("kv_lens").tolist() == [3]
+    with pytest.raises(KeyError):
+        md.field("no_such_field")

@@ -1,4 +1,5 @@
-"""RadixCache: every method, the SPEC golden case, pages, namespaces, handles across splits."""
+"""RadixCache: every method, the golden case (docs/contract.md §2), pages, namespaces, handles
+across splits."""
 
 from __future__ import annotations
 

@@ -170,7 +170,7 @@ class RadixCache:
         """Every node as (namespace, path tokens, own slots, lock_ref, last_access,
         hit_count), sorted."""
 
-# ---- Paged block allocator and batch metadata (SPEC §1, §3) ----------------------------------
+# ---- Paged block allocator and batch metadata (docs/contract.md §1, §3) ---------------------
 
 # Sequence ids: non-negative ints below 2**64 (a list / tuple, or a 1-D integer array / tensor).
 _SeqIds = Union[list[int], tuple[int, ...], npt.NDArray[np.integer], object]
@@ -251,7 +251,7 @@ class BlockAllocator:
         ``0 <= start <= end <= len``."""
     def decode_metadata(self, seq_ids: _SeqIds) -> DecodeMetadata[_Int32Array]:
         """CSR decode metadata over these sequences' blocks (``page_size = block_size``):
-        ``qo_indptr``, ``kv_indptr``, ``kv_indices`` (blocks), ``kv_lens``, ``kv_last_page_len``,
+        ``qo_indptr``, ``kv_indptr``, ``kv_indices`` (blocks), ``seq_lens``, ``kv_last_page_len``,
         ``out_cache_loc`` (slot of each last token). Every sequence needs at least one token."""
     def extend_metadata(
         self, seq_ids: _SeqIds, extend_lens: Union[int, _IntSeq]
@@ -298,7 +298,7 @@ def build_decode_metadata(
     """CSR decode metadata. ``pages[b]``: request b's pages in order (its slots when
     ``page_size`` is 1, the default); ``kv_lens[b]``: its valid tokens (required when
     ``page_size > 1``; must match ``ceil(kv_len / page_size)`` pages and be >= 1). Fields:
-    ``qo_indptr``, ``kv_indptr``, ``kv_indices``, ``kv_lens``, ``kv_last_page_len``,
+    ``qo_indptr``, ``kv_indptr``, ``kv_indices``, ``seq_lens`` (= ``kv_lens``), ``kv_last_page_len``,
     ``out_cache_loc`` (slot of each request's last token)."""
 
 def build_block_table_metadata(

@@ -7,12 +7,18 @@ without a copy. Each field (``qo_indptr``, ``kv_indices``, ...) is a view of tha
 on a 64-byte boundary. :meth:`BatchMetadata.to` therefore moves a whole batch to a device with a
 single host-to-device copy, and the device fields are views (``narrow``) of the one device buffer.
 
+One name per quantity: ``seq_lens[b]`` is the number of tokens of request ``b`` whose K/V the
+kernels read (L_k: cached prefix, new tokens and, in decode, the token being decoded), in every kind
+of metadata; it is what the ops take as their ``kv_lens`` argument. ``kv_lens`` on a metadata object
+is a deprecated alias of ``seq_lens`` (it warns), kept for code written against 0.1.
+
 torch is imported only by :meth:`BatchMetadata.to`, so ``import radixkv`` works without it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+import warnings
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, Union
 
 import numpy as np
@@ -32,6 +38,18 @@ ArrayT = TypeVar("ArrayT")
 FieldLayout = tuple[str, int, tuple[int, ...]]
 
 _M = TypeVar("_M", bound="BatchMetadata[Any]")
+
+#: Deprecated field names and the field each one reads.
+_DEPRECATED_FIELDS = {"kv_lens": "seq_lens"}
+
+
+def _warn_deprecated(old: str) -> None:
+    new = _DEPRECATED_FIELDS[old]
+    warnings.warn(
+        f"metadata field {old!r} is a deprecated alias of {new!r} (the same array); use {new!r}",
+        DeprecationWarning,
+        stacklevel=3,
+    )
 
 
 def _view(buffer: Any, offset: int, shape: tuple[int, ...]) -> Any:
@@ -74,7 +92,11 @@ class BatchMetadata(Generic[ArrayT]):
         self._host: Any = None
 
     def field(self, name: str) -> ArrayT:
-        """The field called ``name`` (``KeyError`` if this kind of metadata has none)."""
+        """The field called ``name`` (``KeyError`` if this kind of metadata has none). A
+        deprecated name (``kv_lens``) warns and gives the field it stands for."""
+        if name not in self._fields and name in _DEPRECATED_FIELDS:
+            _warn_deprecated(name)
+            name = _DEPRECATED_FIELDS[name]
         return self._fields[name]
 
     def fields(self) -> dict[str, ArrayT]:
@@ -88,6 +110,18 @@ class BatchMetadata(Generic[ArrayT]):
     @property
     def max_seq_len(self) -> int:
         return self.scalars["max_seq_len"]
+
+    @property
+    def seq_lens(self) -> ArrayT:
+        """int32 ``[n]``: tokens of each request whose K/V attention reads (L_k); the ops'
+        ``kv_lens`` argument."""
+        return self._fields["seq_lens"]
+
+    @property
+    def kv_lens(self) -> ArrayT:
+        """Deprecated alias of :attr:`seq_lens` (warns)."""
+        _warn_deprecated("kv_lens")
+        return self._fields["seq_lens"]
 
     def _to(self: _M, device: Device, non_blocking: bool) -> _M:
         import torch
@@ -107,7 +141,7 @@ class BatchMetadata(Generic[ArrayT]):
 
 
 class ExtendMetadata(BatchMetadata[ArrayT]):
-    """Metadata of an extend (prefix-prefill) batch of ``n`` requests (SPEC §3).
+    """Metadata of an extend (prefix-prefill) batch of ``n`` requests (docs/contract.md §3).
 
     Built over slots by :func:`radixkv.build_extend_metadata` (``page_size`` 1), or over pages by
     :func:`radixkv.build_paged_extend_metadata` / ``BlockAllocator.extend_metadata``; then
@@ -147,10 +181,6 @@ class ExtendMetadata(BatchMetadata[ArrayT]):
         return self._fields["kv_indices"]
 
     @property
-    def seq_lens(self) -> ArrayT:
-        return self._fields["seq_lens"]
-
-    @property
     def extend_seq_lens(self) -> ArrayT:
         return self._fields["extend_seq_lens"]
 
@@ -161,11 +191,6 @@ class ExtendMetadata(BatchMetadata[ArrayT]):
     @property
     def extend_start_loc(self) -> ArrayT:
         return self._fields["extend_start_loc"]
-
-    @property
-    def kv_lens(self) -> ArrayT:
-        """``seq_lens`` under the name the kernels take (``kv_lens``)."""
-        return self._fields["seq_lens"]
 
     @property
     def kv_last_page_len(self) -> ArrayT:
@@ -204,7 +229,7 @@ class DecodeMetadata(BatchMetadata[ArrayT]):
     """CSR metadata of a decode batch (one query per request), FlashInfer's form.
 
     With ``page_size == 1`` the indices are slots; otherwise they are pages and the last page of
-    request ``b`` holds ``kv_last_page_len[b] = (kv_lens[b] - 1) % page_size + 1`` tokens.
+    request ``b`` holds ``kv_last_page_len[b] = (seq_lens[b] - 1) % page_size + 1`` tokens.
 
     ====================== ======= =============================================
     field                  shape   value
@@ -212,7 +237,7 @@ class DecodeMetadata(BatchMetadata[ArrayT]):
     ``qo_indptr``          [n+1]   ``0..n`` (one query each)
     ``kv_indptr``          [n+1]   ``[0, cumsum(pages per request)]``
     ``kv_indices``         [P]     the pages (slots) of request 0, then 1, ...
-    ``kv_lens``            [n]     valid tokens per request (``seq_lens`` alias)
+    ``seq_lens``           [n]     valid tokens per request (the ops' ``kv_lens``)
     ``kv_last_page_len``   [n]     tokens in each request's last page
     ``out_cache_loc``      [n]     slot of each request's last token (its K/V)
     ====================== ======= =============================================
@@ -233,14 +258,6 @@ class DecodeMetadata(BatchMetadata[ArrayT]):
     @property
     def kv_indices(self) -> ArrayT:
         return self._fields["kv_indices"]
-
-    @property
-    def kv_lens(self) -> ArrayT:
-        return self._fields["kv_lens"]
-
-    @property
-    def seq_lens(self) -> ArrayT:
-        return self._fields["kv_lens"]
 
     @property
     def kv_last_page_len(self) -> ArrayT:
@@ -281,10 +298,6 @@ class BlockTableMetadata(BatchMetadata[ArrayT]):
     @property
     def block_tables(self) -> ArrayT:
         return self._fields["block_tables"]
-
-    @property
-    def seq_lens(self) -> ArrayT:
-        return self._fields["seq_lens"]
 
     @property
     def kv_last_page_len(self) -> ArrayT:

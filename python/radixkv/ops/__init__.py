@@ -1,4 +1,4 @@
-"""radixkv attention kernels as torch custom ops (SPEC §4, §5).
+"""radixkv attention kernels as torch custom ops (docs/contract.md §4, §5).
 
     import radixkv.ops as ops
     ops.store_kv(k_cache, v_cache, k, v, slots)

@@ -6,7 +6,7 @@ with ``check=True`` (or ``RADIXKV_OPS_CHECK=1``) also what only the host can che
 index tensors (each request's ``L_q <= L_k``, ``qo_indptr`` monotone and ending at ``N_q``). This
 module re-exports it and adds the FLOP count the benchmarks report.
 
-Shapes and dtypes (SPEC §4, §5)::
+Shapes and dtypes (docs/contract.md §4, §5)::
 
     q           [N_q, H_q, D]                     float16 / bfloat16, D in {64, 128, 256}
     k_cache     [num_pages, page_size, H_kv, D]   (layout="bshd") or [num_pages, H_kv, page_size, D]

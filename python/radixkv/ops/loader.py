@@ -7,10 +7,15 @@ hipcc on a ROCm torch. The library registers the
 ``torch.ops.radixkv.*`` ops through ``TORCH_LIBRARY``; the fake (meta) implementations are then
 registered from :mod:`radixkv.ops._fake`.
 
+The sources are the first of: ``RADIXKV_HIP_DIR``; the copy the package carries
+(``radixkv/_hip``: in a wheel, the files themselves; in a checkout, a link to ``hip/``); ``hip/`` of
+the checkout the package runs from. So an installed wheel builds its kernels without a checkout.
+
 Environment:
-- ``RADIXKV_HIP_DIR``: kernel sources (default: ``hip/`` at the repository root).
-- ``RADIXKV_BUILD_DIR``: build cache (default: ``~/.cache/radixkv/build``); unchanged sources and
-  flags are not rebuilt.
+- ``RADIXKV_HIP_DIR``: kernel sources to build instead of the package's own.
+- ``RADIXKV_BUILD_DIR``: build cache (default: ``~/.cache/radixkv/build``). Its subfolder is named
+  by a hash of the sources' contents, the flags, the arch list and the torch build, so a change to
+  any of them builds afresh and an unchanged set is not rebuilt.
 - ``RADIXKV_HEAD_DIMS`` (e.g. ``128`` or ``64,128``), ``RADIXKV_DTYPES`` (``bf16``, ``fp16``),
   ``RADIXKV_PAGE_SIZES`` (``1,16``): compile only these variants (faster builds); a call needing
   another one raises an error naming it. ``RADIXKV_KV_DTYPES`` (``e4m3``, ``e5m2``, or
@@ -44,17 +49,50 @@ _VARIANTS = {
 }
 
 
-def hip_dir() -> Path:
-    """The kernel sources: ``RADIXKV_HIP_DIR``, else ``hip/`` of the checkout this package runs from
-    (an editable install, as ``make`` does). A plain wheel does not ship them."""
+def _candidates() -> list[tuple[str, Path]]:
     env = os.environ.get("RADIXKV_HIP_DIR")
-    path = Path(env) if env else Path(__file__).resolve().parents[3] / "hip"
-    if not (path / "platform.h").is_file():
-        raise FileNotFoundError(
-            f"radixkv kernel sources not found at {path}: install radixkv editable from a checkout "
-            "(`maturin develop` / `pip install -e .`) or set RADIXKV_HIP_DIR to its hip/ folder"
-        )
-    return path
+    if env:
+        # An explicit choice is the only candidate: a typo must not silently build other sources.
+        return [("RADIXKV_HIP_DIR", Path(env))]
+    package = Path(__file__).resolve().parents[1]  # .../radixkv
+    return [
+        ("the package's bundled copy", package / "_hip"),
+        ("the checkout's hip/", package.parents[1] / "hip"),  # python/radixkv -> repository root
+    ]
+
+
+def hip_dir() -> Path:
+    """The kernel sources: ``RADIXKV_HIP_DIR`` if set, else the copy bundled in the package
+    (``radixkv/_hip``), else ``hip/`` of the checkout this package runs from."""
+    tried = _candidates()
+    for _, path in tried:
+        if (path / "platform.h").is_file():
+            return path
+    where = "; ".join(f"{what}: {path}" for what, path in tried)
+    raise FileNotFoundError(
+        f"radixkv kernel sources (platform.h and the *.cu units) not found ({where}). A wheel "
+        "carries them under radixkv/_hip; reinstall radixkv, or set RADIXKV_HIP_DIR to a hip/ folder"
+    )
+
+
+#: Files of the kernel sources: compiled units and the headers they include.
+SOURCE_PATTERNS = ("*.cu", "*.cuh", "*.h", "*.cpp")
+
+
+def source_files(directory: Path | None = None) -> list[Path]:
+    """Every kernel source file (units and headers) under ``directory`` (default :func:`hip_dir`),
+    sorted by name."""
+    d = hip_dir() if directory is None else directory
+    return sorted({p for pat in SOURCE_PATTERNS for p in d.glob(pat)}, key=lambda p: p.name)
+
+
+def sources_digest(directory: Path | None = None) -> str:
+    """SHA-1 over the names and contents of :func:`source_files`: changes whenever any unit or
+    header does (torch's own rebuild check hashes only the units it is given)."""
+    h = hashlib.sha1()
+    for p in source_files(directory):
+        h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()
 
 
 def variant_defines() -> list[str]:
@@ -91,8 +129,12 @@ def _build() -> None:
         # 9.0a (not 9.0): Hopper's arch-specific target, which extend_attention's wgmma path
         # needs (the other units are unaffected; 9.0a code runs on the same CC 9.0 devices).
         os.environ["TORCH_CUDA_ARCH_LIST"] = "8.0;9.0a"
-    key = hashlib.sha1(" ".join(defines + [os.environ.get("TORCH_CUDA_ARCH_LIST", "")]).encode())
-    name = "radixkv_kernels_" + key.hexdigest()[:8]
+    toolkit = torch.version.hip if is_rocm else torch.version.cuda
+    key = hashlib.sha1(" ".join([
+        *defines, os.environ.get("TORCH_CUDA_ARCH_LIST", ""), torch.__version__, str(toolkit),
+        sources_digest(),
+    ]).encode())
+    name = "radixkv_kernels_" + key.hexdigest()[:12]
     base = Path(os.environ.get("RADIXKV_BUILD_DIR", Path.home() / ".cache" / "radixkv" / "build"))
     build_dir = base / name
     build_dir.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""Pure-torch reference implementations of the radixkv kernels (SPEC §4, §5).
+"""Pure-torch reference implementations of the radixkv kernels (docs/contract.md §4, §5).
 
 These are the ground truth the GPU kernels are tested against, and what ``radixkv.ops`` runs when no
 GPU extension is available. They favour clarity over speed: one Python loop over requests, float32

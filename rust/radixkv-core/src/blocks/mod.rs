@@ -1,4 +1,4 @@
-//! `BlockAllocator`: vLLM's `PagedAttention` memory model (SPEC §1).
+//! `BlockAllocator`: vLLM's `PagedAttention` memory model (docs/contract.md §1).
 //!
 //! A pool of `num_blocks` physical blocks of `block_size` token slots; block `p` holds slots
 //! `p * block_size .. (p + 1) * block_size`. Each sequence owns a block table (logical block i ->

@@ -88,7 +88,7 @@ pub enum OpOutput {
     Unit,
     Copies(Vec<(i32, i32)>),
     Ints(Vec<i32>),
-    /// `(kv_indptr, kv_indices, kv_lens, kv_last_page_len)` of decode metadata.
+    /// `(kv_indptr, kv_indices, seq_lens, kv_last_page_len)` of decode metadata.
     Csr([Vec<i32>; 4]),
     /// Copy pairs and new-token slots of `append_slots_batch`.
     Batch(Vec<(i32, i32)>, Vec<i32>),
@@ -131,7 +131,7 @@ pub fn apply_op(a: &mut BlockAllocator, op: &BlocksOp) -> Result<OpOutput> {
             OpOutput::Csr([
                 f("kv_indptr"),
                 f("kv_indices"),
-                f("kv_lens"),
+                f("seq_lens"),
                 f("kv_last_page_len"),
             ])
         }

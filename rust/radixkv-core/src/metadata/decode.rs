@@ -10,8 +10,9 @@ use crate::{CoreError, Result};
 /// `kv_lens[b]` is its number of valid tokens (defaults to `|pages[b]|` when `page_size == 1`).
 ///
 /// Fields (int32; `n` requests, `P = Σ|pages|`): `qo_indptr` [n+1] = `0..=n`,
-/// `kv_indptr` [n+1] = `[0, cumsum(|pages|)]`, `kv_indices` [P], `kv_lens` [n],
-/// `kv_last_page_len` [n] = `(kv_lens - 1) % page_size + 1`, `out_cache_loc` [n] = the slot of
+/// `kv_indptr` [n+1] = `[0, cumsum(|pages|)]`, `kv_indices` [P], `seq_lens` [n] (= the lengths,
+/// named as in the extend and block-table forms), `kv_last_page_len` [n] =
+/// `(seq_lens - 1) % page_size + 1`, `out_cache_loc` [n] = the slot of
 /// each request's last token (position `kv_len - 1`, where this step's K/V is written).
 /// Scalars: `batch_size`, `page_size`, `max_seq_len`, `max_pages`.
 pub fn decode_metadata<P: AsRef<[i32]>>(
@@ -34,7 +35,7 @@ pub fn decode_metadata<P: AsRef<[i32]>>(
         }
     })
     .scalar("max_pages", (0..n).map(np).max().unwrap_or(0));
-    per_request_fields(&mut bb, "kv_lens", pages, &lens, page_size);
+    per_request_fields(&mut bb, "seq_lens", pages, &lens, page_size);
     Ok(bb.finish())
 }
 

@@ -1,4 +1,4 @@
-//! Builders of the int32 arrays attention kernels read for one batch (SPEC §3).
+//! Builders of the int32 arrays attention kernels read for one batch (docs/contract.md §3).
 //!
 //! Every builder returns a [`MetadataBuf`]: all fields of the batch laid out in **one** `Vec<i32>`,
 //! each at a 64-byte aligned offset. The binding hands that vector to `NumPy` once and exposes each

@@ -55,7 +55,7 @@ fn decode_csr_over_slots_and_pages() {
     assert_eq!(f(&m, "qo_indptr"), [0, 1, 2]);
     assert_eq!(f(&m, "kv_indptr"), [0, 3, 4]);
     assert_eq!(f(&m, "kv_indices"), [5, 6, 7, 9]);
-    assert_eq!(f(&m, "kv_lens"), [3, 1]);
+    assert_eq!(f(&m, "seq_lens"), [3, 1]);
     assert_eq!(f(&m, "kv_last_page_len"), [1, 1]);
 
     let pages: [&[i32]; 3] = [&[4, 2], &[7], &[1, 3, 8]];

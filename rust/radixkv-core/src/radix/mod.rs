@@ -1,4 +1,4 @@
-//! The radix prefix cache (SPEC §2).
+//! The radix prefix cache (docs/contract.md §2).
 //!
 //! - `node`: the arena of nodes and the generation-carrying `NodeHandle`;
 //! - `children`: child lookup by (parent, first token), sibling chains for pages;

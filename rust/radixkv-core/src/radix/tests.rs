@@ -1,4 +1,4 @@
-//! Unit tests of the tree and the pooled cache: the SPEC golden case and each operation.
+//! Unit tests of the tree and the pooled cache: the contract's golden case and each operation.
 
 use super::*;
 use crate::error::CoreError;
