@@ -26,7 +26,7 @@ fn long_prompt(c: &mut Criterion) {
     let n = 32_768;
     let t = tokens(1, n);
     let slots: Vec<i32> = (0..n as i32).collect();
-    let mut tree = RadixTree::new(1).unwrap();
+    let mut tree = RadixTree::new(std::num::NonZeroUsize::new(1).unwrap());
     tree.insert(b"", &t, &slots).unwrap();
     c.bench_function("match_prefix 32K cached", |b| {
         b.iter(|| black_box(tree.match_prefix(b"", black_box(&t)).unwrap().length));
@@ -43,7 +43,7 @@ fn shared_system_prompt(c: &mut Criterion) {
         .collect();
     c.bench_function("request: match+lock+insert+unlock (1K shared + 200)", |b| {
         b.iter_batched_ref(
-            || (RadixTree::new(1).unwrap(), 0usize),
+            || (RadixTree::new(std::num::NonZeroUsize::new(1).unwrap()), 0usize),
             |(tree, next)| {
                 for r in reqs.iter().take(256) {
                     let m = tree.match_prefix(b"", r).unwrap();
@@ -61,7 +61,7 @@ fn shared_system_prompt(c: &mut Criterion) {
 
 fn eviction(c: &mut Criterion) {
     let build = || {
-        let mut tree = RadixTree::new(1).unwrap();
+        let mut tree = RadixTree::new(std::num::NonZeroUsize::new(1).unwrap());
         for i in 0..20_000u64 {
             let t = tokens(1000 + i, 64);
             let s: Vec<i32> = (0..64).map(|k| (i * 64 + k) as i32).collect();
