@@ -308,7 +308,6 @@ impl TokenPool {
         self.attached = false;
     }
 
-
     /// Recomputes every counter from the per-slot states and checks the free list.
     pub fn check(&self) -> Result<()> {
         let bad = |m: String| Err(CoreError::InvariantViolation(format!("TokenPool: {m}")));

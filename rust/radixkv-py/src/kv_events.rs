@@ -1,5 +1,5 @@
 //! `BlockStored`, `BlockRemoved`, `AllBlocksCleared`: the KV events `RadixCache.take_events()`
-//! returns, named and shaped like SGLang's and vLLM's (`block_hashes`, `parent_block_hash`,
+//! returns, named and shaped like `SGLang`'s and `vLLM`'s (`block_hashes`, `parent_block_hash`,
 //! `token_ids`, `block_size`), plus the namespace the pages belong to.
 
 use pyo3::prelude::*;
@@ -56,6 +56,7 @@ pub struct PyAllBlocksCleared {}
 
 #[pymethods]
 impl PyAllBlocksCleared {
+    #[allow(clippy::unused_self)] // a method: Python calls it on the instance
     fn __repr__(&self) -> String {
         "AllBlocksCleared()".into()
     }

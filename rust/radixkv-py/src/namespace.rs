@@ -53,7 +53,9 @@ fn bad_namespace(o: &Bound<'_, PyAny>) -> PyErr {
 fn read_str(b: &[u8], pos: &mut usize) -> Option<String> {
     let len = u64::from_le_bytes(b.get(*pos..*pos + 8)?.try_into().ok()?) as usize;
     *pos += 8;
-    let s = std::str::from_utf8(b.get(*pos..*pos + len)?).ok()?.to_string();
+    let s = std::str::from_utf8(b.get(*pos..*pos + len)?)
+        .ok()?
+        .to_string();
     *pos += len;
     Some(s)
 }

@@ -411,7 +411,7 @@ impl PyRadixCache {
     }
 
     /// `lock_ref` += 1 on the node and its ancestors; returns the tokens that became
-    /// protected (>= 0), as SGLang's `inc_lock_ref` returns the evictable change (negated).
+    /// protected (>= 0), as `SGLang`'s `inc_lock_ref` returns the evictable change (negated).
     fn lock(&mut self, node: &Bound<'_, PyAny>) -> PyResult<i64> {
         let h = self.handle(node)?;
         Ok(self.inner.lock(h).py()? as i64)

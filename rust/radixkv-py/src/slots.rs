@@ -31,7 +31,7 @@ impl SlotDtype {
         }
     }
 
-    /// Reads `"int32"` / `"int64"`, a NumPy dtype or scalar type (`np.int64`), or a torch
+    /// Reads `"int32"` / `"int64"`, a `NumPy` dtype or scalar type (`np.int64`), or a torch
     /// dtype (`torch.int64`); `None` gives `default`.
     pub fn parse(obj: Option<&Bound<'_, PyAny>>, default: SlotDtype) -> PyResult<SlotDtype> {
         let Some(obj) = obj.filter(|o| !o.is_none()) else {
@@ -188,11 +188,11 @@ fn is_torch_tensor(obj: &Bound<'_, PyAny>) -> bool {
 
 /// A fresh `NumPy` array of `len` elements of `T`, filled by `fill`, which must write every
 /// element (it gets the uninitialised buffer).
-pub fn new_array<'py, T: Element + SlotOut>(
-    py: Python<'py>,
+pub fn new_array<T: Element + SlotOut>(
+    py: Python<'_>,
     len: usize,
     fill: impl FnOnce(&mut [T]) -> radixkv_core::Result<()>,
-) -> PyResult<Bound<'py, PyAny>> {
+) -> PyResult<Bound<'_, PyAny>> {
     // SAFETY: fresh and uninitialised; returned only after `fill` succeeded, and every filler
     // writes exactly `len` ids (they check the length first). On error it is dropped unread.
     let arr = unsafe { PyArray1::<T>::new(py, [len], false) };
@@ -219,7 +219,10 @@ pub fn slots_to_array<'py>(
         }),
         SlotDtype::I32 => {
             if let Some(s) = v.iter().find(|&&s| i32::try_from(s).is_err()) {
-                return Err(bad(what, format!("slot id {s} does not fit int32; ask for int64")));
+                return Err(bad(
+                    what,
+                    format!("slot id {s} does not fit int32; ask for int64"),
+                ));
             }
             new_array::<i32>(py, v.len(), |b| {
                 for (o, &s) in b.iter_mut().zip(v) {

@@ -359,7 +359,10 @@ impl RadixCache {
     /// is above the `max_slot` watermark.
     pub fn check(&self) -> Result<()> {
         let held = self.tree.check()?;
-        if let Some(&s) = held.iter().find(|&&s| s > self.max_slot && self.pool.is_none()) {
+        if let Some(&s) = held
+            .iter()
+            .find(|&&s| s > self.max_slot && self.pool.is_none())
+        {
             return Err(CoreError::InvariantViolation(format!(
                 "slot {s} above the recorded maximum {}",
                 self.max_slot
@@ -422,7 +425,10 @@ fn check_whole_pages(slots: &[Slot], p: usize) -> Result<()> {
         let first = page[0];
         let whole = (first as u64).is_multiple_of(p as u64)
             && page.len() == p
-            && page.iter().enumerate().all(|(k, &s)| s == first + k as Slot);
+            && page
+                .iter()
+                .enumerate()
+                .all(|(k, &s)| s == first + k as Slot);
         if !whole {
             return Err(CoreError::invalid(format!(
                 "insert: slots {page:?} are not one whole pool page (page_size {p})"

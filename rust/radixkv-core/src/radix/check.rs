@@ -180,7 +180,11 @@ impl RadixTree {
         let n = self.node(i);
         let parent = self.node(n.parent);
         let prev = if parent.is_root() {
-            let ns = self.root_ns.get(&n.parent).map(|b| &**b).unwrap_or_default();
+            let ns = self
+                .root_ns
+                .get(&n.parent)
+                .map(|b| &**b)
+                .unwrap_or_default();
             namespace_seed(ns)
         } else {
             match ev.get(n.parent).last() {

@@ -1,5 +1,5 @@
 //! KV events for cache-aware routers: which pages the cache stored, which it removed, and when
-//! it was cleared, as SGLang's and vLLM's `BlockStored` / `BlockRemoved` / `AllBlocksCleared`.
+//! it was cleared, as `SGLang`'s and `vLLM`'s `BlockStored` / `BlockRemoved` / `AllBlocksCleared`.
 //!
 //! Off unless the cache is built with events on; then every node keeps one hash per whole page
 //! of its key, chained from its parent's last page hash (the first page of a namespace chains
@@ -8,12 +8,12 @@
 //!
 //! Splits. A split cuts a node's hash list at the page boundary: the upper half keeps the hashes
 //! of its pages and the lower half the rest; no event is emitted, because no page was stored or
-//! removed and every page keeps the hash a router already knows. This is what SGLang's
+//! removed and every page keeps the hash a router already knows. This is what `SGLang`'s
 //! `_split_node` does (its hash list is cut the same way, without an event), and vLLM never
 //! splits (its blocks are fixed). `Stored` is emitted once per new leaf (the new pages only),
 //! `Removed` once per evicted leaf (its pages), `AllCleared` by `reset`.
 //!
-//! The hash is 64-bit FxHash (rustc-hash) of (previous hash, page tokens) with a final
+//! The hash is 64-bit `FxHash` (rustc-hash) of (previous hash, page tokens) with a final
 //! avalanche mix; it is deterministic across processes and platforms, so every TP rank and a
 //! router compute the same values.
 
@@ -62,7 +62,7 @@ pub(crate) fn page_hashes(mut prev: u64, tokens: &[i32], page: usize) -> Box<[u6
         .collect()
 }
 
-/// splitmix64's finaliser: FxHash alone leaves low bits weakly mixed.
+/// splitmix64's finaliser: `FxHash` alone leaves low bits weakly mixed.
 fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);

@@ -21,9 +21,9 @@ mod policy;
 pub mod replay;
 mod tree;
 
+pub use crate::slot::{Slot, SlotOut};
 pub use cache::{lock_pool, shared_pool, CacheOptions, DumpRow, RadixCache, SharedPool};
 pub use events::KvEvent;
-pub use crate::slot::{Slot, SlotOut};
 pub use node::NodeHandle;
 pub use policy::{Policy, SLRU_PROTECTED_HITS};
 pub use tree::{NodeInfo, NodeView, PrefixMatch, RadixTree};

@@ -6,7 +6,7 @@
 //! its new one), so evicting k leaves costs O(k log n) and nothing ever rebuilds a heap of all
 //! leaves. Locked nodes and inner nodes are never in the set, so eviction cannot reach them.
 //!
-//! The orders are SGLang's (`evict_policy.py`): lru by last access; lfu by (hit count, last
+//! The orders are `SGLang`'s (`evict_policy.py`): lru by last access; lfu by (hit count, last
 //! access); fifo by creation; mru and filo the reverse of lru and fifo; priority by (priority,
 //! last access); slru by (hit count >= 2, last access), a probationary segment evicted before
 //! the protected one. Ties cannot arise: an access stamps one path, so two leaves never share
@@ -38,7 +38,7 @@ pub(crate) type IndexKey = (u64, u64, u32);
 impl Policy {
     pub const NAMES: [&'static str; 7] = ["lru", "lfu", "fifo", "mru", "filo", "priority", "slru"];
 
-    /// Parses a policy name (as SGLang's `--radix-eviction-policy` spells them).
+    /// Parses a policy name (as `SGLang`'s `--radix-eviction-policy` spells them).
     pub fn parse(name: &str) -> Result<Self> {
         Ok(match name {
             "lru" => Policy::Lru,
@@ -78,10 +78,7 @@ impl Policy {
             Policy::Mru => (!n.last_access, 0),
             Policy::Filo => (!n.created, 0),
             Policy::Priority => (ordered_bits(n.priority), n.last_access),
-            Policy::Slru => (
-                u64::from(n.hit_count >= SLRU_PROTECTED_HITS),
-                n.last_access,
-            ),
+            Policy::Slru => (u64::from(n.hit_count >= SLRU_PROTECTED_HITS), n.last_access),
         };
         (a, b, i)
     }

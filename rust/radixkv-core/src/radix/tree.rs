@@ -23,9 +23,9 @@ use rustc_hash::FxHashMap;
 
 use super::events::{namespace_seed, page_hashes, EventLog, KvEvent};
 use super::node::{Arena, Node, NodeHandle, NIL};
-use crate::slot::{Slot, SlotOut};
 use super::policy::{IndexKey, Policy};
 use crate::error::{CoreError, Result};
+use crate::slot::{Slot, SlotOut};
 
 #[derive(Debug)]
 pub struct RadixTree {
@@ -492,7 +492,10 @@ impl RadixTree {
         let p = self.page_size;
         let parent_is_root = self.node(parent).is_root();
         let ns: Vec<u8> = if parent_is_root {
-            self.root_ns.get(&parent).map(|b| b.to_vec()).unwrap_or_default()
+            self.root_ns
+                .get(&parent)
+                .map(|b| b.to_vec())
+                .unwrap_or_default()
         } else {
             let mut r = parent;
             while !self.node(r).is_root() {
@@ -671,11 +674,7 @@ impl RadixTree {
     }
 
     /// As `evict_into`, handing each evicted leaf's slots to `sink` (in eviction order).
-    pub(crate) fn evict_each(
-        &mut self,
-        num_tokens: usize,
-        mut sink: impl FnMut(&[Slot]),
-    ) -> usize {
+    pub(crate) fn evict_each(&mut self, num_tokens: usize, mut sink: impl FnMut(&[Slot])) -> usize {
         let mut freed = 0;
         while freed < num_tokens {
             let Some(i) = self.index_pop() else { break };
@@ -818,7 +817,11 @@ impl RadixTree {
             }
             let ns = match me {
                 Some(_) => Vec::new(),
-                None => self.root_ns.get(&parent).map(|b| b.to_vec()).unwrap_or_default(),
+                None => self
+                    .root_ns
+                    .get(&parent)
+                    .map(|b| b.to_vec())
+                    .unwrap_or_default(),
             };
             let mut c = head;
             while c != NIL {
