@@ -8,7 +8,7 @@
 //! - `check`: the integrity checker;
 //! - `cache`: `RadixCache`, the tree plus an optional `TokenPool`;
 //! - `replay`: an operation enum and a harness with a reference model, shared by the proptest
-//!   machine and the fuzz target.
+//!   machine and the fuzz target (built for tests and with the `testing` feature only).
 
 mod cache;
 mod check;
@@ -16,6 +16,7 @@ mod children;
 mod lru;
 mod namespace;
 mod node;
+#[cfg(any(test, feature = "testing"))]
 pub mod replay;
 mod tree;
 
@@ -23,5 +24,11 @@ pub use cache::{lock_pool, shared_pool, DumpRow, RadixCache, SharedPool};
 pub use node::NodeHandle;
 pub use tree::{NodeInfo, PrefixMatch, RadixTree};
 
+#[cfg(test)]
+mod check_tests;
+#[cfg(test)]
+mod corrupt;
+#[cfg(test)]
+mod proptests;
 #[cfg(test)]
 mod tests;
