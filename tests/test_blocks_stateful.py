@@ -5,12 +5,18 @@ every step the allocator must be isomorphic to it: one consistent, injective map
 blocks to physical blocks under which tables, lengths, ref counts, free count and copy-on-write
 pairs agree. A failed call must leave the allocator unchanged.
 
+Sequences are built to share: each run starts from a sequence with a partly filled last block
+and a fork of it, and a `fork_and_write` step forks a live sequence and writes into the shared
+block, so copy-on-write happens in most runs (`test_blocks_machine_reaches_copy_on_write`
+requires it in at least half of them, and shared frees and exhaustion at least once).
+
 Budget: RADIXKV_HYPOTHESIS_EXAMPLES (default 150 runs of up to 40 steps).
 """
 
 from __future__ import annotations
 
 import os
+from collections import Counter
 from typing import Any, Callable, Optional
 
 import hypothesis.strategies as st
@@ -31,6 +37,9 @@ import radixkv as rk
 EXAMPLES = int(os.environ.get("RADIXKV_HYPOTHESIS_EXAMPLES", "150"))
 ALL_SEQS = [0, 1, 2, 3, 2**40, 2**64 - 1]
 SEQS = st.sampled_from(ALL_SEQS)
+
+# What runs reached: event name -> number of runs (examples) in which it happened.
+REACHED: Counter[str] = Counter()
 
 
 class Model:
@@ -117,11 +126,39 @@ class BlocksMachine(RuleBasedStateMachine):
         super().__init__()
         self.b: Any = None
         self.m = Model(1, 1)
+        self.seen: set[str] = set()
 
-    @initialize(num_blocks=st.integers(1, 32), block_size=st.sampled_from([1, 2, 3, 4, 4, 5]))
-    def setup(self, num_blocks: int, block_size: int) -> None:
+    def reached(self, what: str) -> None:
+        event(what)
+        self.seen.add(what)
+
+    def teardown(self) -> None:
+        REACHED["runs"] += 1
+        REACHED.update(self.seen)
+
+    @initialize(
+        num_blocks=st.integers(1, 32),
+        block_size=st.sampled_from([1, 2, 3, 4, 4, 5]),
+        full=st.integers(0, 3),
+        part=st.integers(1, 4),
+    )
+    def setup(self, num_blocks: int, block_size: int, full: int, part: int) -> None:
+        """A fresh allocator holding one sequence with a partly filled last block (block size
+        > 1), a fork of it, and the fork's first write (copy-on-write, when a block is free)."""
         self.b = type(self).factory(num_blocks, block_size)
         self.m = Model(num_blocks, block_size)
+        # The sequence and the fork's copy fit when there are blocks for both.
+        partial = 1 + part % (block_size - 1) if block_size > 1 else 0
+        first = min(full, max(num_blocks - 2, 0)) * block_size + partial
+        a, b = ALL_SEQS[0], ALL_SEQS[1]
+        self.run(lambda: self.b.allocate(a, first), lambda m: m.allocate(a, first))
+        if a in self.m.seqs:
+            self.run(lambda: self.b.fork(a, b), lambda m: m.fork(a, b))
+            got, want = self.run(lambda: self.b.append_slots(b, 1), lambda m: m.append(b, 1))
+            if want is not None:
+                fwd = self.iso()
+                assert got == [(fwd[s], fwd[d]) for s, d in want]
+                self.reached("copy-on-write" if want else "append without copy")
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -157,7 +194,7 @@ class BlocksMachine(RuleBasedStateMachine):
         err, want, after = expect(self.m, op)
         before = self.snapshot()
         if err is not None:
-            event(f"error {err.__name__}")
+            self.reached(f"error {err.__name__}")
             with pytest.raises(err):
                 sut()
             assert self.snapshot() == before, "a failed call changed the allocator"
@@ -194,7 +231,7 @@ class BlocksMachine(RuleBasedStateMachine):
         if want is not None:
             fwd = self.iso()
             assert got == [(fwd[s], fwd[d]) for s, d in want]
-            event("copy-on-write" if want else "append without copy")
+            self.reached("copy-on-write" if want else "append without copy")
 
     @precondition(lambda self: bool(self.m.seqs))
     @rule(data=st.data(), n=st.one_of(st.just(1), st.integers(0, 6)))
@@ -229,7 +266,7 @@ class BlocksMachine(RuleBasedStateMachine):
             if want is not None:
                 fwd = self.iso()
                 assert got == [(fwd[s], fwd[d]) for s, d in want]
-                event("copy-on-write" if want else "append without copy")
+                self.reached("copy-on-write" if want else "append without copy")
 
     @precondition(lambda self: bool(self.m.seqs))
     @rule(data=st.data())
@@ -242,7 +279,26 @@ class BlocksMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def free(self, data: st.DataObject) -> None:
         seq = self.pick(data)
-        self.run(lambda: self.b.free(seq), lambda m: m.free(seq))
+        shared = seq in self.m.seqs and any(self.m.refs[b] > 1 for b in self.m.seqs[seq][0])
+        _, done = self.run(lambda: self.b.free(seq), lambda m: m.free(seq) or True)
+        if done and shared:
+            self.reached("freed a sharing sequence")
+
+    @precondition(lambda self: bool(self.m.seqs))
+    @rule(data=st.data(), child_writes=st.booleans())
+    def fork_and_write(self, data: st.DataObject, child_writes: bool) -> None:
+        """Forks a live sequence and writes one token into the (then shared) last block."""
+        parent = data.draw(st.sampled_from(sorted(self.m.seqs)))
+        child = self.pick_new(data)
+        _, done = self.run(lambda: self.b.fork(parent, child), lambda m: m.fork(parent, child) or True)
+        if not done:
+            return
+        writer = child if child_writes else parent
+        got, want = self.run(lambda: self.b.append_slots(writer, 1), lambda m: m.append(writer, 1))
+        if want is not None:
+            fwd = self.iso()
+            assert got == [(fwd[s], fwd[d]) for s, d in want]
+            self.reached("copy-on-write" if want else "append without copy")
 
     @precondition(lambda self: bool(self.m.seqs))
     @rule(data=st.data())
@@ -302,8 +358,15 @@ SETTINGS = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 
-TestBlocksMachine = BlocksMachine.TestCase
-TestBlocksMachine.settings = SETTINGS
+def test_blocks_machine_reaches_copy_on_write() -> None:
+    """The allocator against the model, at the budget; the runs must reach what they are for."""
+    REACHED.clear()
+    run_state_machine_as_test(BlocksMachine, settings=SETTINGS)
+    runs = REACHED["runs"]
+    print(f"{runs} runs: {dict(REACHED)}")
+    assert REACHED["copy-on-write"] >= runs / 2, dict(REACHED)
+    for what in ["freed a sharing sequence", "error OutOfBlocks", "append without copy"]:
+        assert REACHED[what] > 0, f"never reached {what}: {dict(REACHED)}"
 
 
 # -- the harness can fail: planted bugs must be caught ------------------------------------------

@@ -13,9 +13,13 @@
 //! Every method validates all of its input and plans the whole change before touching anything,
 //! so an error leaves the allocator as it was.
 
-#[cfg(any(test, feature = "arbitrary"))]
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
+#[cfg(test)]
+mod check_tests;
+#[cfg(test)]
+mod corrupt;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]

@@ -102,6 +102,12 @@ impl RadixCache {
         &self.tree
     }
 
+    /// For `corrupt.rs` only: the tree, to break on purpose.
+    #[cfg(test)]
+    pub(crate) fn tree_mut_for_tests(&mut self) -> &mut RadixTree {
+        &mut self.tree
+    }
+
     pub fn pool(&self) -> Option<&SharedPool> {
         self.pool.as_ref()
     }

@@ -9,7 +9,7 @@
 //! - `check`: the integrity checker;
 //! - `cache`: `RadixCache`, the tree plus an optional `TokenPool`;
 //! - `replay`: an operation enum and a harness with a reference model, shared by the proptest
-//!   machine and the fuzz target.
+//!   machine and the fuzz target (built for tests and with the `testing` feature only).
 
 mod cache;
 mod check;
@@ -18,6 +18,7 @@ mod events;
 mod namespace;
 mod node;
 mod policy;
+#[cfg(any(test, feature = "testing"))]
 pub mod replay;
 mod tree;
 
@@ -28,5 +29,11 @@ pub use node::NodeHandle;
 pub use policy::{Policy, SLRU_PROTECTED_HITS};
 pub use tree::{NodeInfo, NodeView, PrefixMatch, RadixTree};
 
+#[cfg(test)]
+mod check_tests;
+#[cfg(test)]
+mod corrupt;
+#[cfg(test)]
+mod proptests;
 #[cfg(test)]
 mod tests;

@@ -1,5 +1,5 @@
 //! Operations on a `RadixCache` with a pool, and a harness that replays them against a naive
-//! reference model. Shared by the proptest state machine (`tests/radix_props.rs`) and the
+//! reference model. Shared by the proptest state machine (`proptests.rs`) and the
 //! cargo-fuzz target (`fuzz/fuzz_targets/radix_ops.rs`), so both explore the same op space.
 //!
 //! The model is a map (namespace, page-aligned prefix) -> slots of that prefix's last page, plus

@@ -3,7 +3,7 @@
 //! drives the cargo-fuzz target. Budget: `PROPTEST_CASES` (default 256 sequences per page size).
 
 use proptest::prelude::*;
-use radixkv_core::radix::replay::{Harness, RadixOp, Seq};
+use super::replay::{Harness, RadixOp, Seq};
 
 fn seq() -> impl Strategy<Value = Seq> {
     (
@@ -79,7 +79,7 @@ fn generators_reach_every_case() {
         TestRng::deterministic_rng(Config::default().rng_algorithm),
     );
     let strategy = proptest::collection::vec(op(), 40..80);
-    let mut total = radixkv_core::radix::replay::Stats::default();
+    let mut total = super::replay::Stats::default();
     for _ in 0..100 {
         let ops = strategy.new_tree(&mut runner).unwrap().current();
         let mut h = Harness::new(32, 1);

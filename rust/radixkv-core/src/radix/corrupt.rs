@@ -1,0 +1,110 @@
+//! Test-only hooks that break a `RadixTree` on purpose, one field at a time, so that the tests
+//! in `check_tests.rs` can show `check` noticing each invariant it claims. Nothing here keeps the
+//! tree consistent: that is the point.
+
+use super::node::{Node, NIL};
+use super::tree::RadixTree;
+
+/// Arena index of the node whose path from `ns`'s root is exactly `tokens` (whole nodes).
+pub(crate) fn node_at(t: &RadixTree, ns: &[u8], tokens: &[i32]) -> u32 {
+    let root = t.root_of(ns).expect("namespace exists");
+    let w = t.walk(root, tokens);
+    assert!(
+        w.partial.is_none() && w.matched == tokens.len(),
+        "{tokens:?} is not a node end"
+    );
+    w.node
+}
+
+pub(crate) fn root_of(t: &RadixTree, ns: &[u8]) -> u32 {
+    t.root_of(ns).expect("namespace exists")
+}
+
+pub(crate) fn node(t: &mut RadixTree, i: u32) -> &mut Node {
+    t.node_mut(i)
+}
+
+pub(crate) fn parent(t: &RadixTree, i: u32) -> u32 {
+    t.node(i).parent
+}
+
+pub(crate) fn clock(t: &RadixTree) -> u64 {
+    t.clock
+}
+
+pub(crate) fn arena_len(t: &RadixTree) -> u32 {
+    t.nodes.len() as u32
+}
+
+/// A free arena slot (the fixture evicts something so that one exists).
+pub(crate) fn some_free_slot(t: &RadixTree) -> u32 {
+    *t.free_nodes.last().expect("a retired node")
+}
+
+pub(crate) fn push_free_list(t: &mut RadixTree, i: u32) {
+    t.free_nodes.push(i);
+}
+
+pub(crate) fn bump_live_count(t: &mut RadixTree) {
+    t.live_nodes += 1;
+}
+
+/// Points the edge (parent, first token) at `to`.
+pub(crate) fn set_edge(t: &mut RadixTree, parent: u32, first: i32, to: u32) {
+    t.edges.insert((parent, first), to);
+}
+
+/// Replaces a node's key and value with the first `n` tokens of each (n may be odd).
+pub(crate) fn truncate_node(t: &mut RadixTree, i: u32, n: usize) {
+    let node = t.node_mut(i);
+    let (k, v) = (node.key()[..n].to_vec(), node.value()[..n].to_vec());
+    node.data = super::node::pack(&k, &v);
+}
+
+pub(crate) fn remap_namespace(t: &mut RadixTree, root: u32, ns: &[u8]) {
+    t.root_ns.insert(root, ns.into());
+}
+
+pub(crate) fn add_stray_namespace_name(t: &mut RadixTree, root: u32) {
+    t.root_ns.insert(root, b"stray"[..].into());
+}
+
+pub(crate) fn set_default_root(t: &mut RadixTree, r: u32) {
+    t.default_root = r;
+}
+
+/// A namespace root with no child, as if its last leaf went without `drop_root_if_empty`.
+pub(crate) fn empty_namespace(t: &mut RadixTree, ns: &[u8]) -> u32 {
+    t.root_or_create(ns)
+}
+
+/// A live node no edge leads to (allocated, never linked).
+pub(crate) fn orphan_node(t: &mut RadixTree, parent: u32) -> u32 {
+    let data = super::node::pack(&[7, 7], &[0, 0]);
+    t.alloc_node(RadixTree::new_node(data, parent, 0))
+}
+
+pub(crate) fn shift_sizes(t: &mut RadixTree, evictable: isize, protected: isize) {
+    t.evictable = t.evictable.wrapping_add_signed(evictable);
+    t.protected = t.protected.wrapping_add_signed(protected);
+}
+
+/// Removes `i` from the LRU index (whatever its key there).
+pub(crate) fn lru_forget(t: &mut RadixTree, i: u32) {
+    t.lru.retain(|&(_, j)| j != i);
+}
+
+pub(crate) fn lru_add(t: &mut RadixTree, access: u64, i: u32) {
+    t.lru.insert((access, i));
+}
+
+pub(crate) fn lru_len(t: &RadixTree) -> usize {
+    t.lru.len()
+}
+
+pub(crate) const NO_NODE: u32 = NIL;
+
+/// The tree behind a cache, for corrupting it in place.
+pub(crate) fn tree_of(cache: &mut super::RadixCache) -> &mut RadixTree {
+    cache.tree_mut_for_tests()
+}
