@@ -206,7 +206,7 @@ def test_bench_serve_cpu_smoke(tmp_path: Path) -> None:
     assert rc == 0
     rep = json.loads(out.read_text())
     labels = [r["label"] for r in rep["results"]]
-    assert labels[:2] == ["shared_prefix", "shared_prefix radix off"]
+    assert labels[:3] == ["shared_prefix", "shared_prefix radix off", "shared_prefix page 1"]
     assert {"unique", "chat", "parallel"} <= set(labels)
     for r in rep["results"]:
         assert r["requests"] > 0 and r["output_tokens"] > 0 and r["total_tokens_per_s"] > 0
