@@ -80,6 +80,11 @@ class Engine:
         """Refuse (``InvalidArgument``) a request longer than the model's context or the pool."""
         p, mc = req.params, self.model.config
         prompt = int(req.prompt.size)
+        lo, hi = int(req.prompt.min()), int(req.prompt.max())
+        if lo < 0 or hi >= mc.vocab_size:
+            bad = lo if lo < 0 else hi
+            raise rk.InvalidArgument(
+                f"request {req.rid}: token id {bad} outside the model's vocabulary [0, {mc.vocab_size})")
         if prompt + p.max_new_tokens > mc.max_seq_len:
             raise rk.InvalidArgument(
                 f"request {req.rid}: prompt {prompt} + max_new_tokens {p.max_new_tokens} exceeds "

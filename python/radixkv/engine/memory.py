@@ -61,16 +61,24 @@ class KVManager:
 
     # -- admission -----------------------------------------------------------------------------
 
+    @staticmethod
+    def _lookup(seq: Seq) -> I32:
+        """All tokens but the last (which must be computed for its logits), as int32: a view of
+        the prompt array for a fresh sequence, so the hot lookup converts nothing."""
+        n = len(seq.tokens) - 1
+        prompt = seq.req.prompt
+        return prompt[:n] if n < prompt.size else np.asarray(seq.tokens[:n], np.int32)
+
     def peek(self, seq: Seq) -> int:
         """Read-only hit length for queue ordering (0 with radix off)."""
         if not self.radix:
             return 0
-        return int(self.cache.peek_prefix(seq.tokens[: len(seq.tokens) - 1], seq.namespace))
+        return int(self.cache.peek_prefix(self._lookup(seq), seq.namespace))
 
     def admit(self, seq: Seq) -> int:
         """Match and lock ``seq``'s cached prefix; everything up to all its tokens is then to be
         computed (the last one yields the next token's logits). Returns the hit length."""
-        m = self.cache.match_prefix(seq.tokens[: len(seq.tokens) - 1], seq.namespace)
+        m = self.cache.match_prefix(self._lookup(seq), seq.namespace)
         self.cache.lock(m.node)
         ps = self.page_size
         seq.node = m.node
