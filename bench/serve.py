@@ -72,7 +72,7 @@ def build_model(name: str, device: torch.device, dtype: torch.dtype, seed: int =
     from radixkv.engine import model as M
 
     c = _fallback_shape(name)
-    if name == "tiny" or device.type == "cpu":
+    if name == "tiny":
         return M.TinyLlama(c, device, dtype)
     gen = torch.Generator(device=device).manual_seed(seed)
 
@@ -314,7 +314,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--scale", type=float, default=None, help="trace length scale (default 1, 1/16 on cpu)")
     p.add_argument("--traces", default=",".join(TRACES))
     p.add_argument("--quick", action="store_true",
-                   help="skip the page-size-1 run and the max-length contiguous baseline")
+                   help="skip the contiguous baseline that reserves the model's maximum length")
     p.add_argument("--pool-tokens", type=int, default=None, help="KV pool (default: from free memory)")
     p.add_argument("--budget-seqs", type=int, default=64,
                    help="paged vs contiguous on (b): a KV budget of this many prompt+max_new reservations")
@@ -385,8 +385,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         if name == "shared_prefix":
             off = go(name, f"{name} radix off", radix=False)
             ratios["radix on/off (a)"] = main_run["total_tokens_per_s"] / off["total_tokens_per_s"]
-            if not args.quick:
-                go(name, f"{name} page 1", page_size=1)
+            go(name, f"{name} page 1", page_size=1)
         if name == "unique":
             tr = make_trace(name, 1, model.config.vocab_size, args.seed, args.scale).initial()[0]
             per = len(tr.prompt) + tr.max_new_tokens
@@ -398,7 +397,16 @@ def main(argv: Optional[list[str]] = None) -> int:
                 cmax = go(name, f"{name} contig max {max_len}", pool_tokens=budget,
                           admission="contiguous", contiguous_len=max_len)
                 ratios["paged/contiguous max-len (b)"] = paged["total_tokens_per_s"] / cmax["total_tokens_per_s"]
-    hf = load_hf(HERE / "results" / "hf_baseline.json") if args.hf_baseline else {}
+    hf_path = HERE / "results" / "hf_baseline.json"
+    hf = load_hf(hf_path) if args.hf_baseline else {}
+    hf_meta = {}
+    if hf:  # what the kept transformers run measured (its request count may differ from ours)
+        data = json.loads(hf_path.read_text())
+        hf_meta = {k: data[k] for k in ("requests_per_trace", "scale", "model_shape", "num_layers",
+                                         "attn_implementation", "transformers_version", "device")
+                   if k in data}
+    elif args.hf_baseline:
+        print(f"[serve] --hf-baseline: no usable {hf_path} (run bench/hf_baseline.py)", flush=True)
     for name, tps in hf.items():
         mine = next((r for r in results if r["label"] == name), None)
         if mine is not None:
@@ -409,7 +417,7 @@ def main(argv: Optional[list[str]] = None) -> int:
               "gpu": torch.cuda.get_device_name(device) if not cpu else None,
               "model": model.config.to_dict() if hasattr(model.config, "to_dict") else {},
               "ceilings": ceil, "args": vars(args), "results": results, "ratios": ratios,
-              "transformers_total_tokens_per_s": hf}
+              "transformers_total_tokens_per_s": hf, "transformers_run": hf_meta}
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(report, indent=2, default=str))

@@ -247,8 +247,10 @@ def test_bad_input_raises_typed_errors_and_changes_nothing(model: TinyLlama) -> 
         engine.submit(Request("wide", np.arange(2, 40, dtype=np.int32),
                               SamplingParams(max_new_tokens=20, n=8)))
     with pytest.raises(rk.InvalidArgument, match="max_seq_len 1024"):
-        _engine(model).submit(Request("long", np.arange(2, 1000, dtype=np.int32),
+        _engine(model).submit(Request("long", np.arange(2, 1000, dtype=np.int32) % 250 + 2,
                                       SamplingParams(max_new_tokens=100)))
+    with pytest.raises(rk.InvalidArgument, match="token id 300 outside"):
+        _engine(model).submit(Request("vocab", np.array([3, 300], np.int32)))
     with pytest.raises(rk.InvalidArgument, match="multiple of page_size"):
         _engine(model, pool_tokens=100)
     assert engine.idle and engine.kv.pool.available == 64 and engine.stats.refused == 2

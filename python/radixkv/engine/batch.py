@@ -21,6 +21,7 @@ import radixkv as rk
 from radixkv.engine.memory import ceil_div
 from radixkv.engine.sampling import key_words
 from radixkv.engine.scheduler import StepPlan, Work
+from radixkv.engine.seq import Seq
 from radixkv.metadata import DecodeMetadata, ExtendMetadata
 
 _ALIGN = 16  # int32 elements: 64 bytes
@@ -69,7 +70,7 @@ class Staging:
 class SampleRows:
     """Sampling inputs of the rows whose logits are needed, in row order."""
 
-    entries: list[tuple[Work, int]]  # (work, branch); an n > 1 parent's last row is sampled n times
+    entries: list[tuple[Seq, int]]  # (sequence, branch); an n > 1 parent's last row is sampled n times
     rows: torch.Tensor  # int64 [M] rows of the token batch (eager steps)
     temps: torch.Tensor  # float32 [M]
     lo: torch.Tensor  # int64 [M]
@@ -88,32 +89,30 @@ class StepBatch:
     sample: SampleRows
 
 
-def sample_entries(plan: StepPlan) -> list[tuple[Work, int]]:
-    """(work, branch) per sampled row, extends first: an unforked parent's final chunk is
+def sample_entries(plan: StepPlan) -> list[tuple[Seq, int]]:
+    """(sequence, branch) per sampled row, extends first: an unforked parent's final chunk is
     sampled once per branch (the branches' first tokens), everything else once."""
-    out: list[tuple[Work, int]] = []
+    out: list[tuple[Seq, int]] = []
     for w in plan.extends:
         if w.sample:
             if w.seq.branch is None:
-                out.extend((w, b) for b in range(w.seq.req.params.n))
+                out.extend((w.seq, b) for b in range(w.seq.req.params.n))
             else:
-                out.append((w, w.seq.branch))
-    out.extend((w, w.seq.branch or 0) for w in plan.decodes)
+                out.append((w.seq, w.seq.branch))
+    out.extend((s, s.branch) for s in plan.decodes)  # type: ignore[misc]
     return out
 
 
-def sample_params(entries: list[tuple[Work, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+def sample_params(entries: list[tuple[Seq, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
     """float32 temperatures and the two int32 words of each row's noise key."""
-    temps = np.zeros(len(entries), np.float32)
+    temps = np.fromiter((s.temperature for s, _ in entries), np.float32, len(entries))
     lo = np.zeros(len(entries), np.int64)
     hi = np.zeros(len(entries), np.int64)
-    any_t = False
-    for i, (w, b) in enumerate(entries):
-        p = w.seq.req.params
-        if p.temperature > 0:
-            any_t = True
-            temps[i] = p.temperature
-            lo[i], hi[i] = key_words(p.seed, b, len(w.seq.group.outputs[b]))
+    any_t = bool(temps.any())
+    if any_t:
+        for i, (s, b) in enumerate(entries):
+            if s.temperature > 0:
+                lo[i], hi[i] = key_words(s.req.params.seed, b, len(s.group.outputs[b]))
     return temps, lo.astype(np.uint32).view(np.int32), hi.astype(np.uint32).view(np.int32), any_t
 
 
@@ -140,6 +139,21 @@ def pages_of(w: Work, page_size: int) -> np.ndarray:
     return w.seq.pages[: ceil_div(w.end, page_size)]
 
 
+def decode_metadata(decodes: list[Seq], page_size: int) -> DecodeMetadata[np.ndarray]:
+    """Rust-built CSR metadata of a decode batch (each sequence's pages already cover its new
+    position, so ``pages`` is exactly its page list)."""
+    return rk.build_decode_metadata([s.pages for s in decodes], [s.kv_len + 1 for s in decodes],
+                                    page_size)
+
+
+def decode_inputs(decodes: list[Seq]) -> tuple[np.ndarray, np.ndarray]:
+    """int32 token ids and positions of a decode batch."""
+    n = len(decodes)
+    pos = np.fromiter((s.kv_len for s in decodes), np.int32, n)
+    tok = np.fromiter((s.tokens[s.kv_len] for s in decodes), np.int32, n)
+    return tok, pos
+
+
 def build_step(plan: StepPlan, copies: list[tuple[int, int]], page_size: int,
                staging: Staging) -> StepBatch:
     """Eager step inputs: Rust metadata for each kind of work, packed and copied once."""
@@ -149,19 +163,17 @@ def build_step(plan: StepPlan, copies: list[tuple[int, int]], page_size: int,
             [pages_of(w, page_size) for w in plan.extends], [w.end for w in plan.extends],
             [len(w.tokens) for w in plan.extends], page_size)
     if plan.decodes:
-        dec = rk.build_decode_metadata(
-            [pages_of(w, page_size) for w in plan.decodes], [w.end for w in plan.decodes], page_size)
+        dec = decode_metadata(plan.decodes, page_size)
     n_ext = ext.num_tokens if ext is not None else 0
     tokens = np.fromiter((t for w in plan.extends for t in w.tokens), np.int32, n_ext)
-    dec_tokens = np.fromiter((w.tokens[0] for w in plan.decodes), np.int32, len(plan.decodes))
-    dec_pos = np.fromiter((w.start for w in plan.decodes), np.int32, len(plan.decodes))
+    dec_tokens, dec_pos = decode_inputs(plan.decodes)
     entries = sample_entries(plan)
     rows = np.empty(len(entries), np.int32)
     if ext is not None:
         ends = ext.qo_indptr[1:] - 1
-        index = {id(w): i for i, w in enumerate(plan.extends)}
+        index = {id(w.seq): i for i, w in enumerate(plan.extends)}
         k = len(entries) - len(plan.decodes)
-        rows[:k] = [ends[index[id(w)]] for w, _ in entries[:k]]
+        rows[:k] = [ends[index[id(s)]] for s, _ in entries[:k]]
     rows[len(entries) - len(plan.decodes) :] = n_ext + np.arange(len(plan.decodes))
     temps, lo, hi, any_t = sample_params(entries)
     total = (sum(_aligned(m.buffer.size) for m in (ext, dec) if m is not None)

@@ -18,7 +18,8 @@ import numpy as np
 import torch
 
 import radixkv as rk
-from radixkv.engine.batch import Staging, build_step, pages_of, sample_entries, sample_params
+from radixkv.engine.batch import (Staging, build_step, decode_inputs, decode_metadata,
+                                  sample_entries, sample_params)
 from radixkv.engine.graphs import DecodeGraphs, pack_decode
 from radixkv.engine.kv import KVPool, StepAttention, select_ops
 from radixkv.engine.memory import KVManager, ceil_div
@@ -79,6 +80,11 @@ class Engine:
         """Refuse (``InvalidArgument``) a request longer than the model's context or the pool."""
         p, mc = req.params, self.model.config
         prompt = int(req.prompt.size)
+        lo, hi = int(req.prompt.min()), int(req.prompt.max())
+        if lo < 0 or hi >= mc.vocab_size:
+            bad = lo if lo < 0 else hi
+            raise rk.InvalidArgument(
+                f"request {req.rid}: token id {bad} outside the model's vocabulary [0, {mc.vocab_size})")
         if prompt + p.max_new_tokens > mc.max_seq_len:
             raise rk.InvalidArgument(
                 f"request {req.rid}: prompt {prompt} + max_new_tokens {p.max_new_tokens} exceeds "
@@ -106,7 +112,7 @@ class Engine:
             raise
         n = req.params.n
         group = Group(req=req, submit_s=time.perf_counter(), outputs=[[] for _ in range(n)],
-                      logits=[[] for _ in range(n)], token_times=[[] for _ in range(n)],
+                      logits=[[] for _ in range(n)], first_s=[0.0] * n, last_s=[0.0] * n,
                       branches_left=n)
         ns: Any = req.namespace
         if not self.config.radix:
@@ -137,7 +143,7 @@ class Engine:
         self._copies = []
         prof = self.config.profile and self.device.type == "cuda"
         with torch.inference_mode():
-            graph = self._graph_for(plan)
+            graph = self._graph_for(plan) if len(copies) <= len(plan.decodes) else None
             if graph is not None:
                 logits, entries, temps, lo, hi, any_t, copies_t = self._pack_graph(plan, copies, graph)
             else:
@@ -178,7 +184,7 @@ class Engine:
             t1 - t0, t2 - t1, t3 - t2, t4 - t3, gpu,
             prefill_tokens=sum(len(w.tokens) for w in plan.extends),
             attn_units=sum(len(w.tokens) * (w.start + (len(w.tokens) + 1) / 2) for w in plan.extends),
-            kv_read=sum(w.end for w in plan.decodes), sampled_rows=len(entries)))
+            kv_read=sum(s.kv_len for s in plan.decodes), sampled_rows=len(entries)))
         self.stats.forward_s += t3 - t1
         self.stats.h2d_copies = self.staging.copies
         return self._finished
@@ -186,25 +192,22 @@ class Engine:
     def _graph_for(self, plan: StepPlan) -> Any:
         if self.graphs is None or plan.extends or not plan.decodes:
             return None
-        ps = self.kv.page_size
-        pages = sum(ceil_div(w.end, ps) for w in plan.decodes)
+        pages = sum(s.npages for s in plan.decodes)
         return self.graphs.bucket(len(plan.decodes), pages)
 
     def _pack_graph(self, plan: StepPlan, copies: list[tuple[int, int]], graph: Any) -> tuple:
         ps = self.kv.page_size
-        works = plan.decodes
-        md = rk.build_decode_metadata([pages_of(w, ps) for w in works], [w.end for w in works], ps)
+        seqs = plan.decodes
+        md = decode_metadata(seqs, ps)
         entries = sample_entries(plan)
         temps, lo, hi, any_t = sample_params(entries)
         lay = graph.layout
         buf = self.staging.buffer(lay.size)
-        n = pack_decode(
-            buf, lay, np.fromiter((w.tokens[0] for w in works), np.int32, len(works)),
-            np.fromiter((w.start for w in works), np.int32, len(works)), md.kv_indptr,
-            md.kv_indices, md.kv_lens, md.out_cache_loc, temps, lo, hi,
-            np.asarray(copies, np.int32).reshape(-1))
+        tok, pos = decode_inputs(seqs)
+        n = pack_decode(buf, lay, tok, pos, md.kv_indptr, md.kv_indices, md.kv_lens,
+                        md.out_cache_loc, temps, lo, hi, np.asarray(copies, np.int32).reshape(-1))
         st = self.staging.send(n, graph.static)
-        b = len(works)
+        b = len(seqs)
         u32 = 0xFFFFFFFF
         copies_t = st.narrow(0, lay.copies, 2 * len(copies)).view(-1, 2) if copies else None
         return (None, entries, st.narrow(0, lay.temps, b).view(torch.float32),
@@ -213,7 +216,7 @@ class Engine:
 
     # -- after the forward ---------------------------------------------------------------------
 
-    def _advance(self, plan: StepPlan, entries: list[tuple[Work, int]], tokens: list[int],
+    def _advance(self, plan: StepPlan, entries: list[tuple[Seq, int]], tokens: list[int],
                  kept: Optional[np.ndarray], now: float) -> None:
         s = self.stats
         for w in plan.extends:
@@ -225,13 +228,11 @@ class Engine:
             seq.computed = max(seq.computed, w.end)
             if self.kv.radix:
                 self.kv.publish(seq)
-        for w in plan.decodes:
-            w.seq.kv_len = w.end
         s.decode_tokens += len(plan.decodes)
+        k = len(entries) - len(plan.decodes)
         i = 0
-        while i < len(entries):
-            w, _ = entries[i]
-            seq = w.seq
+        while i < k:
+            seq = entries[i][0]
             if seq.branch is None:  # an n > 1 parent's prompt is done: fork it
                 n = seq.req.params.n
                 self._fork(seq, tokens[i : i + n], kept[i : i + n] if kept is not None else None, now)
@@ -239,6 +240,24 @@ class Engine:
                 continue
             self._token(seq, seq.branch, tokens[i], kept[i] if kept is not None else None, now)
             i += 1
+        # Decodes: the per-token work of every running sequence, inlined (the hot loop).
+        eos = self.config.eos_token_id
+        done: list[Seq] = []
+        for seq, tok in zip(plan.decodes, tokens[k:]):
+            seq.kv_len += 1
+            out = seq.out
+            out.append(tok)
+            seq.tokens.append(tok)
+            seq.group.last_s[seq.branch or 0] = now
+            if len(out) >= seq.max_new or tok == eos:
+                done.append(seq)
+        s.generated_tokens += len(plan.decodes)
+        if kept is not None:
+            for seq, row in zip(plan.decodes, kept[k:]):
+                seq.group.logits[seq.branch or 0].append(row.copy())
+        for seq in done:
+            self.scheduler.retire(seq)
+            self._branch_done(seq.group)
 
     def _fork(self, parent: Seq, toks: list[int], kept: Optional[np.ndarray], now: float) -> None:
         group = parent.group
@@ -276,7 +295,9 @@ class Engine:
     def _record(self, group: Group, branch: int, token: int, kept: Optional[np.ndarray],
                 now: float) -> None:
         group.outputs[branch].append(token)
-        group.token_times[branch].append(now)
+        if not group.first_s[branch]:
+            group.first_s[branch] = now
+        group.last_s[branch] = now
         self.stats.generated_tokens += 1
         if kept is not None:
             group.logits[branch].append(kept.copy())
@@ -296,8 +317,9 @@ class Engine:
         s.sequences_finished += len(group.outputs)
         s.prompt_tokens += int(req.prompt.size)
         s.cached_tokens += group.cached_len
-        first = min(t[0] for t in group.token_times)
-        gaps = [(t[-1] - t[0]) / (len(t) - 1) for t in group.token_times if len(t) > 1]
+        first = min(group.first_s)
+        gaps = [(last - f) / (len(out) - 1)
+                for f, last, out in zip(group.first_s, group.last_s, group.outputs) if len(out) > 1]
         self._finished.append(Completion(
             req, group.outputs, group.cached_len, self.step_index,
             group.logits if self.config.keep_logits else None,

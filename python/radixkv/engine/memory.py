@@ -57,20 +57,28 @@ class KVManager:
 
     def pages_for(self, seq: Seq, upto: int) -> int:
         """New pages ``seq`` needs so that positions ``< upto`` have one."""
-        return max(0, ceil_div(upto, self.page_size) - int(seq.pages.size))
+        return max(0, ceil_div(upto, self.page_size) - seq.npages)
 
     # -- admission -----------------------------------------------------------------------------
+
+    @staticmethod
+    def _lookup(seq: Seq) -> I32:
+        """All tokens but the last (which must be computed for its logits), as int32: a view of
+        the prompt array for a fresh sequence, so the hot lookup converts nothing."""
+        n = len(seq.tokens) - 1
+        prompt = seq.req.prompt
+        return prompt[:n] if n < prompt.size else np.asarray(seq.tokens[:n], np.int32)
 
     def peek(self, seq: Seq) -> int:
         """Read-only hit length for queue ordering (0 with radix off)."""
         if not self.radix:
             return 0
-        return int(self.cache.peek_prefix(seq.tokens[: len(seq.tokens) - 1], seq.namespace))
+        return int(self.cache.peek_prefix(self._lookup(seq), seq.namespace))
 
     def admit(self, seq: Seq) -> int:
         """Match and lock ``seq``'s cached prefix; everything up to all its tokens is then to be
         computed (the last one yields the next token's logits). Returns the hit length."""
-        m = self.cache.match_prefix(seq.tokens[: len(seq.tokens) - 1], seq.namespace)
+        m = self.cache.match_prefix(self._lookup(seq), seq.namespace)
         self.cache.lock(m.node)
         ps = self.page_size
         seq.node = m.node
@@ -86,7 +94,12 @@ class KVManager:
         need = self.pages_for(seq, upto)
         if need:
             slots = np.asarray(self.cache.alloc(need * self.page_size), np.int32)
-            seq.pages = np.concatenate([seq.pages, slots[:: self.page_size] // self.page_size])
+            seq.add_pages(slots[:: self.page_size] // self.page_size)
+
+    def alloc_pages(self, count: int) -> I32:
+        """``count`` fresh pages (``OutOfSlots`` if even eviction cannot serve them)."""
+        ps = self.page_size
+        return np.asarray(self.cache.alloc(count * ps), np.int32)[::ps] // ps
 
     def slots(self, seq: Seq, start: int, end: int) -> I32:
         pos = np.arange(start, end, dtype=np.int64)

@@ -71,7 +71,7 @@ class Work:
 @dataclass
 class StepPlan:
     extends: list[Work] = field(default_factory=list)
-    decodes: list[Work] = field(default_factory=list)
+    decodes: list[Seq] = field(default_factory=list)  # one token each: tokens[kv_len] at kv_len
     preempted: list[Seq] = field(default_factory=list)
 
     @property
@@ -135,15 +135,19 @@ class Scheduler:
 
     def _decodes(self, plan: StepPlan) -> None:
         kv = self.kv
+        ps = kv.page_size
         while True:
-            decoding = [s for s in self.running if not s.prefilling]
-            need = sum(kv.pages_for(s, s.kv_len + 1) for s in decoding)
-            if need <= kv.free_pages() or not decoding:
+            # One pass per step over every running sequence: keep it lean (256 at a time).
+            decoding = [s for s in self.running if s.kv_len >= s.target]
+            needy = [s for s in decoding if s.npages * ps <= s.kv_len]
+            if len(needy) <= kv.free_pages() or not decoding:
                 break
             self._preempt(max(self.running, key=lambda s: s.order), plan)
-        for seq in decoding:
-            kv.alloc(seq, seq.kv_len + 1)
-            plan.decodes.append(Work(seq, seq.kv_len, [seq.tokens[seq.kv_len]], True))
+        if needy:
+            pages = kv.alloc_pages(len(needy))
+            for i, seq in enumerate(needy):
+                seq.add_pages(pages[i : i + 1])
+        plan.decodes = decoding
 
     def _chunk(self, seq: Seq, budget: int, plan: StepPlan) -> int:
         kv = self.kv
@@ -226,7 +230,7 @@ class Scheduler:
     def _preempt(self, seq: Seq, plan: StepPlan) -> None:
         """Recompute preemption: drop ``seq``'s work from this step, cache its KV, requeue it."""
         plan.extends = [w for w in plan.extends if w.seq is not seq]
-        plan.decodes = [w for w in plan.decodes if w.seq is not seq]
+        plan.decodes = [s for s in plan.decodes if s is not seq]
         self.retire(seq)
         seq.preemptions += 1
         seq.group.preemptions += 1

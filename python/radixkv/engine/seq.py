@@ -25,7 +25,8 @@ class Group:
     submit_s: float
     outputs: list[list[int]] = field(default_factory=list)
     logits: list[list[Any]] = field(default_factory=list)
-    token_times: list[list[float]] = field(default_factory=list)  # per branch, per output token
+    first_s: list[float] = field(default_factory=list)  # per branch: first token's time
+    last_s: list[float] = field(default_factory=list)  # per branch: latest token's time
     branches_left: int = 0
     cached_len: int = 0  # prompt tokens served by the cache at first admission
     preemptions: int = 0
@@ -37,7 +38,8 @@ class Seq:
     branch: Optional[int]  # None: the parent of an n > 1 group, before the fork
     tokens: list[int]  # prompt, then this branch's sampled tokens
     namespace: Any
-    pages: I32 = field(default_factory=lambda: np.zeros(0, np.int32))
+    _buf: I32 = field(default_factory=lambda: np.zeros(16, np.int32), repr=False)
+    npages: int = 0
     kv_len: int = 0  # positions whose KV is written
     node: Any = None  # locked radix node (None while waiting)
     locked_len: int = 0
@@ -48,13 +50,40 @@ class Seq:
     computed: int = 0  # high-water mark of kv_len: positions below it were computed before
     fork_pages: I32 = field(default_factory=lambda: np.zeros(0, np.int32))  # see KVManager.fork
 
+    def __post_init__(self) -> None:
+        p = self.group.req.params
+        self.out = self.group.outputs[self.branch or 0]  # this branch's output list
+        self.temperature = p.temperature
+        self.max_new = p.max_new_tokens
+
+    @property
+    def pages(self) -> I32:
+        """int32 page ids of positions ``0 .. npages * page_size`` (a view)."""
+        return self._buf[: self.npages]
+
+    @pages.setter
+    def pages(self, value: I32) -> None:
+        v = np.asarray(value, np.int32)
+        self._buf = np.empty(max(16, 2 * v.size), np.int32)
+        self._buf[: v.size] = v
+        self.npages = int(v.size)
+
+    def add_pages(self, new: I32) -> None:
+        n = self.npages + int(new.size)
+        if n > self._buf.size:
+            buf = np.empty(2 * n, np.int32)
+            buf[: self.npages] = self._buf[: self.npages]
+            self._buf = buf
+        self._buf[self.npages : n] = new
+        self.npages = n
+
     @property
     def req(self) -> Request:
         return self.group.req
 
     @property
     def output(self) -> list[int]:
-        return self.group.outputs[self.branch or 0]
+        return self.out
 
     @property
     def prefilling(self) -> bool:
