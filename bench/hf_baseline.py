@@ -45,7 +45,7 @@ def _percentile(xs: list[float], q: float) -> Optional[float]:
 
 
 def _all_requests(trace: Trace) -> list[TraceRequest]:
-    """Every request of the trace with follow-ups, answers assumed full length (for sizing hints)."""
+    """Every request of the trace, follow-ups included, answers at full length (sizing hints)."""
     out, todo = [], trace.initial()
     while todo:
         req = todo.pop()
@@ -153,7 +153,8 @@ def run_trace(hf: Any, trace: Trace, temperature: float, timeout_s: float) -> di
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--model-shape", choices=SHAPES, default=None,
                    help="default: llama3-8b on cuda, tiny on cpu")
@@ -165,7 +166,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--traces", default=",".join(TRACES))
     p.add_argument("--layers", type=int, default=None, help="override the shape's layer count")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--temperature", type=float, default=0.8, help="trace (d)'s sampling temperature")
+    p.add_argument("--temperature", type=float, default=0.8,
+                   help="trace (d)'s sampling temperature")
     p.add_argument("--timeout", type=float, default=600.0, help="per trace, seconds")
     p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args(argv)

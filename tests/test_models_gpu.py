@@ -84,7 +84,8 @@ def test_bf16_tokens_and_logits_match_transformers_forward(pair: dict) -> None:
         diffs.append(float((kept - ref).abs().max()))
         scales.append(float(ref.std()))
     print(f"\nteacher-forced: {agree}/{total} ({agree / total:.2%}) engine tokens are "
-          f"transformers' argmax; max |logit diff| {max(diffs):.3f} (logit std {np.mean(scales):.2f})")
+          f"transformers' argmax; max |logit diff| {max(diffs):.3f} "
+          f"(logit std {np.mean(scales):.2f})")
     assert agree / total >= 0.98
     # bf16: logits agree to a small fraction of their spread (a wrong layer or RoPE is O(std)).
     assert max(diffs) < 0.1 * float(np.mean(scales))
