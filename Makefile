@@ -7,7 +7,7 @@ PIP    := $(PY) -m pip
 PINS   := .ci/pins.txt
 STAMP  := $(VENV)/.deps-stamp
 
-.PHONY: setup build demo test pytest cargo-test stubtest compile-kernels fuzz-smoke lint clean
+.PHONY: setup build demo test pytest cargo-test stubtest compile-kernels isa-report fuzz-smoke lint clean
 
 # Dependencies change rarely: install them once per pins file.
 $(STAMP): $(PINS)
@@ -38,6 +38,10 @@ test: pytest cargo-test
 
 compile-kernels: $(STAMP)
 	. $(VENV)/bin/activate && bash hip/check_compile.sh
+
+# AMD only: every kernel's VGPR/AGPR/SGPR/LDS/scratch/spills/waves per target (clang-19).
+isa-report:
+	python3 hip/isa_report.py --all
 
 fuzz-smoke:
 	bash fuzz/smoke.sh
