@@ -11,7 +11,7 @@ PINS   := .ci/pins.txt
 STAMP  := $(VENV)/.deps-stamp
 ARGS   ?=
 
-.PHONY: setup build demo test pytest cargo-test stubtest compile-kernels fuzz-smoke wheel wheel-smoke lint clean
+.PHONY: setup build demo test pytest cargo-test stubtest compile-kernels isa-report fuzz-smoke wheel wheel-smoke lint clean
 
 # Dependencies change rarely: install them once per pins file.
 $(STAMP): $(PINS)
@@ -42,6 +42,10 @@ test: pytest cargo-test
 
 compile-kernels: $(STAMP)
 	. $(VENV)/bin/activate && bash hip/check_compile.sh
+
+# AMD only: every kernel's VGPR/AGPR/SGPR/LDS/scratch/spills/waves per target (clang-19).
+isa-report:
+	python3 hip/isa_report.py --all
 
 fuzz-smoke:
 	bash fuzz/smoke.sh
