@@ -15,7 +15,7 @@ struct Input {
 }
 
 fuzz_target!(|input: Input| {
-    let page = 1usize << (input.page_shift % 3); // 1, 2, 4
+    let page = [1usize, 2, 4, 16][usize::from(input.page_shift % 4)];
     let pages = 4 + usize::from(input.pool_pages % 29);
     let mut h = Harness::new(pages * page, page);
     for (i, op) in input.ops.iter().take(256).enumerate() {

@@ -100,6 +100,12 @@ pub struct Harness {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Stats {
     pub nonempty_matches: u64,
+    /// Matches that stopped at a page boundary inside which the cached key went on agreeing.
+    pub partial_page_matches: u64,
+    /// Matches that found less than the same tokens find in another namespace.
+    pub cross_namespace_misses: u64,
+    /// Cached pages evicted while their parent page was on a locked path.
+    pub evicted_under_lock: u64,
     pub splits: u64,
     pub locks: u64,
     pub not_locked: u64,
@@ -128,14 +134,34 @@ impl Harness {
         }
     }
 
+    /// `seq` resolved: an odd `base` names a cached path (any namespace), an even one an
+    /// earlier sequence, so that most keys extend or branch off what is cached.
     fn tokens(&mut self, seq: &Seq) -> Vec<i32> {
-        let base = &self.history[seq.base as usize % self.history.len()];
+        let pick = seq.base as usize / 2;
+        let base = match self.model.keys().nth(pick % self.model.len().max(1)) {
+            Some((_, path)) if seq.base % 2 == 1 => path,
+            _ => &self.history[pick % self.history.len()],
+        };
         let keep = (seq.keep as usize) % (base.len() + 1);
         let mut t = base[..keep].to_vec();
         t.extend(seq.tail.iter().map(|&x| i32::from(x % 3)));
-        t.truncate(MAX_LEN);
+        t.truncate(MAX_LEN.max(6 * self.page));
         self.history.push(t.clone());
         t
+    }
+
+    /// Whether the model caches, in `ns`, a page right after `tokens[..len]` that starts like
+    /// the query's next page but differs inside it (a match rounded down to a page boundary).
+    fn partial_page_follows(&self, ns: usize, tokens: &[i32], len: usize) -> bool {
+        let p = self.page;
+        p > 1
+            && tokens.len() > len
+            && self.model.keys().any(|(n, path)| {
+                *n == ns
+                    && path.len() == len + p
+                    && path[..=len] == tokens[..=len]
+                    && tokens.get(len + 1..len + p) != Some(&path[len + 1..])
+            })
     }
 
     fn snapshot(&self) -> Snapshot {
@@ -158,12 +184,22 @@ impl Harness {
 
     /// Drops model entries whose slot the pool no longer counts as cached (evicted).
     fn sync_after_eviction(&mut self) -> Result<(), String> {
+        let locked = self.locked_pages();
         let g = lock_pool(&self.pool);
-        self.model.retain(|_, s| {
-            s.iter()
-                .all(|&s| g.state(s as usize) == Some(SlotState::Cached))
+        let page = self.page;
+        let mut under_lock = 0;
+        self.model.retain(|(ns, path), s| {
+            let kept = s
+                .iter()
+                .all(|&s| g.state(s as usize) == Some(SlotState::Cached));
+            let up = path.len() - page;
+            if !kept && up > 0 && locked.contains(&(*ns, path[..up].to_vec())) {
+                under_lock += 1;
+            }
+            kept
         });
         drop(g);
+        self.stats.evicted_under_lock += under_lock;
         // A node leaves the tree only by eviction, and then its path leaves the model: so a
         // handle is retired exactly when its path has been missing from the model once.
         for h in &mut self.handles {
@@ -222,6 +258,14 @@ impl Harness {
                     }
                     unchanged(self, "peek (read-only)")?;
                 } else {
+                    self.stats.partial_page_matches +=
+                        u64::from(self.partial_page_follows(ns, &tokens, len));
+                    let elsewhere = (0..NAMESPACES.len())
+                        .filter(|&o| o != ns)
+                        .map(|o| self.expected(o, &tokens).0)
+                        .max()
+                        .unwrap_or(0);
+                    self.stats.cross_namespace_misses += u64::from(elsewhere > len);
                     let nodes = self.cache.tree().num_nodes();
                     let m = self
                         .cache
@@ -426,10 +470,9 @@ impl Harness {
         self.check_sizes()
     }
 
-    fn check_sizes(&self) -> Result<(), String> {
-        self.cache.check().map_err(|e| e.to_string())?;
-        let total = self.model.len() * self.page;
-        let mut prot: BTreeSet<(usize, Vec<i32>)> = BTreeSet::new();
+    /// Every (namespace, page prefix) on a locked path.
+    fn locked_pages(&self) -> BTreeSet<(usize, Vec<i32>)> {
+        let mut prot = BTreeSet::new();
         for h in &self.handles {
             if self.locks.get(&h.handle).copied().unwrap_or(0) > 0 {
                 for k in (self.page..=h.path.len()).step_by(self.page) {
@@ -437,6 +480,13 @@ impl Harness {
                 }
             }
         }
+        prot
+    }
+
+    fn check_sizes(&self) -> Result<(), String> {
+        self.cache.check().map_err(|e| e.to_string())?;
+        let total = self.model.len() * self.page;
+        let prot = self.locked_pages();
         let (t, p) = (self.cache.total_size(), self.cache.protected_size());
         let prot = prot.len() * self.page;
         if t != total || p != prot {
