@@ -12,7 +12,8 @@ use crate::pool::TokenPool;
 fn fixture() -> RadixTree {
     let mut t = RadixTree::new(2).unwrap();
     t.insert(b"z", &[30, 31], &[40, 41]).unwrap();
-    t.insert(b"", &[1, 2, 3, 4, 5, 6], &[0, 1, 2, 3, 4, 5]).unwrap();
+    t.insert(b"", &[1, 2, 3, 4, 5, 6], &[0, 1, 2, 3, 4, 5])
+        .unwrap();
     t.insert(b"", &[1, 2, 3, 4, 7, 8], &[0, 1, 2, 3, 10, 11])
         .unwrap();
     t.insert(b"", &[1, 2, 9, 9], &[0, 1, 12, 13]).unwrap();
@@ -55,7 +56,9 @@ fn caught(want: &str, corrupt: impl FnOnce(&mut RadixTree)) {
 
 #[test]
 fn arena_free_list() {
-    caught("free-list entry", |t| c::push_free_list(t, node_at(t, b"", A)));
+    caught("free-list entry", |t| {
+        c::push_free_list(t, node_at(t, b"", A))
+    });
     caught("free-list entry", |t| c::push_free_list(t, c::arena_len(t)));
     caught("free-list entry", |t| {
         let f = c::some_free_slot(t);
@@ -222,7 +225,11 @@ fn slots_are_non_negative() {
 fn fixture_names_real_nodes() {
     // The hooks address what the fixture built: the node chain and the parent links.
     let t = fixture();
-    let (v, u, a) = (node_at(&t, b"", V), node_at(&t, b"", U), node_at(&t, b"", A));
+    let (v, u, a) = (
+        node_at(&t, b"", V),
+        node_at(&t, b"", U),
+        node_at(&t, b"", A),
+    );
     assert_eq!((c::parent(&t, a), c::parent(&t, u)), (u, v));
     assert_ne!(v, c::NO_NODE);
 }
@@ -235,7 +242,9 @@ fn pooled_fixture() -> (RadixCache, SharedPool) {
     let s = cache.alloc(6).unwrap();
     cache.insert(b"", &[1, 2, 3, 4, 5, 6], &s).unwrap();
     let s2 = cache.alloc(2).unwrap();
-    cache.insert(b"", &[1, 2, 3, 9, 9], &[&s[..3], &s2[..]].concat()).unwrap();
+    cache
+        .insert(b"", &[1, 2, 3, 9, 9], &[&s[..3], &s2[..]].concat())
+        .unwrap();
     cache.check().expect("healthy");
     (cache, pool)
 }
@@ -285,7 +294,10 @@ fn cache_check_requires_tree_slots_cached_once() {
     cache_caught("held twice", |cache, pool| {
         let free = {
             let g = lock_pool(pool);
-            (0..16).rev().find(|&s| g.state(s) == Some(crate::pool::SlotState::Free)).unwrap()
+            (0..16)
+                .rev()
+                .find(|&s| g.state(s) == Some(crate::pool::SlotState::Free))
+                .unwrap()
         };
         let t = cache_tree_mut(cache);
         let i = node_at(t, b"", &[1, 2, 3]);

@@ -3,8 +3,8 @@
 //! drives the cargo-fuzz target. Page sizes 1, 2 and 16 (each with pools smaller than what the
 //! ops insert), three namespaces. Budget: `PROPTEST_CASES` (default 256 sequences per test).
 
-use proptest::prelude::*;
 use super::replay::{Harness, RadixOp, Seq};
+use proptest::prelude::*;
 
 fn seq() -> impl Strategy<Value = Seq> {
     (
@@ -119,6 +119,9 @@ fn generators_reach_every_case() {
             t.cross_namespace_misses > 10 && t.evicted_under_lock > 0,
             "page {page}: {t:?}"
         );
-        assert!(page == 1 || t.partial_page_matches > 10, "page {page}: {t:?}");
+        assert!(
+            page == 1 || t.partial_page_matches > 10,
+            "page {page}: {t:?}"
+        );
     }
 }

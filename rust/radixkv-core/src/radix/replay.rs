@@ -1,11 +1,16 @@
 //! Operations on a `RadixCache` with a pool, and a harness that replays them against a naive
-//! reference model. Shared by the proptest state machine (`proptests.rs`) and the
-//! cargo-fuzz target (`fuzz/fuzz_targets/radix_ops.rs`), so both explore the same op space.
+//! reference model. Shared by the proptest state machine (`proptests.rs`) and the cargo-fuzz
+//! target (`fuzz/fuzz_targets/radix_ops.rs`), so both explore the same op space.
 //!
-//! The model is a map (namespace, page-aligned prefix) -> slots of that prefix's last page, plus
-//! the direct locks per handle. It knows nothing of nodes or LRU order; it checks what a caller can see:
-//! match / peek lengths and slots, insert's return value, which unlocks may fail, that locked
-//! paths survive eviction, sizes, and that every failing call changed nothing.
+//! The model is a map (namespace, page-aligned prefix) -> slots of that prefix's last page, the
+//! set of node ends (paths where a node of the tree ends, with their last access on a logical
+//! clock), and the direct locks per handle. It replays the cache's rules: a match or insert
+//! ending inside a node splits it, an access stamps the whole path, eviction takes the unlocked
+//! leaf of oldest access, whole, only until enough tokens are freed. From that it predicts what
+//! a caller sees (match / peek lengths and slots, insert's return value, the exact slots each
+//! eviction frees, which unlocks fail, which handles are stale, sizes) and the whole `dump()`
+//! but hit counts, and that every failing call changed nothing. Nothing is read back from the
+//! cache to update it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -77,7 +82,7 @@ struct HandleModel {
     ns: usize,
     handle: NodeHandle,
     path: Vec<i32>,
-    /// Retired by an eviction (see `sync_after_eviction`).
+    /// Retired by an eviction (see `model_evict`).
     dead: bool,
 }
 
@@ -90,6 +95,9 @@ pub struct Harness {
     locks: HashMap<NodeHandle, u32>,
     outstanding: Vec<Vec<i32>>,
     model: BTreeMap<(usize, Vec<i32>), Vec<i32>>,
+    /// Node ends -> last access (the model's clock).
+    ends: BTreeMap<(usize, Vec<i32>), u64>,
+    clock: u64,
     /// Operations applied, for reports.
     pub ops: u64,
     /// What the ops exercised, so tests can show the generators reach every interesting case.
@@ -129,6 +137,8 @@ impl Harness {
             locks: HashMap::new(),
             outstanding: Vec::new(),
             model: BTreeMap::new(),
+            ends: BTreeMap::new(),
+            clock: 0,
             ops: 0,
             stats: Stats::default(),
         }
@@ -182,49 +192,185 @@ impl Harness {
         (slots.len(), slots)
     }
 
-    /// Drops model entries whose slot the pool no longer counts as cached (evicted).
-    fn sync_after_eviction(&mut self) -> Result<(), String> {
-        let locked = self.locked_pages();
-        let g = lock_pool(&self.pool);
-        let page = self.page;
-        let mut under_lock = 0;
-        self.model.retain(|(ns, path), s| {
-            let kept = s
-                .iter()
-                .all(|&s| g.state(s as usize) == Some(SlotState::Cached));
-            let up = path.len() - page;
-            if !kept && up > 0 && locked.contains(&(*ns, path[..up].to_vec())) {
-                under_lock += 1;
+    /// The node end above `path` (its parent's path; empty for the namespace root).
+    fn parent_len(&self, ns: usize, path: &[i32]) -> usize {
+        (self.page..path.len())
+            .step_by(self.page)
+            .rev()
+            .find(|&k| self.ends.contains_key(&(ns, path[..k].to_vec())))
+            .unwrap_or(0)
+    }
+
+    /// The shortest node end in `ns` extending `prefix` (the node holding its last token).
+    fn holder(&self, ns: usize, prefix: &[i32]) -> Option<Vec<i32>> {
+        self.ends
+            .keys()
+            .filter(|(n, q)| *n == ns && q.len() >= prefix.len() && q[..prefix.len()] == *prefix)
+            .map(|(_, q)| q.clone())
+            .min_by_key(Vec::len)
+    }
+
+    /// Locks held through handles naming `path` or a node below it.
+    fn lock_ref(&self, ns: usize, path: &[i32]) -> u32 {
+        let mut seen = BTreeSet::new();
+        self.handles
+            .iter()
+            .filter(|h| !h.dead && h.ns == ns && h.path.len() >= path.len())
+            .filter(|h| !h.path.is_empty() && h.path[..path.len()] == *path)
+            .filter(|h| seen.insert(h.handle.raw()))
+            .map(|h| self.locks.get(&h.handle).copied().unwrap_or(0))
+            .sum()
+    }
+
+    /// A match or insert reaching `prefix` inside a node: the node splits there.
+    fn split_at(&mut self, ns: usize, prefix: &[i32]) {
+        if prefix.is_empty() || self.ends.contains_key(&(ns, prefix.to_vec())) {
+            return;
+        }
+        let holder = self
+            .holder(ns, prefix)
+            .expect("a cached prefix lies in a node");
+        let last = self.ends[&(ns, holder)];
+        self.ends.insert((ns, prefix.to_vec()), last);
+    }
+
+    /// Stamps the node ending at `path` and every node above it with the current clock.
+    fn touch(&mut self, ns: usize, path: &[i32]) {
+        let now = self.clock;
+        for ((n, q), last) in &mut self.ends {
+            if *n == ns && q.len() <= path.len() && path[..q.len()] == **q {
+                *last = now;
             }
-            kept
-        });
-        drop(g);
-        self.stats.evicted_under_lock += under_lock;
-        // A node leaves the tree only by eviction, and then its path leaves the model: so a
-        // handle is retired exactly when its path has been missing from the model once.
+        }
+    }
+
+    fn model_match(&mut self, ns: usize, tokens: &[i32], len: usize) {
+        if len == 0 {
+            return;
+        }
+        self.split_at(ns, &tokens[..len]);
+        self.clock += 1;
+        self.touch(ns, &tokens[..len]);
+    }
+
+    /// The node changes of an insert of which `len` tokens were cached (pages not yet added).
+    fn model_insert(&mut self, ns: usize, tokens: &[i32], len: usize) {
+        let usable = tokens.len() - tokens.len() % self.page;
+        let has_root = self.ends.keys().any(|(n, _)| *n == ns);
+        if !has_root || len < usable {
+            if usable == 0 {
+                return;
+            }
+            self.clock += 1;
+            self.split_at(ns, &tokens[..len]);
+            self.ends
+                .insert((ns, tokens[..usable].to_vec()), self.clock);
+            self.touch(ns, &tokens[..usable]);
+        } else if len > 0 {
+            // Everything present: the node the path ends in is stamped whole (no split).
+            self.clock += 1;
+            let holder = self.holder(ns, &tokens[..len]).expect("cached");
+            self.touch(ns, &holder);
+        }
+    }
+
+    /// Evicts in the model: oldest unlocked leaves, whole, until `want` tokens are freed or
+    /// none is left. Returns the freed slots in eviction order.
+    fn model_evict(&mut self, want: usize) -> Result<Vec<i32>, String> {
+        let mut freed = Vec::new();
+        while freed.len() < want {
+            let leaves: Vec<(u64, usize, Vec<i32>)> = self
+                .ends
+                .iter()
+                .filter(|((n, q), _)| {
+                    !self
+                        .ends
+                        .keys()
+                        .any(|(m, r)| m == n && r.len() > q.len() && r[..q.len()] == q[..])
+                        && self.lock_ref(*n, q) == 0
+                })
+                .map(|((n, q), &t)| (t, *n, q.clone()))
+                .collect();
+            let Some(oldest) = leaves.iter().map(|l| l.0).min() else {
+                break;
+            };
+            let mut at = leaves.into_iter().filter(|l| l.0 == oldest);
+            let (_, ns, path) = at.next().expect("the minimum exists");
+            if at.next().is_some() {
+                return Err(format!("two unlocked leaves accessed at {oldest}"));
+            }
+            let up = self.parent_len(ns, &path);
+            if up > 0 && self.lock_ref(ns, &path[..up]) > 0 {
+                self.stats.evicted_under_lock += 1;
+            }
+            for k in (up + self.page..=path.len()).step_by(self.page) {
+                freed.extend(
+                    self.model
+                        .remove(&(ns, path[..k].to_vec()))
+                        .expect("cached page"),
+                );
+            }
+            self.ends.remove(&(ns, path));
+        }
+        // A node leaves the tree only by eviction: its handles are retired from then on.
         for h in &mut self.handles {
-            if !h.path.is_empty() && !self.model.contains_key(&(h.ns, h.path.clone())) {
+            if !h.path.is_empty() && !self.ends.contains_key(&(h.ns, h.path.clone())) {
                 h.dead = true;
             }
         }
-        for (ns, path) in self.model.keys() {
-            let up = path.len() - self.page;
-            if up > 0 && !self.model.contains_key(&(*ns, path[..up].to_vec())) {
-                return Err(format!(
-                    "model not prefix-closed after eviction at {path:?}"
-                ));
+        Ok(freed)
+    }
+
+    /// Slots the pool can hand out: every slot here moves in whole pages, so a plain count.
+    fn model_available(&self) -> usize {
+        let out: usize = self.outstanding.iter().map(Vec::len).sum();
+        lock_pool(&self.pool).num_slots() - self.model.len() * self.page - out
+    }
+
+    fn model_evictable(&self) -> usize {
+        let mut tokens = 0;
+        for (ns, path) in self.ends.keys() {
+            if self.lock_ref(*ns, path) == 0 {
+                tokens += path.len() - self.parent_len(*ns, path);
             }
         }
-        for h in self
-            .handles
+        tokens
+    }
+
+    /// What `alloc(n)` evicts; `None` if it must refuse (evicting nothing).
+    fn model_alloc(&mut self, n: usize) -> Result<Option<Vec<i32>>, String> {
+        let available = self.model_available();
+        if available >= n {
+            return Ok(Some(Vec::new()));
+        }
+        if available + self.model_evictable() < n {
+            return Ok(None);
+        }
+        self.model_evict(n - available).map(Some)
+    }
+
+    /// The whole tree as `dump()` shows it, but hit counts.
+    fn model_dump(&self) -> Vec<(Vec<u8>, Vec<i32>, Vec<i32>, u32, u64)> {
+        let mut rows: Vec<_> = self
+            .ends
             .iter()
-            .filter(|h| self.locks.get(&h.handle).copied().unwrap_or(0) > 0)
-        {
-            if !h.path.is_empty() && !self.model.contains_key(&(h.ns, h.path.clone())) {
-                return Err(format!("locked path {:?} was evicted", h.path));
-            }
-        }
-        Ok(())
+            .map(|((ns, path), &last)| {
+                let up = self.parent_len(*ns, path);
+                let own: Vec<i32> = (up + self.page..=path.len())
+                    .step_by(self.page)
+                    .flat_map(|k| self.model[&(*ns, path[..k].to_vec())].clone())
+                    .collect();
+                (
+                    NAMESPACES[*ns].to_vec(),
+                    path.clone(),
+                    own,
+                    self.lock_ref(*ns, path),
+                    last,
+                )
+            })
+            .collect();
+        rows.sort();
+        rows
     }
 
     fn pick(&self, i: u8) -> Option<usize> {
@@ -279,6 +425,7 @@ impl Harness {
                             m.length, m.slots
                         ));
                     }
+                    self.model_match(ns, &tokens, len);
                     self.handles.push(HandleModel {
                         ns,
                         handle: m.node,
@@ -291,19 +438,15 @@ impl Harness {
                 let ns = *ns as usize % NAMESPACES.len();
                 let tokens = self.tokens(seq);
                 let usable = tokens.len() - tokens.len() % self.page;
-                let evictable = self.cache.evictable_size();
-                let slots = match self.cache.alloc(usable) {
-                    Ok(s) => s,
-                    Err(CoreError::OutOfSlots { .. }) => {
+                let predicted = self.model_alloc(usable)?;
+                let slots = match (self.cache.alloc(usable), predicted) {
+                    (Ok(s), Some(_)) => s,
+                    (Err(CoreError::OutOfSlots { .. }), None) => {
                         self.stats.out_of_slots += 1;
-                        if lock_pool(&self.pool).available() + evictable >= usable {
-                            return Err("alloc refused although eviction would do".into());
-                        }
                         return unchanged(self, "alloc");
                     }
-                    Err(e) => return Err(format!("alloc: {e}")),
+                    (got, want) => return Err(format!("alloc({usable}): {got:?}, model {want:?}")),
                 };
-                self.sync_after_eviction()?;
                 // After alloc: its eviction may have shortened the cached prefix.
                 let (len, _) = self.expected(ns, &tokens);
                 // The partial last page's slots stay the caller's; any in-range id will do.
@@ -316,6 +459,7 @@ impl Harness {
                 if got != len {
                     return Err(format!("insert {tokens:?}: returned {got}, model {len}"));
                 }
+                self.model_insert(ns, &tokens, len);
                 for k in (len + self.page..=usable).step_by(self.page) {
                     self.model
                         .insert((ns, tokens[..k].to_vec()), slots[k - self.page..k].to_vec());
@@ -412,35 +556,23 @@ impl Harness {
             }
             RadixOp::Evict { tokens } => {
                 let want = *tokens as usize;
-                let evictable = self.cache.evictable_size();
-                let known: BTreeSet<i32> = self.model.values().flatten().copied().collect();
                 let freed = self.cache.evict_slots(want);
                 self.stats.evicted_tokens += freed.len() as u64;
-                if freed.iter().any(|s| !known.contains(s)) {
-                    return Err("evicted a slot the model does not know".into());
-                }
-                if freed.len() < want.min(evictable) {
+                let predicted = self.model_evict(want)?;
+                if freed != predicted {
                     return Err(format!(
-                        "evicted {} of {want} with {evictable} evictable",
-                        freed.len()
+                        "evict({want}) freed {freed:?}, model {predicted:?}"
                     ));
                 }
-                self.sync_after_eviction()?;
             }
             RadixOp::Alloc { pages } => {
                 let n = (*pages as usize % 8) * self.page;
-                let evictable = self.cache.evictable_size();
-                match self.cache.alloc(n) {
-                    Ok(s) => self.outstanding.push(s),
-                    Err(CoreError::OutOfSlots { .. }) => {
-                        if lock_pool(&self.pool).available() + evictable >= n {
-                            return Err("alloc refused although eviction would do".into());
-                        }
-                        unchanged(self, "alloc")?;
-                    }
-                    Err(e) => return Err(format!("alloc: {e}")),
+                let predicted = self.model_alloc(n)?;
+                match (self.cache.alloc(n), predicted) {
+                    (Ok(s), Some(_)) => self.outstanding.push(s),
+                    (Err(CoreError::OutOfSlots { .. }), None) => unchanged(self, "alloc")?,
+                    (got, want) => return Err(format!("alloc({n}): {got:?}, model {want:?}")),
                 }
-                self.sync_after_eviction()?;
             }
             RadixOp::Free { which } => {
                 if !self.outstanding.is_empty() {
@@ -485,6 +617,29 @@ impl Harness {
 
     fn check_sizes(&self) -> Result<(), String> {
         self.cache.check().map_err(|e| e.to_string())?;
+        let dump: Vec<_> = self
+            .cache
+            .dump()
+            .into_iter()
+            .map(|(ns, path, own, lock_ref, last, _)| (ns, path, own, lock_ref, last))
+            .collect();
+        let want = self.model_dump();
+        if dump != want {
+            return Err(format!("dump {dump:?}\nmodel {want:?}"));
+        }
+        let available = lock_pool(&self.pool).available();
+        if available != self.model_available() {
+            return Err(format!(
+                "pool has {available} available, model {}",
+                self.model_available()
+            ));
+        }
+        for (ns, path) in self.model.keys() {
+            let up = path.len() - self.page;
+            if up > 0 && !self.model.contains_key(&(*ns, path[..up].to_vec())) {
+                return Err(format!("model not prefix-closed at {path:?}"));
+            }
+        }
         let total = self.model.len() * self.page;
         let prot = self.locked_pages();
         let (t, p) = (self.cache.total_size(), self.cache.protected_size());
