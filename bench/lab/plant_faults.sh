@@ -16,13 +16,17 @@ plants=(
   "alloc-evicts-everything|radix/cache.rs|self\.tree\.evict_each\(n - available, |self.tree.evict_each(usize::MAX, |radix::"
   "insert-does-not-tick|radix/tree.rs|        self\.clock \+= 1;\n        let now = self\.clock;\n        let mut at = w\.node;|        self.clock *= 1;\n        let now = self.clock;\n        let mut at = w.node;|radix::"
   "common-prefix-block-step|radix/tree.rs|i \+= BLOCK;|i *= BLOCK;|radix::"
-  "move-lock-stops-late|radix/tree.rs|&& !on_path\.contains\(&stop\)|\&\& on_path.contains(\&stop)|radix::"
-  "check-ignores-lru|radix/check.rs|if leaves != self\.lru \{|if false \&\& leaves != self.lru {|radix::check_tests"
-  "check-ignores-lock-ref|radix/check.rs|if u64::from\(n\.lock_ref\) != |if false \&\& u64::from(n.lock_ref) != |radix::check_tests"
-  "pool-check-ignores-unlisted-pages|pool.rs|if is_listed != \(nfree == ps\) \{|if is_listed \&\& nfree != ps {|pool::"
-  "cow-never-happens|blocks/mod.rs|let cow = num_tokens > 0|let cow = false \&\& num_tokens > 0|blocks::"
+  "move-lock-stops-late|radix/tree.rs|&& !on_path\.contains\(&stop\)|&& on_path.contains(&stop)|radix::"
+  "check-ignores-lru|radix/check.rs|if leaves != self\.lru \{|if false && leaves != self.lru {|radix::check_tests"
+  "check-ignores-lock-ref|radix/check.rs|if u64::from\(n\.lock_ref\) != |if false && u64::from(n.lock_ref) != |radix::check_tests"
+  "pool-check-ignores-unlisted-pages|pool.rs|if is_listed != \(nfree == ps\) \{|if is_listed && nfree != ps {|pool::"
+  "cow-never-happens|blocks/mod.rs|let cow = num_tokens > 0|let cow = false && num_tokens > 0|blocks::"
   "cow-not-reported|blocks/mod.rs|copy = Some\(\(\*last, new\)\);|copy = None; let _ = (*last, new);|blocks::"
 )
+
+# Planted failures must not leave proptest seeds behind.
+seeds=rust/radixkv-core/proptest-regressions/radix/proptests.txt
+cp "$seeds" "/tmp/plant.$$.seeds"
 
 want=("$@")
 failures=0
@@ -47,6 +51,7 @@ PY
   timeout 600 nice cargo test -p radixkv-core -q "$filter" >"/tmp/plant.$$.log" 2>&1
   rc=$?
   cp "/tmp/plant.$$.bak" "$path"
+  cp "/tmp/plant.$$.seeds" "$seeds"
   secs=$(( $(date +%s) - start ))
   if [[ $rc -eq 0 ]]; then
     echo "PLANT $name: NOT caught (cargo test $filter passed, ${secs}s)"; failures=$((failures + 1))
@@ -56,5 +61,5 @@ PY
     echo "PLANT $name: caught (exit $rc, ${secs}s; $failed failing tests; ${why:0:140})"
   fi
 done
-rm -f "/tmp/plant.$$.bak" "/tmp/plant.$$.log"
+rm -f "/tmp/plant.$$.bak" "/tmp/plant.$$.log" "/tmp/plant.$$.seeds"
 exit $(( failures > 0 ))

@@ -29,6 +29,8 @@ mod check_tests;
 #[cfg(test)]
 mod corrupt;
 #[cfg(test)]
+mod edge_tests;
+#[cfg(test)]
 mod proptests;
 #[cfg(test)]
 mod tests;
