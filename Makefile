@@ -7,7 +7,7 @@ PIP    := $(PY) -m pip
 PINS   := .ci/pins.txt
 STAMP  := $(VENV)/.deps-stamp
 
-.PHONY: setup build demo test pytest cargo-test stubtest compile-kernels fuzz-smoke lint clean
+.PHONY: setup build demo test pytest cargo-test stubtest compile-kernels fuzz-smoke mutants mutants-shard lint clean
 
 # Dependencies change rarely: install them once per pins file.
 $(STAMP): $(PINS)
@@ -41,6 +41,15 @@ compile-kernels: $(STAMP)
 
 fuzz-smoke:
 	bash fuzz/smoke.sh
+
+# Mutation testing of radixkv-core (cargo-mutants): the whole crate, in a scratch copy.
+# Results in mutants.out/; misses not listed in .ci/mutants-accepted.txt fail it.
+mutants:
+	nice bash .ci/mutants.sh
+
+# The bounded slice CI runs: one shard of MUTANTS_SHARDS, chosen from the commit.
+mutants-shard:
+	nice bash .ci/mutants.sh --ci
 
 clean:
 	rm -rf target fuzz/target $(VENV)
