@@ -48,7 +48,7 @@ PY
     echo "PLANT $name: could not apply"; failures=$((failures + 1)); continue
   fi
   start=$(date +%s)
-  timeout 600 nice cargo test -p radixkv-core -q "$filter" >"/tmp/plant.$$.log" 2>&1
+  timeout 300 nice cargo test -p radixkv-core -q "$filter" >"/tmp/plant.$$.log" 2>&1
   rc=$?
   cp "/tmp/plant.$$.bak" "$path"
   cp "/tmp/plant.$$.seeds" "$seeds"
