@@ -9,7 +9,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use super::cache::{lock_pool, shared_pool, DumpRow, RadixCache, SharedPool};
+use super::cache::{lock_pool, shared_pool, CacheOptions, DumpRow, RadixCache, SharedPool};
+use super::policy::Policy;
 use super::node::NodeHandle;
 use crate::error::CoreError;
 use crate::pool::{SlotState, TokenPool};
@@ -113,8 +114,20 @@ type Snapshot = (Vec<DumpRow>, usize, usize);
 
 impl Harness {
     pub fn new(num_slots: usize, page_size: usize) -> Self {
+        Self::with_options(num_slots, page_size, Policy::Lru, false)
+    }
+
+    /// A harness whose cache evicts by `policy` and records events (checked by `check()`:
+    /// every node's page hashes equal the chain recomputed from its path). Inserts then carry
+    /// a priority drawn from the sequence, so the priority policy sees several levels.
+    pub fn with_options(num_slots: usize, page_size: usize, policy: Policy, events: bool) -> Self {
         let pool = shared_pool(TokenPool::new(num_slots, page_size).expect("valid pool"));
-        let cache = RadixCache::new(Some(pool.clone()), None).expect("fresh pool");
+        let opts = CacheOptions {
+            page_size: None,
+            policy,
+            events,
+        };
+        let cache = RadixCache::with_options(Some(pool.clone()), opts).expect("fresh pool");
         Self {
             cache,
             pool,
@@ -268,7 +281,7 @@ impl Harness {
                 all.resize(tokens.len(), 0);
                 let got = self
                     .cache
-                    .insert(NAMESPACES[ns], &tokens, &all)
+                    .insert_with_priority(NAMESPACES[ns], &tokens, &all, f64::from(seq.keep % 3))
                     .map_err(|e| e.to_string())?;
                 if got != len {
                     return Err(format!("insert {tokens:?}: returned {got}, model {len}"));
@@ -424,6 +437,8 @@ impl Harness {
                 }
             }
         }
+        // Drained so they do not pile up; their content is checked through the page hashes.
+        self.cache.take_events();
         self.check_sizes()
     }
 
