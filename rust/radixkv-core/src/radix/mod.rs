@@ -17,6 +17,7 @@ mod children;
 mod events;
 mod namespace;
 mod node;
+mod partial;
 mod policy;
 pub mod replay;
 mod tree;
@@ -25,6 +26,7 @@ pub use crate::slot::{Slot, SlotOut};
 pub use cache::{lock_pool, shared_pool, CacheOptions, DumpRow, RadixCache, SharedPool};
 pub use events::KvEvent;
 pub use node::NodeHandle;
+pub use partial::Tail;
 pub use policy::{Policy, SLRU_PROTECTED_HITS};
 pub use tree::{NodeInfo, NodeView, PrefixMatch, RadixTree};
 

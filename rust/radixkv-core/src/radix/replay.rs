@@ -126,6 +126,7 @@ impl Harness {
             page_size: None,
             policy,
             events,
+            partial_pages: false,
         };
         let cache = RadixCache::with_options(Some(pool.clone()), opts).expect("fresh pool");
         Self {
