@@ -21,9 +21,9 @@ fn common_prefix_across_blocks() {
 #[test]
 fn long_keys_match_and_split_at_the_first_difference() {
     for page in [1usize, 16] {
-        let mut t = RadixTree::new(page).unwrap();
+        let mut t = RadixTree::new(std::num::NonZeroUsize::new(page).unwrap());
         let key: Vec<i32> = (0..320).map(|i| i % 7).collect();
-        let slots: Vec<i32> = (0..320).collect();
+        let slots: Vec<Slot> = (0..320).collect();
         t.insert(b"", &key, &slots).unwrap();
         for diff in [64usize, 100, 130, 257] {
             let mut q = key.clone();

@@ -4,6 +4,7 @@
 //! ops insert), three namespaces. Budget: `PROPTEST_CASES` (default 256 sequences per test).
 
 use super::replay::{Harness, RadixOp, Seq};
+use super::Policy;
 use proptest::prelude::*;
 
 fn seq() -> impl Strategy<Value = Seq> {
@@ -70,6 +71,22 @@ proptest! {
     #[test]
     fn ops_match_model_page16(ops in proptest::collection::vec(op(), 1..80)) {
         run(16, 16 * 10, &ops)?;
+    }
+
+    /// Every eviction policy, with events on (`check()` recomputes the page-hash chains).
+    #[test]
+    fn ops_match_model_each_policy_with_events(
+        policy in 0usize..Policy::NAMES.len(),
+        page in prop_oneof![Just(1usize), Just(2)],
+        ops in proptest::collection::vec(op(), 1..60),
+    ) {
+        let policy = Policy::parse(Policy::NAMES[policy]).unwrap();
+        let mut h = Harness::with_options(32, page, policy, true);
+        for (i, op) in ops.iter().enumerate() {
+            if let Err(e) = h.apply(op) {
+                return Err(TestCaseError::fail(format!("{policy:?} op {i} {op:?}: {e}")));
+            }
+        }
     }
 }
 

@@ -14,10 +14,12 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use super::cache::{lock_pool, shared_pool, DumpRow, RadixCache, SharedPool};
+use super::cache::{lock_pool, shared_pool, CacheOptions, DumpRow, RadixCache, SharedPool};
+use super::policy::Policy;
 use super::node::NodeHandle;
 use crate::error::CoreError;
 use crate::pool::{SlotState, TokenPool};
+use crate::slot::Slot;
 
 /// A token sequence described relative to earlier ones, so that generated sequences share
 /// prefixes (and splits happen): the first `keep` tokens of history entry `base`, then `tail`
@@ -93,11 +95,14 @@ pub struct Harness {
     history: Vec<Vec<i32>>,
     handles: Vec<HandleModel>,
     locks: HashMap<NodeHandle, u32>,
-    outstanding: Vec<Vec<i32>>,
-    model: BTreeMap<(usize, Vec<i32>), Vec<i32>>,
+    outstanding: Vec<Vec<Slot>>,
+    model: BTreeMap<(usize, Vec<i32>), Vec<Slot>>,
     /// Node ends -> last access (the model's clock).
     ends: BTreeMap<(usize, Vec<i32>), u64>,
     clock: u64,
+    /// Eviction order: the model predicts LRU's; under another policy it learns which pages an
+    /// eviction took from the pool (`learn_evictions`), and checks everything else.
+    policy: Policy,
     /// Operations applied, for reports.
     pub ops: u64,
     /// What the ops exercised, so tests can show the generators reach every interesting case.
@@ -126,8 +131,21 @@ type Snapshot = (Vec<DumpRow>, usize, usize);
 
 impl Harness {
     pub fn new(num_slots: usize, page_size: usize) -> Self {
+        Self::with_options(num_slots, page_size, Policy::Lru, false)
+    }
+
+    /// A harness whose cache evicts by `policy` and records events (checked by `check()`:
+    /// every node's page hashes equal the chain recomputed from its path). Inserts then carry
+    /// a priority drawn from the sequence, so the priority policy sees several levels.
+    pub fn with_options(num_slots: usize, page_size: usize, policy: Policy, events: bool) -> Self {
         let pool = shared_pool(TokenPool::new(num_slots, page_size).expect("valid pool"));
-        let cache = RadixCache::new(Some(pool.clone()), 0).expect("fresh pool");
+        let opts = CacheOptions {
+            page_size: None,
+            policy,
+            events,
+            partial_pages: false,
+        };
+        let cache = RadixCache::with_options(Some(pool.clone()), opts).expect("fresh pool");
         Self {
             cache,
             pool,
@@ -139,6 +157,7 @@ impl Harness {
             model: BTreeMap::new(),
             ends: BTreeMap::new(),
             clock: 0,
+            policy,
             ops: 0,
             stats: Stats::default(),
         }
@@ -180,7 +199,7 @@ impl Harness {
     }
 
     /// Longest cached prefix per the model, and its slots.
-    fn expected(&self, ns: usize, tokens: &[i32]) -> (usize, Vec<i32>) {
+    fn expected(&self, ns: usize, tokens: &[i32]) -> (usize, Vec<Slot>) {
         let usable = tokens.len() - tokens.len() % self.page;
         let mut slots = Vec::new();
         for k in (self.page..=usable).step_by(self.page) {
@@ -276,7 +295,7 @@ impl Harness {
 
     /// Evicts in the model: oldest unlocked leaves, whole, until `want` tokens are freed or
     /// none is left. Returns the freed slots in eviction order.
-    fn model_evict(&mut self, want: usize) -> Result<Vec<i32>, String> {
+    fn model_evict(&mut self, want: usize) -> Result<Vec<Slot>, String> {
         let mut freed = Vec::new();
         while freed.len() < want {
             let leaves: Vec<(u64, usize, Vec<i32>)> = self
@@ -338,7 +357,7 @@ impl Harness {
     }
 
     /// What `alloc(n)` evicts; `None` if it must refuse (evicting nothing).
-    fn model_alloc(&mut self, n: usize) -> Result<Option<Vec<i32>>, String> {
+    fn model_alloc(&mut self, n: usize) -> Result<Option<Vec<Slot>>, String> {
         let available = self.model_available();
         if available >= n {
             return Ok(Some(Vec::new()));
@@ -346,17 +365,42 @@ impl Harness {
         if available + self.model_evictable() < n {
             return Ok(None);
         }
+        if self.policy != Policy::Lru {
+            // Learnt after the call (`learn_evictions`).
+            return Ok(Some(Vec::new()));
+        }
         self.model_evict(n - available).map(Some)
     }
 
+    /// Under a policy the model does not order: drops the pages whose slots the pool no longer
+    /// counts as cached, the node ends that went with them, and retires their handles.
+    fn learn_evictions(&mut self) {
+        if self.policy == Policy::Lru {
+            return;
+        }
+        let g = lock_pool(&self.pool);
+        self.model.retain(|_, s| {
+            s.iter()
+                .all(|&s| g.state(s as usize) == Some(SlotState::Cached))
+        });
+        drop(g);
+        let model = &self.model;
+        self.ends.retain(|k, _| model.contains_key(k));
+        for h in &mut self.handles {
+            if !h.path.is_empty() && !self.ends.contains_key(&(h.ns, h.path.clone())) {
+                h.dead = true;
+            }
+        }
+    }
+
     /// The whole tree as `dump()` shows it, but hit counts.
-    fn model_dump(&self) -> Vec<(Vec<u8>, Vec<i32>, Vec<i32>, u32, u64)> {
+    fn model_dump(&self) -> Vec<(Vec<u8>, Vec<i32>, Vec<Slot>, u32, u64)> {
         let mut rows: Vec<_> = self
             .ends
             .iter()
             .map(|((ns, path), &last)| {
                 let up = self.parent_len(*ns, path);
-                let own: Vec<i32> = (up + self.page..=path.len())
+                let own: Vec<Slot> = (up + self.page..=path.len())
                     .step_by(self.page)
                     .flat_map(|k| self.model[&(*ns, path[..k].to_vec())].clone())
                     .collect();
@@ -440,7 +484,10 @@ impl Harness {
                 let usable = tokens.len() - tokens.len() % self.page;
                 let predicted = self.model_alloc(usable)?;
                 let slots = match (self.cache.alloc(usable), predicted) {
-                    (Ok(s), Some(_)) => s,
+                    (Ok(s), Some(_)) => {
+                        self.learn_evictions();
+                        s
+                    }
                     (Err(CoreError::OutOfSlots { .. }), None) => {
                         self.stats.out_of_slots += 1;
                         return unchanged(self, "alloc");
@@ -454,7 +501,7 @@ impl Harness {
                 all.resize(tokens.len(), 0);
                 let got = self
                     .cache
-                    .insert(NAMESPACES[ns], &tokens, &all)
+                    .insert_with_priority(NAMESPACES[ns], &tokens, &all, f64::from(seq.keep % 3))
                     .map_err(|e| e.to_string())?;
                 if got != len {
                     return Err(format!("insert {tokens:?}: returned {got}, model {len}"));
@@ -473,18 +520,18 @@ impl Harness {
                 let tokens = self.tokens(seq);
                 let (len, _) = self.expected(ns, &tokens);
                 let usable = tokens.len() - tokens.len() % self.page;
-                let free: Vec<i32> = {
+                let free: Vec<Slot> = {
                     let g = lock_pool(&self.pool);
                     (0..g.num_slots())
                         .filter(|&s| g.state(s) == Some(SlotState::Free))
-                        .map(|s| s as i32)
+                        .map(|s| s as Slot)
                         .collect()
                 };
                 if usable == len || free.len() < usable {
                     return Ok(());
                 }
                 // Whole free pages in order, so only the "not allocated" rule can reject them.
-                let slots: Vec<i32> = free[..usable].to_vec();
+                let slots: Vec<Slot> = free[..usable].to_vec();
                 match self.cache.insert(NAMESPACES[ns], &tokens, &slots) {
                     Err(CoreError::InvalidArgument(_)) => unchanged(self, "foreign insert")?,
                     other => return Err(format!("foreign insert gave {other:?}")),
@@ -503,8 +550,8 @@ impl Harness {
                 );
                 let dead = self.handles[i].dead;
                 let res = match op {
-                    RadixOp::Lock { .. } => self.cache.lock(h).map(|()| None),
-                    RadixOp::Unlock { .. } => self.cache.unlock(h).map(|()| None),
+                    RadixOp::Lock { .. } => self.cache.lock(h).map(|_| None),
+                    RadixOp::Unlock { .. } => self.cache.unlock(h).map(|_| None),
                     _ => self.cache.path_slots(h).map(Some),
                 };
                 match res {
@@ -556,20 +603,38 @@ impl Harness {
             }
             RadixOp::Evict { tokens } => {
                 let want = *tokens as usize;
+                let evictable = self.cache.evictable_size();
+                let known: BTreeSet<Slot> = self.model.values().flatten().copied().collect();
                 let freed = self.cache.evict_slots(want);
                 self.stats.evicted_tokens += freed.len() as u64;
-                let predicted = self.model_evict(want)?;
-                if freed != predicted {
-                    return Err(format!(
-                        "evict({want}) freed {freed:?}, model {predicted:?}"
-                    ));
+                if self.policy == Policy::Lru {
+                    let predicted = self.model_evict(want)?;
+                    if freed != predicted {
+                        return Err(format!(
+                            "evict({want}) freed {freed:?}, model {predicted:?}"
+                        ));
+                    }
+                } else {
+                    if freed.iter().any(|s| !known.contains(s)) {
+                        return Err("evicted a slot the model does not know".into());
+                    }
+                    if freed.len() < want.min(evictable) {
+                        return Err(format!(
+                            "evicted {} of {want} with {evictable} evictable",
+                            freed.len()
+                        ));
+                    }
+                    self.learn_evictions();
                 }
             }
             RadixOp::Alloc { pages } => {
                 let n = (*pages as usize % 8) * self.page;
                 let predicted = self.model_alloc(n)?;
                 match (self.cache.alloc(n), predicted) {
-                    (Ok(s), Some(_)) => self.outstanding.push(s),
+                    (Ok(s), Some(_)) => {
+                        self.learn_evictions();
+                        self.outstanding.push(s);
+                    }
                     (Err(CoreError::OutOfSlots { .. }), None) => unchanged(self, "alloc")?,
                     (got, want) => return Err(format!("alloc({n}): {got:?}, model {want:?}")),
                 }
@@ -599,6 +664,8 @@ impl Harness {
                 }
             }
         }
+        // Drained so they do not pile up; their content is checked through the page hashes.
+        self.cache.take_events();
         self.check_sizes()
     }
 
