@@ -72,7 +72,7 @@ def test_bf16_tokens_and_logits_match_transformers_forward(pair: dict) -> None:
     position vs the engine's token, and the engine's kept logits vs transformers' logits."""
     hf = pair["hf"]
     agree = total = 0
-    diffs, scales = [], []
+    diffs, scales, rels = [], [], []
     for prompt, comp in zip(pair["prompts"], pair["ours"]):
         out = comp.outputs[0]
         seq = torch.tensor(np.concatenate([prompt, out[:-1]]), device="cuda")[None]
@@ -83,12 +83,16 @@ def test_bf16_tokens_and_logits_match_transformers_forward(pair: dict) -> None:
         kept = torch.from_numpy(np.stack(comp.logits[0]))
         diffs.append(float((kept - ref).abs().max()))
         scales.append(float(ref.std()))
+        rels.append(float((kept - ref).norm() / ref.norm()))
     print(f"\nteacher-forced: {agree}/{total} ({agree / total:.2%}) engine tokens are "
           f"transformers' argmax; max |logit diff| {max(diffs):.3f} "
-          f"(logit std {np.mean(scales):.2f})")
+          f"(logit std {np.mean(scales):.2f}); relative L2 error per sequence: worst "
+          f"{max(rels):.2e}")
     assert agree / total >= 0.98
-    # bf16: logits agree to a small fraction of their spread (a wrong layer or RoPE is O(std)).
-    assert max(diffs) < 0.1 * float(np.mean(scales))
+    # bf16 logits of this size (|logit| up to ~4 std) carry rounding steps of ~1 in the largest
+    # entries, so the max |diff| is judged relative to the whole sequence's logits: bf16 rounding
+    # through the layers gives about 1e-2; a wrong layer, RoPE or mask gives O(1).
+    assert max(rels) < 5e-2
 
 
 def test_forward_captures_in_a_cuda_graph() -> None:
