@@ -8,7 +8,10 @@ kernels (loaded lazily; a pure-torch reference is used where no GPU is present).
 from __future__ import annotations
 
 from radixkv._core import (
+    AllBlocksCleared,
     BlockAllocator,
+    BlockRemoved,
+    BlockStored,
     DoubleFree,
     InvalidArgument,
     InvariantViolation,
@@ -45,8 +48,11 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
+    "AllBlocksCleared",
     "BatchMetadata",
     "BlockAllocator",
+    "BlockRemoved",
+    "BlockStored",
     "BlockTableMetadata",
     "DecodeMetadata",
     "DoubleFree",

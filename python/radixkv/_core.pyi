@@ -1,7 +1,7 @@
 """Type stub of the compiled extension ``radixkv._core`` (checked by ``mypy.stubtest``)."""
 
 from collections.abc import Sequence
-from typing import Optional, Union, final
+from typing import Any, Literal, Optional, Union, final
 
 import numpy as np
 import numpy.typing as npt
@@ -15,6 +15,11 @@ _IntSeq = Union[list[int], tuple[int, ...], npt.NDArray[np.integer], object]
 # do, whatever their tokens.
 _Namespace = Union[None, str, tuple[Union[str, None], ...]]
 _Int32Array = npt.NDArray[np.int32]
+# Slot ids handed out: int32 or int64, as the cache's ``slot_dtype`` or a call's ``dtype=`` says.
+_SlotArray = npt.NDArray[np.signedinteger[Any]]
+# An int32 / int64 choice: "int32" / "int64", a NumPy dtype or scalar type, or a torch dtype.
+_SlotDtype = object
+_Policy = Literal["lru", "lfu", "fifo", "mru", "filo", "priority", "slru"]
 
 __version__: str
 
@@ -38,8 +43,9 @@ class TokenPool:
     """
 
     def __new__(cls, num_slots: int, page_size: int = 1) -> TokenPool: ...
-    def alloc(self, n: int) -> _Int32Array:
-        """``n`` slot ids (int32); ``OutOfSlots`` if fewer than ``n`` are available."""
+    def alloc(self, n: int, *, dtype: _SlotDtype = None) -> _SlotArray:
+        """``n`` slot ids (int32, or int64 with ``dtype``); ``OutOfSlots`` if fewer than ``n``
+        are available. ``num_slots`` is at most 2**31 - 1, so ids fit either width."""
     def free(self, slots: _IntSeq) -> None:
         """Return slots from ``alloc``. ``DoubleFree`` for a slot already free, listed twice or
         held by the radix cache; ``InvalidArgument`` out of range. Nothing is freed then."""
@@ -60,22 +66,45 @@ class TokenPool:
 @final
 class Node:
     """The end of a matched path. Survives splits of its node made by later matches and
-    inserts; eviction retires it and every use then raises ``StaleHandle``."""
+    inserts; eviction retires it and every use then raises ``StaleHandle``.
+
+    The properties are a read-only view of the node as it is now."""
 
     @property
     def lock_ref(self) -> int: ...
     @property
-    def last_access(self) -> int: ...
+    def last_access(self) -> int:
+        """Logical clock of the last match / insert through this node."""
     @property
-    def hit_count(self) -> int: ...
+    def hit_count(self) -> int:
+        """Matches that went through this node."""
     @property
     def length(self) -> int:
         """Tokens on this node's own edge."""
     @property
     def depth(self) -> int:
-        """Tokens from the root to this path end."""
+        """Tokens from the root to this path end (the cached length of the path)."""
     @property
     def num_children(self) -> int: ...
+    @property
+    def parent(self) -> Node:
+        """The node above; the root node for a top-level node and for the root itself."""
+    @property
+    def children(self) -> list[Node]:
+        """Nodes below, by first token (the root: every namespace's top-level nodes). Scans
+        the tree's edge map, O(nodes): for inspection, not a hot path."""
+    @property
+    def key(self) -> list[int]:
+        """Token ids of this node's own edge."""
+    @property
+    def value(self) -> _SlotArray:
+        """Slot ids of this node's own edge, in the cache's ``slot_dtype``."""
+    @property
+    def created(self) -> int:
+        """Logical clock at which these tokens were first cached (a split keeps it)."""
+    @property
+    def priority(self) -> float:
+        """Highest ``insert(..., priority=)`` that went through this node."""
     @property
     def is_root(self) -> bool: ...
     def __eq__(self, other: object, /) -> bool: ...
@@ -88,11 +117,56 @@ class Match:
     @property
     def length(self) -> int: ...
     @property
-    def slots(self) -> _Int32Array:
-        """The matched slots: a fresh array, or a view of ``out[:length]`` when
-        ``match_prefix`` wrote them into the caller's ``out``."""
+    def slots(self) -> _SlotArray:
+        """The matched slots: a fresh array (the cache's ``slot_dtype``, or the call's
+        ``dtype``), or a view of ``out[:length]`` when ``match_prefix`` wrote into ``out``."""
     @property
     def node(self) -> Node: ...
+    @property
+    def tail_length(self) -> int:
+        """With ``partial_pages``: tokens after ``length`` (fewer than a page) that equal the
+        start of a cached page; 0 otherwise."""
+    @property
+    def tail_slots(self) -> _SlotArray | None:
+        """Those tokens' slots: the first ``tail_length`` slots of the page to copy (its page
+        id is ``tail_slots[0] // page_size``). Allocate a fresh page, copy the source page into
+        it (``ops.copy_blocks``), and the request owns the copy and reuses
+        ``length + tail_length`` tokens. None without a tail."""
+    @property
+    def tail_node(self) -> Node | None:
+        """The node holding that page; ``lock`` it while the copy is pending if an allocation
+        could evict it in between (the match itself does not touch or split it)."""
+
+@final
+class BlockStored:
+    """KV event: pages the cache stored (one new leaf). ``block_hashes`` has one 64-bit hash
+    per page, each chained from the one before (``parent_block_hash`` is the hash of the page
+    before the first, None at the start of a namespace); ``token_ids`` are the pages' tokens,
+    ``block_size`` the page size, ``namespace`` the insert's namespace."""
+
+    @property
+    def block_hashes(self) -> list[int]: ...
+    @property
+    def parent_block_hash(self) -> Optional[int]: ...
+    @property
+    def token_ids(self) -> list[int]: ...
+    @property
+    def block_size(self) -> int: ...
+    @property
+    def namespace(self) -> _Namespace: ...
+
+@final
+class BlockRemoved:
+    """KV event: pages evicted (one leaf), by hash."""
+
+    @property
+    def block_hashes(self) -> list[int]: ...
+
+@final
+class AllBlocksCleared:
+    """KV event: ``reset()`` dropped everything."""
+
+_KvEvent = Union[BlockStored, BlockRemoved, AllBlocksCleared]
 
 @final
 class RadixCache:
@@ -103,46 +177,104 @@ class RadixCache:
     tokens already cached; the caller keeps (and frees) ``slots[:returned]`` and the slots of
     the partial last page. With a pool, each inserted page of slots must be one whole pool page
     in order, as ``alloc`` returns them, and must be allocated and not yet cached.
+
+    Options (keyword-only):
+
+    - ``policy``: which unlocked leaf is evicted first. ``"lru"`` (default, least recent
+      access), ``"lfu"`` (fewest hits, then lru), ``"fifo"`` / ``"filo"`` (oldest / newest
+      cached), ``"mru"`` (most recent access), ``"priority"`` (lowest ``insert`` priority,
+      then lru), ``"slru"`` (leaves hit fewer than 2 times before the others, lru within each).
+      Locked paths are never evicted; each evicted leaf costs O(log n).
+    - ``events``: record KV events for ``take_events()`` (off: no hashing, no cost).
+    - ``partial_pages`` (``page_size > 1``): sub-page reuse. ``insert`` also caches the partial
+      last page (its slots must be the first ones of one pool page) unless a child there
+      already starts with those tokens, and ``match_prefix`` reports a ``tail`` to copy on
+      write (see ``Match.tail_slots``), so a paged cache keeps a page-1 cache's hit rate.
+      ``insert`` then returns ``len(tokens)`` when everything, the partial page included, was
+      cached already; otherwise the cache takes ``slots[returned:len(tokens)]``. A shadowed
+      partial page (a longer one or a whole page came later) stays until evicted. With a pool,
+      a partial page holds only part of a pool page, so ``alloc`` may evict and still raise
+      ``OutOfSlots``. Partial pages never appear in KV events.
+    - ``slot_dtype``: ``"int32"`` (default) or ``"int64"`` (also a NumPy or torch dtype): the
+      dtype of slot arrays handed out when a call gives no ``dtype=``. Slot inputs may be int32
+      or int64 either way. Without a pool, ids up to 2**63 - 1 are accepted; once an id above
+      2**31 - 1 has been cached, an int32 output is refused with ``InvalidArgument`` before
+      anything changes.
     """
 
-    def __new__(cls, pool: TokenPool | None, page_size: int | None = None) -> RadixCache: ...
+    def __new__(
+        cls,
+        pool: TokenPool | None,
+        page_size: int | None = None,
+        *,
+        policy: _Policy = "lru",
+        events: bool = False,
+        slot_dtype: _SlotDtype = None,
+        partial_pages: bool = False,
+    ) -> RadixCache: ...
     def match_prefix(
-        self, tokens: _IntSeq, namespace: _Namespace = None, *, out: _Int32Array | None = None
+        self,
+        tokens: _IntSeq,
+        namespace: _Namespace = None,
+        *,
+        out: npt.NDArray[np.signedinteger[Any]] | None = None,
+        dtype: _SlotDtype = None,
     ) -> Match:
         """Longest cached prefix (whole pages); splits the node the match ends inside, touches
-        the path (LRU time, hit count). With ``out`` (a 1-D, C-contiguous, writeable int32
-        array of at least ``len(tokens)`` ids, e.g. the request's row of the scheduler's slot
-        table), the slots are written into ``out[:length]`` and ``Match.slots`` is a view of
-        them; a bad ``out`` raises ``InvalidArgument`` before anything changes."""
+        the path (access time, hit count). With ``out`` (a 1-D, C-contiguous, writeable int32
+        or int64 array of at least ``len(tokens)`` ids, e.g. the request's row of the
+        scheduler's slot table), the slots are written into ``out[:length]`` and
+        ``Match.slots`` is a view of them; a bad ``out`` raises ``InvalidArgument`` before
+        anything changes."""
     def peek_prefix(self, tokens: _IntSeq, namespace: _Namespace = None) -> int:
-        """Hit length only; no split, no LRU or hit-count change."""
-    def insert(self, tokens: _IntSeq, slots: _IntSeq, namespace: _Namespace = None) -> int: ...
+        """Hit length only; no split, no access-time or hit-count change."""
+    def insert(
+        self, tokens: _IntSeq, slots: _IntSeq, namespace: _Namespace = None, *, priority: float = 0.0
+    ) -> int:
+        """Cache the whole pages of ``tokens``; the leading tokens already cached. ``priority``
+        (finite, else ``InvalidArgument``) becomes the new nodes' priority and raises every
+        node of the path to at least it (max-propagated, as SGLang does)."""
     def insert_node(
-        self, tokens: _IntSeq, slots: _IntSeq, namespace: _Namespace = None
+        self, tokens: _IntSeq, slots: _IntSeq, namespace: _Namespace = None, *, priority: float = 0.0
     ) -> tuple[int, Node]:
         """As ``insert``, also returning the ``Node`` where the inserted whole pages end: what a
         scheduler locks next, without a second ``match_prefix``. A path already cached that
         ends inside a node splits it there, as ``match_prefix`` would; the node survives later
         splits like any handle. The root node when ``tokens`` holds no whole page."""
-    def lock(self, node: Node) -> None: ...
-    def unlock(self, node: Node) -> None:
-        """Undo one ``lock`` taken through this node; ``NotLocked`` if none is left."""
-    def move_lock(self, from_node: Node, to_node: Node) -> None:
+    def lock(self, node: Node) -> int:
+        """``lock_ref += 1`` up to the root; the tokens that became protected (>= 0). SGLang's
+        ``inc_lock_ref`` delta (change in evictable tokens) is its negation."""
+    def unlock(self, node: Node) -> int:
+        """Undo one ``lock`` taken through this node (``NotLocked`` if none is left); the change
+        in protected tokens (<= 0)."""
+    def move_lock(self, from_node: Node, to_node: Node) -> int:
         """``lock(to_node)`` then ``unlock(from_node)`` in one call, as a scheduler moves a
-        request's lock to the end of the path it just inserted. Changes nothing if the unlock
-        would fail (``NotLocked``, ``StaleHandle``)."""
-    def alloc(self, n: int, *, out: _Int32Array | None = None) -> _Int32Array:
-        """``n`` slots from the pool, evicting LRU leaves first if it is short. ``OutOfSlots``
+        request's lock to the end of the path it just inserted; the net change in protected
+        tokens. Changes nothing if the unlock would fail (``NotLocked``, ``StaleHandle``)."""
+    def alloc(
+        self, n: int, *, out: npt.NDArray[np.signedinteger[Any]] | None = None, dtype: _SlotDtype = None
+    ) -> _SlotArray:
+        """``n`` slots from the pool, evicting leaves first if it is short. ``OutOfSlots``
         (nothing evicted) when the pool plus everything evictable is not enough. With ``out``
-        (a 1-D, C-contiguous, writeable int32 array of at least ``n`` ids, e.g. the free part
-        of the request's row of the slot table) the slots are written into ``out[:n]``, which
-        is returned (``out`` itself when it holds exactly ``n``); nothing is written on
-        failure."""
+        (a 1-D, C-contiguous, writeable int32 or int64 array of at least ``n`` ids) the slots
+        are written into ``out[:n]``, which is returned (``out`` itself when it holds exactly
+        ``n``); nothing is written on failure."""
     def evict(self, num_tokens: int) -> int:
-        """Evict whole LRU unlocked leaves until ``num_tokens`` are freed; the count freed."""
-    def evict_slots(self, num_tokens: int) -> _Int32Array:
+        """Evict whole unlocked leaves in the policy's order until ``num_tokens`` are freed;
+        the count freed."""
+    def evict_slots(self, num_tokens: int, *, dtype: _SlotDtype = None) -> _SlotArray:
         """As ``evict``, returning the freed ids (with a pool they are already back in it)."""
-    def path_slots(self, node: Node) -> _Int32Array: ...
+    def reset(self, *, dtype: _SlotDtype = None) -> _SlotArray:
+        """Drop every node (all handles go stale) and return their slot ids (with a pool,
+        already back in it); records ``AllBlocksCleared`` with events on. ``InvalidArgument``,
+        nothing changed, while anything is locked."""
+    def path_slots(self, node: Node, *, dtype: _SlotDtype = None) -> _SlotArray: ...
+    def take_events(self) -> list[_KvEvent]:
+        """KV events since the last call, oldest first; empty unless ``events=True``.
+
+        ``BlockStored`` per new leaf (its new pages), ``BlockRemoved`` per evicted leaf,
+        ``AllBlocksCleared`` per ``reset``. A split emits nothing: the pages and their hashes
+        are unchanged (the hash list is cut in two), as in SGLang."""
     @property
     def root(self) -> Node: ...
     @property
@@ -153,6 +285,14 @@ class RadixCache:
     def total_size(self) -> int: ...
     @property
     def page_size(self) -> int: ...
+    @property
+    def policy(self) -> str: ...
+    @property
+    def events(self) -> bool: ...
+    @property
+    def slot_dtype(self) -> str: ...
+    @property
+    def partial_pages(self) -> bool: ...
     @property
     def evicted_tokens(self) -> int:
         """Tokens evicted since the cache was made, by ``evict`` / ``evict_slots`` and by

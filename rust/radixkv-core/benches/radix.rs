@@ -25,8 +25,8 @@ fn tokens(seed: u64, n: usize) -> Vec<i32> {
 fn long_prompt(c: &mut Criterion) {
     let n = 32_768;
     let t = tokens(1, n);
-    let slots: Vec<i32> = (0..n as i32).collect();
-    let mut tree = RadixTree::new(1).unwrap();
+    let slots: Vec<i64> = (0..n as i64).collect();
+    let mut tree = RadixTree::new(std::num::NonZeroUsize::new(1).unwrap());
     tree.insert(b"", &t, &slots).unwrap();
     c.bench_function("match_prefix 32K cached", |b| {
         b.iter(|| black_box(tree.match_prefix(b"", black_box(&t)).unwrap().length));
@@ -43,12 +43,17 @@ fn shared_system_prompt(c: &mut Criterion) {
         .collect();
     c.bench_function("request: match+lock+insert+unlock (1K shared + 200)", |b| {
         b.iter_batched_ref(
-            || (RadixTree::new(1).unwrap(), 0usize),
+            || {
+                (
+                    RadixTree::new(std::num::NonZeroUsize::new(1).unwrap()),
+                    0usize,
+                )
+            },
             |(tree, next)| {
                 for r in reqs.iter().take(256) {
                     let m = tree.match_prefix(b"", r).unwrap();
                     tree.lock(m.node).unwrap();
-                    let slots: Vec<i32> = (*next as i32..(*next + r.len()) as i32).collect();
+                    let slots: Vec<i64> = (*next as i64..(*next + r.len()) as i64).collect();
                     *next += r.len();
                     tree.insert(b"", r, &slots).unwrap();
                     tree.unlock(m.node).unwrap();
@@ -61,10 +66,10 @@ fn shared_system_prompt(c: &mut Criterion) {
 
 fn eviction(c: &mut Criterion) {
     let build = || {
-        let mut tree = RadixTree::new(1).unwrap();
+        let mut tree = RadixTree::new(std::num::NonZeroUsize::new(1).unwrap());
         for i in 0..20_000u64 {
             let t = tokens(1000 + i, 64);
-            let s: Vec<i32> = (0..64).map(|k| (i * 64 + k) as i32).collect();
+            let s: Vec<i64> = (0..64).map(|k| (i * 64 + k) as i64).collect();
             tree.insert(b"", &t, &s).unwrap();
         }
         tree

@@ -12,5 +12,6 @@ pub mod error;
 pub mod metadata;
 pub mod pool;
 pub mod radix;
+pub mod slot;
 
 pub use error::{CoreError, Result};

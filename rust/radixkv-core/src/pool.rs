@@ -12,6 +12,7 @@
 //! frees O(1) per slot to detect. Every public call validates everything before changing anything.
 
 use crate::error::{CoreError, Result};
+use crate::slot::{Slot, SlotOut};
 
 /// Where one slot is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,7 +39,8 @@ pub struct TokenPool {
 }
 
 impl TokenPool {
-    /// `num_slots` must be a positive multiple of `page_size` and fit in int32 ids.
+    /// `num_slots` must be a positive multiple of `page_size` and fit in int32 ids (so every
+    /// id it hands out can be written as int32 or int64 alike).
     pub fn new(num_slots: usize, page_size: usize) -> Result<Self> {
         if page_size == 0 {
             return Err(CoreError::invalid("page_size must be >= 1"));
@@ -101,14 +103,14 @@ impl TokenPool {
     }
 
     /// Hands out `n` slots (`n / page_size` whole pages). `n` must be a multiple of `page_size`.
-    pub fn alloc(&mut self, n: usize) -> Result<Vec<i32>> {
+    pub fn alloc(&mut self, n: usize) -> Result<Vec<Slot>> {
         let mut out = vec![0; n];
         self.alloc_into(&mut out)?;
         Ok(out)
     }
 
     /// `alloc(out.len())` written into `out` (a caller's buffer, e.g. a fresh `NumPy` array).
-    pub fn alloc_into(&mut self, out: &mut [i32]) -> Result<()> {
+    pub fn alloc_into<T: SlotOut>(&mut self, out: &mut [T]) -> Result<()> {
         let n = out.len();
         if !n.is_multiple_of(self.page_size) {
             return Err(CoreError::invalid(format!(
@@ -130,17 +132,15 @@ impl TokenPool {
 
     /// Fills `out` with whole free pages (availability checked by the caller), marking their
     /// slots `Out`.
-    fn pop_pages_into(&mut self, out: &mut [i32]) {
+    fn pop_pages_into<T: SlotOut>(&mut self, out: &mut [T]) {
         if self.page_size == 1 {
             // Pages are slots: take the tail of the free list in pop order, in bulk.
             let start = self.free_pages.len() - out.len();
             for (o, &s) in out.iter_mut().zip(self.free_pages[start..].iter().rev()) {
-                *o = s as i32;
-            }
-            self.free_pages.truncate(start);
-            for &s in out.iter() {
+                *o = T::from_slot(Slot::from(s));
                 self.state[s as usize] = SlotState::Out;
             }
+            self.free_pages.truncate(start);
             return;
         }
         for chunk in out.chunks_exact_mut(self.page_size) {
@@ -148,7 +148,7 @@ impl TokenPool {
             let first = page * self.page_size;
             for (k, o) in chunk.iter_mut().enumerate() {
                 self.state[first + k] = SlotState::Out;
-                *o = (first + k) as i32;
+                *o = T::from_slot((first + k) as Slot);
             }
             self.page_free[page] = 0;
         }
@@ -156,7 +156,7 @@ impl TokenPool {
 
     /// Returns slots handed out by `alloc`. Rejects (changing nothing) a slot out of range, one
     /// already free, one listed twice, or one the radix cache holds.
-    pub fn free(&mut self, slots: &[i32]) -> Result<()> {
+    pub fn free(&mut self, slots: &[Slot]) -> Result<()> {
         self.transition(slots, SlotState::Out, SlotState::Free)?;
         self.release_all(slots);
         self.num_out -= slots.len();
@@ -168,22 +168,21 @@ impl TokenPool {
     /// the slice has its sign bit set exactly when some id is out of range: a branch-free fold
     /// of subtractions and ORs that vectorises with baseline SSE2 (an unsigned max does not,
     /// and an early-exit `find` never does).
-    pub fn in_range(&self, slots: &[i32]) -> bool {
-        // num_slots <= i32::MAX (checked in `new`), so `last` fits.
-        let last = (self.num_slots() - 1) as i32;
+    pub fn in_range(&self, slots: &[Slot]) -> bool {
+        let last = (self.num_slots() - 1) as Slot;
         slots
             .iter()
-            .fold(0i32, |acc, &s| acc | s | last.wrapping_sub(s))
+            .fold(0i64, |acc, &s| acc | s | last.wrapping_sub(s))
             >= 0
     }
 
     /// Range check of caller-given slot ids, without looking at states.
-    pub fn check_range(&self, slots: &[i32], what: &str) -> Result<()> {
+    pub fn check_range(&self, slots: &[Slot], what: &str) -> Result<()> {
         let n = self.num_slots();
         if !self.in_range(slots) {
             let bad = slots
                 .iter()
-                .find(|&&s| s < 0 || s as usize >= n)
+                .find(|&&s| s < 0 || s as u64 >= n as u64)
                 .expect("an id out of range exists");
             return Err(CoreError::invalid(format!(
                 "{what}: slot {bad} is out of range [0, {n})"
@@ -194,7 +193,7 @@ impl TokenPool {
 
     /// Moves `slots` from `from` to `to` if every one is in range, in state `from`, and listed
     /// once; otherwise restores what it touched and explains the first offender.
-    fn transition(&mut self, slots: &[i32], from: SlotState, to: SlotState) -> Result<()> {
+    fn transition(&mut self, slots: &[Slot], from: SlotState, to: SlotState) -> Result<()> {
         self.check_range(slots, "free")?;
         for (i, &s) in slots.iter().enumerate() {
             let st = self.state[s as usize];
@@ -211,7 +210,7 @@ impl TokenPool {
         Ok(())
     }
 
-    fn state_error(s: i32, st: SlotState, wanted: SlotState) -> CoreError {
+    fn state_error(s: Slot, st: SlotState, wanted: SlotState) -> CoreError {
         match (st, wanted) {
             (SlotState::Free, SlotState::Out) => {
                 CoreError::DoubleFree(format!("slot {s} is already free (or listed twice)"))
@@ -224,7 +223,7 @@ impl TokenPool {
     }
 
     /// Puts slots already marked `Free` back on the free list (whole pages only).
-    fn release_all(&mut self, slots: &[i32]) {
+    fn release_all(&mut self, slots: &[Slot]) {
         if self.page_size == 1 {
             // One bulk append instead of a push per slot (eviction frees thousands at once).
             self.free_pages.extend(slots.iter().map(|&s| s as u32));
@@ -239,9 +238,22 @@ impl TokenPool {
         }
     }
 
+    /// Whether every slot (range-checked by the caller) is `Out` and listed once; names the
+    /// first that is not.
+    pub(crate) fn check_out(&self, slots: &[Slot], what: &str) -> Result<()> {
+        for (i, &s) in slots.iter().enumerate() {
+            if self.state[s as usize] != SlotState::Out || slots[..i].contains(&s) {
+                return Err(CoreError::invalid(format!(
+                    "{what}: slot {s} is not allocated (or listed twice)"
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// `Out` -> `Cached` for slots a radix cache takes over (insert). All or nothing. The
     /// caller has range-checked the ids (insert checks all of its slots in one pass).
-    pub(crate) fn take_for_cache(&mut self, slots: &[i32]) -> Result<()> {
+    pub(crate) fn take_for_cache(&mut self, slots: &[Slot]) -> Result<()> {
         debug_assert!(self.in_range(slots));
         for (i, &s) in slots.iter().enumerate() {
             let st = self.state[s as usize];
@@ -263,7 +275,7 @@ impl TokenPool {
     }
 
     /// `Cached` -> `Free` for slots the cache evicted. Trusted caller (the cache).
-    pub(crate) fn release_from_cache(&mut self, slots: &[i32]) {
+    pub(crate) fn release_from_cache(&mut self, slots: &[Slot]) {
         for &s in slots {
             debug_assert_eq!(self.state[s as usize], SlotState::Cached);
             self.state[s as usize] = SlotState::Free;
@@ -277,12 +289,18 @@ impl TokenPool {
     /// without a round trip through the free list; `surplus` (evicted beyond the need) goes
     /// back to the pool; the rest of `out` comes from the free list. The caller made sure the
     /// free list covers the rest.
-    pub(crate) fn alloc_after_evict(&mut self, reused: usize, surplus: &[i32], out: &mut [i32]) {
+    pub(crate) fn alloc_after_evict<T: SlotOut>(
+        &mut self,
+        reused: usize,
+        surplus: &[Slot],
+        out: &mut [T],
+    ) {
         self.release_from_cache(surplus);
         let (from_cache, rest) = out.split_at_mut(reused);
         for &s in from_cache.iter() {
-            debug_assert_eq!(self.state[s as usize], SlotState::Cached);
-            self.state[s as usize] = SlotState::Out;
+            let s = s.to_slot() as usize;
+            debug_assert_eq!(self.state[s], SlotState::Cached);
+            self.state[s] = SlotState::Out;
         }
         self.num_cached -= reused;
         self.pop_pages_into(rest);
@@ -424,23 +442,23 @@ mod tests {
                 };
                 let (mut x, a) = mk();
                 let (mut y, _) = mk();
-                let evicted: Vec<i32> = [&a[8..12], &a[2..4]].concat();
+                let evicted: Vec<Slot> = [&a[8..12], &a[2..4]].concat();
                 x.release_from_cache(&evicted);
                 let want = x.alloc(n).unwrap();
                 let reused = n.min(evicted.len());
-                let mut got = vec![-1; n];
+                let mut got: Vec<Slot> = vec![-1; n];
                 got[..reused].copy_from_slice(&evicted[..reused]);
                 y.alloc_after_evict(reused, &evicted[reused..], &mut got);
                 assert_eq!(&got[..reused], &evicted[..reused], "page {page} n {n}");
-                let sorted = |v: &[i32]| {
+                let sorted = |v: &[Slot]| {
                     let mut v = v.to_vec();
                     v.sort_unstable();
                     v
                 };
                 // Which slots go out may differ (the evicted ones first here, LIFO there), but
                 // the slots out or free together are the same, and nothing else moved.
-                let out_or_free = |p: &TokenPool, got: &[i32]| {
-                    let mut v: Vec<i32> = (0..p.num_slots() as i32)
+                let out_or_free = |p: &TokenPool, got: &[Slot]| {
+                    let mut v: Vec<Slot> = (0..p.num_slots() as Slot)
                         .filter(|&s| p.state(s as usize) == Some(SlotState::Free))
                         .chain(got.iter().copied())
                         .collect();
@@ -463,7 +481,7 @@ mod tests {
         let p = TokenPool::new(8, 1).unwrap();
         assert!(p.in_range(&[]));
         assert!(p.in_range(&[0, 7, 3]));
-        for bad in [8, -1, i32::MIN, i32::MAX] {
+        for bad in [8, -1, i64::MIN, i64::MAX, i64::from(i32::MAX) + 1] {
             assert!(!p.in_range(&[0, bad, 1]), "{bad}");
         }
     }

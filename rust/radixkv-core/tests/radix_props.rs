@@ -4,6 +4,7 @@
 
 use proptest::prelude::*;
 use radixkv_core::radix::replay::{Harness, RadixOp, Seq};
+use radixkv_core::radix::Policy;
 
 fn seq() -> impl Strategy<Value = Seq> {
     (
@@ -64,6 +65,22 @@ proptest! {
     #[test]
     fn ops_match_model_page4_tight_pool(ops in proptest::collection::vec(op(), 1..80)) {
         run(4, 32, &ops)?;
+    }
+
+    /// Every eviction policy, with events on (`check()` recomputes the page-hash chains).
+    #[test]
+    fn ops_match_model_each_policy_with_events(
+        policy in 0usize..Policy::NAMES.len(),
+        page in prop_oneof![Just(1usize), Just(2)],
+        ops in proptest::collection::vec(op(), 1..60),
+    ) {
+        let policy = Policy::parse(Policy::NAMES[policy]).unwrap();
+        let mut h = Harness::with_options(32, page, policy, true);
+        for (i, op) in ops.iter().enumerate() {
+            if let Err(e) = h.apply(op) {
+                return Err(TestCaseError::fail(format!("{policy:?} op {i} {op:?}: {e}")));
+            }
+        }
     }
 }
 

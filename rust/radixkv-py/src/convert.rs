@@ -9,7 +9,7 @@ use numpy::{IntoPyArray, PyArray1, PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyList, PyTuple};
 
-use crate::errors::{CoreResultExt, InvalidArgument};
+use crate::errors::InvalidArgument;
 
 /// A 1-D int32 view of a Python sequence: read in place when it already is a non-empty,
 /// C-contiguous, aligned int32 `NumPy` array.
@@ -144,26 +144,6 @@ fn is_torch_tensor(obj: &Bound<'_, PyAny>) -> bool {
 
 fn is_numpy_array(obj: &Bound<'_, PyAny>) -> bool {
     obj.get_type().name().is_ok_and(|n| n == "ndarray")
-}
-
-/// A fresh NumPy-owned int32 array of `len`, filled by `fill`, which must write every element
-/// (it gets the uninitialised buffer). Cheaper than `to_numpy` for results written in one go:
-/// no Vec allocation and no owner object to create and later free (~0.25 µs a dealloc).
-pub fn new_i32_array(
-    py: Python<'_>,
-    len: usize,
-    fill: impl FnOnce(&mut [i32]) -> radixkv_core::Result<()>,
-) -> PyResult<Bound<'_, PyArray1<i32>>> {
-    // SAFETY: the array is fresh and uninitialised; it is returned only after `fill` succeeded,
-    // and every filler writes the whole buffer (they are all "write exactly len ids"
-    // functions that check the length first). On error it is dropped unread.
-    let arr = unsafe { PyArray1::<i32>::new(py, [len], false) };
-    {
-        // SAFETY: the array was just made here; no other reference to its data exists.
-        let buf = unsafe { arr.as_slice_mut() }.expect("a fresh 1-D array is contiguous");
-        fill(buf).py()?;
-    }
-    Ok(arr)
 }
 
 /// Moves a `Vec` into a `NumPy` array without copying the data.

@@ -4,9 +4,12 @@
 mod blocks;
 mod convert;
 mod errors;
+mod kv_events;
 mod metadata;
+mod namespace;
 mod pool;
 mod radix;
+mod slots;
 
 use pyo3::prelude::*;
 

@@ -3,13 +3,13 @@
 //! The core pool sits behind an `Arc<Mutex<_>>` because a `RadixCache` built on it shares it:
 //! evictions free into it, and `pool.available` must see them.
 
-use numpy::PyArray1;
 use pyo3::prelude::*;
 use radixkv_core::pool::TokenPool;
 use radixkv_core::radix::{lock_pool, shared_pool, SharedPool};
 
-use crate::convert::{i32_input, maybe_detach, to_numpy};
+use crate::convert::maybe_detach;
 use crate::errors::{CoreResultExt, InvalidArgument};
+use crate::slots::{new_array, slot_input, SlotDtype};
 
 /// A count argument (`n`, `num_slots`, ...): negative values are `InvalidArgument`, not
 /// `OverflowError`.
@@ -38,17 +38,27 @@ impl PyTokenPool {
         })
     }
 
-    /// `n` slots as int32, whole pages: `n` must be a multiple of `page_size`.
-    fn alloc<'py>(&self, py: Python<'py>, n: i64) -> PyResult<Bound<'py, PyArray1<i32>>> {
+    /// `n` slots (int32 unless `dtype` says int64), whole pages: `n` must be a multiple of
+    /// `page_size`.
+    #[pyo3(signature = (n, *, dtype = None))]
+    fn alloc<'py>(
+        &self,
+        py: Python<'py>,
+        n: i64,
+        dtype: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let n = count(n, "n")?;
-        let v = maybe_detach(py, n, || lock_pool(&self.inner).alloc(n)).py()?;
-        Ok(to_numpy(py, v))
+        let mut g = lock_pool(&self.inner);
+        match SlotDtype::parse(dtype, SlotDtype::I32)? {
+            SlotDtype::I32 => new_array::<i32>(py, n, |b| g.alloc_into(b)),
+            SlotDtype::I64 => new_array::<i64>(py, n, |b| g.alloc_into(b)),
+        }
     }
 
     /// Returns slots from `alloc`. Double frees, out-of-range ids and slots the cache holds are
     /// refused (`DoubleFree` / `InvalidArgument`), and then nothing is freed.
     fn free(&self, py: Python<'_>, slots: &Bound<'_, PyAny>) -> PyResult<()> {
-        let s = i32_input(slots, "slots")?;
+        let s = slot_input(slots, "slots")?;
         let s = s.as_slice();
         maybe_detach(py, s.len(), || lock_pool(&self.inner).free(s)).py()
     }

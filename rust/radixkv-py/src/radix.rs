@@ -1,53 +1,23 @@
 //! `radixkv.RadixCache`, `Match` and `Node` (radixkv-core `radix`).
 //!
-//! Namespaces (None, a str, or a tuple of str / None) are encoded into tagged, length-prefixed
-//! bytes, an injective encoding: `("bc", "a")` and `("b", "ca")` differ, None and "" differ.
-//! The core keeps one root per encoded namespace.
+//! Namespaces are encoded by `namespace.rs`; slot ids cross the boundary through `slots.rs`
+//! (int32 or int64 in, the cache's `slot_dtype` or a call's `dtype=` out).
 
+use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use numpy::{PyArray1, PyArrayMethods, PyReadwriteArray1, PyUntypedArrayMethods};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PySlice, PyString, PyTuple};
-use radixkv_core::radix::{NodeHandle, RadixCache};
+use pyo3::types::{PyBytes, PySlice, PyTuple};
+use radixkv_core::radix::{CacheOptions, NodeHandle, Policy, RadixCache};
 
-use crate::convert::{i32_input, new_i32_array, to_numpy};
+use crate::convert::i32_input;
 use crate::errors::{CoreResultExt, InvalidArgument};
+use crate::kv_events;
+use crate::namespace::encode as encode_namespace;
 use crate::pool::{count, PyTokenPool};
+use crate::slots::{new_array, out_array, slot_input, slots_to_array, OutArray, SlotDtype};
 
 static NEXT_CACHE_ID: AtomicU64 = AtomicU64::new(1);
-
-fn push_str(buf: &mut Vec<u8>, s: &str) {
-    buf.push(b's');
-    buf.extend_from_slice(&(s.len() as u64).to_le_bytes());
-    buf.extend_from_slice(s.as_bytes());
-}
-
-/// Encodes a namespace; `None` is the empty encoding (the default namespace).
-fn encode_namespace(ns: Option<&Bound<'_, PyAny>>, buf: &mut Vec<u8>) -> PyResult<()> {
-    let Some(ns) = ns.filter(|o| !o.is_none()) else {
-        return Ok(());
-    };
-    if let Ok(s) = ns.cast::<PyString>() {
-        push_str(buf, &s.to_cow()?);
-        return Ok(());
-    }
-    if let Ok(t) = ns.cast::<PyTuple>() {
-        buf.push(b't');
-        buf.extend_from_slice(&(t.len() as u64).to_le_bytes());
-        for item in t.iter() {
-            if item.is_none() {
-                buf.push(b'n');
-            } else if let Ok(s) = item.cast::<PyString>() {
-                push_str(buf, &s.to_cow()?);
-            } else {
-                return Err(bad_namespace(&item));
-            }
-        }
-        return Ok(());
-    }
-    Err(bad_namespace(ns))
-}
 
 /// Mutable access for a method that takes `slf`. Calls never release the GIL while they hold the
 /// cache, so calls from several threads serialize; this can only fail on re-entry (Python code
@@ -57,18 +27,14 @@ fn busy_mut<'py>(slf: &Bound<'py, PyRadixCache>) -> PyResult<PyRefMut<'py, PyRad
         .map_err(|e| InvalidArgument::new_err(format!("the cache is busy in another call: {e}")))
 }
 
-fn bad_namespace(o: &Bound<'_, PyAny>) -> PyErr {
-    let tn = o
-        .get_type()
-        .name()
-        .map_or_else(|_| "?".to_string(), |s| s.to_string());
-    InvalidArgument::new_err(format!(
-        "namespace: expected None, a str, or a tuple of str / None, got {tn}"
-    ))
+fn busy<'py>(slf: &Bound<'py, PyRadixCache>) -> PyResult<PyRef<'py, PyRadixCache>> {
+    slf.try_borrow()
+        .map_err(|e| InvalidArgument::new_err(format!("the cache is busy in another call: {e}")))
 }
 
 /// A path end in a `RadixCache`: what `match_prefix` returns and `lock` / `unlock` /
 /// `path_slots` take. It survives splits of its node; eviction retires it (`StaleHandle`).
+/// Its properties read the node as it is now (a read-only view).
 #[pyclass(name = "Node", module = "radixkv._core", frozen)]
 pub struct PyNode {
     handle: NodeHandle,
@@ -78,10 +44,24 @@ pub struct PyNode {
 
 impl PyNode {
     fn info(&self, py: Python<'_>) -> PyResult<radixkv_core::radix::NodeInfo> {
-        let c = self.cache.bind(py).try_borrow().map_err(|e| {
-            InvalidArgument::new_err(format!("the cache is busy in another call: {e}"))
-        })?;
+        let c = busy(self.cache.bind(py))?;
         c.inner.node_info(self.handle).py()
+    }
+
+    fn view(&self, py: Python<'_>) -> PyResult<radixkv_core::radix::NodeView> {
+        let c = busy(self.cache.bind(py))?;
+        c.inner.node_view(self.handle).py()
+    }
+
+    fn sibling(&self, py: Python<'_>, handle: NodeHandle) -> PyResult<Py<PyNode>> {
+        Py::new(
+            py,
+            PyNode {
+                handle,
+                cache_id: self.cache_id,
+                cache: self.cache.clone_ref(py),
+            },
+        )
     }
 }
 
@@ -111,7 +91,7 @@ impl PyNode {
         Ok(self.info(py)?.length)
     }
 
-    /// Tokens from the root to this path end.
+    /// Tokens from the root to this path end (the cached length of the path).
     #[getter]
     fn depth(&self, py: Python<'_>) -> PyResult<usize> {
         Ok(self.info(py)?.depth)
@@ -120,6 +100,50 @@ impl PyNode {
     #[getter]
     fn num_children(&self, py: Python<'_>) -> PyResult<u32> {
         Ok(self.info(py)?.num_children)
+    }
+
+    /// The node above (the root node for a top-level node and for the root).
+    #[getter]
+    fn parent(&self, py: Python<'_>) -> PyResult<Py<PyNode>> {
+        let h = self.view(py)?.parent;
+        self.sibling(py, h)
+    }
+
+    /// The nodes below, ordered by first token; for the root, the top-level nodes of every
+    /// namespace. Scans the tree's edge map: for inspection, not a hot path.
+    #[getter]
+    fn children(&self, py: Python<'_>) -> PyResult<Vec<Py<PyNode>>> {
+        self.view(py)?
+            .children
+            .into_iter()
+            .map(|h| self.sibling(py, h))
+            .collect()
+    }
+
+    /// Token ids on this node's own edge.
+    #[getter]
+    fn key(&self, py: Python<'_>) -> PyResult<Vec<i32>> {
+        Ok(self.view(py)?.key)
+    }
+
+    /// Slot ids of this node's own edge, in the cache's `slot_dtype`.
+    #[getter]
+    fn value<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let v = self.view(py)?.value;
+        let dtype = busy(self.cache.bind(py))?.dtype;
+        slots_to_array(py, &v, dtype, "value")
+    }
+
+    /// Clock tick at which these tokens were first cached.
+    #[getter]
+    fn created(&self, py: Python<'_>) -> PyResult<u64> {
+        Ok(self.view(py)?.created)
+    }
+
+    /// Highest insert priority that went through this node.
+    #[getter]
+    fn priority(&self, py: Python<'_>) -> PyResult<f64> {
+        Ok(self.view(py)?.priority)
     }
 
     /// The empty path (of every namespace): `lock` / `unlock` are no-ops, `path_slots` is empty.
@@ -148,29 +172,37 @@ impl PyNode {
     }
 }
 
-/// What `match_prefix` found: `length` tokens, their `slots` (int32), and the path end `node`.
+/// What `match_prefix` found: `length` tokens, their `slots`, and the path end `node`.
 #[pyclass(name = "Match", module = "radixkv._core", frozen)]
 pub struct PyMatch {
     #[pyo3(get)]
     length: usize,
     /// A fresh array, or the caller's `out` array whose first `length` ids were written.
-    slots: Py<PyArray1<i32>>,
+    slots: Py<PyAny>,
     into_out: bool,
     #[pyo3(get)]
     node: Py<PyNode>,
+    /// Partial-page tail (caches made with `partial_pages=True`): tokens after `length` that
+    /// equal the start of a cached page, that page's first slots, and the node holding it.
+    #[pyo3(get)]
+    tail_length: usize,
+    #[pyo3(get)]
+    tail_slots: Option<Py<PyAny>>,
+    #[pyo3(get)]
+    tail_node: Option<Py<PyNode>>,
 }
 
 #[pymethods]
 impl PyMatch {
-    /// The matched slots (int32): a fresh array, or a view of `out[:length]` when
-    /// `match_prefix` wrote them into the caller's `out`.
+    /// The matched slots: a fresh array (the cache's `slot_dtype` or the call's `dtype`), or a
+    /// view of `out[:length]` when `match_prefix` wrote them into the caller's `out`.
     #[getter]
     fn slots<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let a = self.slots.bind(py);
         if self.into_out {
             return a.get_item(PySlice::new(py, 0, self.length as isize, 1));
         }
-        Ok(a.clone().into_any())
+        Ok(a.clone())
     }
 
     fn __repr__(&self) -> String {
@@ -178,32 +210,13 @@ impl PyMatch {
     }
 }
 
-/// Checks a caller's `out` buffer (a 1-D, C-contiguous, writeable int32 `NumPy` array of at
-/// least `need` ids) and borrows it for writing.
-fn out_array<'py>(o: &Bound<'py, PyAny>, need: usize) -> PyResult<PyReadwriteArray1<'py, i32>> {
-    let a = o
-        .cast::<PyArray1<i32>>()
-        .map_err(|_| InvalidArgument::new_err("out: expected a 1-D int32 NumPy array"))?;
-    if !a.is_c_contiguous() {
-        return Err(InvalidArgument::new_err(
-            "out: expected a C-contiguous array",
-        ));
-    }
-    if a.len() < need {
-        return Err(InvalidArgument::new_err(format!(
-            "out: holds {} ids, {need} may be written",
-            a.len()
-        )));
-    }
-    a.try_readwrite()
-        .map_err(|e| InvalidArgument::new_err(format!("out: cannot write into it: {e}")))
-}
-
 #[pyclass(name = "RadixCache", module = "radixkv._core")]
 pub struct PyRadixCache {
     inner: RadixCache,
     pool: Option<Py<PyTokenPool>>,
     id: u64,
+    /// Element type of slot arrays handed out when a call gives no `dtype`.
+    dtype: SlotDtype,
 }
 
 impl PyRadixCache {
@@ -219,6 +232,15 @@ impl PyRadixCache {
         }
         Ok(n.handle)
     }
+
+    /// The output dtype of a call, checked against the ids the cache may write.
+    fn out_dtype(&self, dtype: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<SlotDtype> {
+        let d = SlotDtype::parse(dtype, self.dtype)?;
+        if d == SlotDtype::I32 {
+            self.inner.check_fits_i32(what).py()?;
+        }
+        Ok(d)
+    }
 }
 
 fn make_node(slf: &Bound<'_, PyRadixCache>, handle: NodeHandle, cache_id: u64) -> PyNode {
@@ -229,40 +251,65 @@ fn make_node(slf: &Bound<'_, PyRadixCache>, handle: NodeHandle, cache_id: u64) -
     }
 }
 
+fn finite(p: f64) -> PyResult<f64> {
+    if p.is_finite() {
+        Ok(p)
+    } else {
+        Err(InvalidArgument::new_err(format!(
+            "priority: must be a finite number, got {p}"
+        )))
+    }
+}
+
 #[pymethods]
 impl PyRadixCache {
     #[new]
-    #[pyo3(signature = (pool, page_size = None))]
-    fn new(pool: Option<Bound<'_, PyTokenPool>>, page_size: Option<i64>) -> PyResult<Self> {
-        let ps = match page_size {
-            Some(p) => {
-                let p = count(p, "page_size")?;
-                if p == 0 {
-                    return Err(InvalidArgument::new_err("page_size must be >= 1"));
-                }
-                p
-            }
-            None => 0,
+    #[pyo3(signature = (
+        pool, page_size = None, *, policy = "lru", events = false, slot_dtype = None,
+        partial_pages = false
+    ))]
+    fn new(
+        pool: Option<Bound<'_, PyTokenPool>>,
+        page_size: Option<i64>,
+        policy: &str,
+        events: bool,
+        slot_dtype: Option<&Bound<'_, PyAny>>,
+        partial_pages: bool,
+    ) -> PyResult<Self> {
+        let page_size = match page_size {
+            Some(p) => Some(
+                NonZeroUsize::new(count(p, "page_size")?)
+                    .ok_or_else(|| InvalidArgument::new_err("page_size must be >= 1"))?,
+            ),
+            None => None,
         };
+        let opts = CacheOptions {
+            page_size,
+            policy: Policy::parse(policy).py()?,
+            events,
+            partial_pages,
+        };
+        let dtype = SlotDtype::parse(slot_dtype, SlotDtype::I32)?;
         let shared = pool.as_ref().map(|p| p.get().inner.clone());
-        let inner = RadixCache::new(shared, ps).py()?;
+        let inner = RadixCache::with_options(shared, opts).py()?;
         Ok(Self {
             inner,
             pool: pool.map(Bound::unbind),
             id: NEXT_CACHE_ID.fetch_add(1, Ordering::Relaxed),
+            dtype,
         })
     }
 
     /// Longest cached prefix of `tokens` in whole pages; splits the node it ends inside.
-    /// With `out` (a 1-D writeable int32 array of at least `len(tokens)` ids, e.g. the
-    /// request's row of the scheduler's slot table) the slots are written into its start and
-    /// `Match.slots` is a view of them: no array is made.
-    #[pyo3(signature = (tokens, namespace = None, *, out = None))]
+    /// With `out` (a 1-D writeable int32 or int64 array of at least `len(tokens)` ids) the
+    /// slots are written into its start and `Match.slots` is a view of them.
+    #[pyo3(signature = (tokens, namespace = None, *, out = None, dtype = None))]
     fn match_prefix(
         slf: &Bound<'_, Self>,
         tokens: &Bound<'_, PyAny>,
         namespace: Option<&Bound<'_, PyAny>>,
         out: Option<&Bound<'_, PyAny>>,
+        dtype: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyMatch> {
         let py = slf.py();
         let t = i32_input(tokens, "tokens")?;
@@ -270,32 +317,60 @@ impl PyRadixCache {
         encode_namespace(namespace, &mut ns)?;
         // Checked before the match changes anything.
         let out = out.map(|o| out_array(o, t.as_slice().len())).transpose()?;
-        let (length, handle, slots, id) = {
+        let (length, handle, slots, into_out, id, tail) = {
             let mut this = busy_mut(slf)?;
+            let want = match &out {
+                Some(o) => o.dtype(),
+                None => SlotDtype::parse(dtype, this.dtype)?,
+            };
+            if want == SlotDtype::I32 {
+                this.inner.check_fits_i32("match_prefix").py()?;
+            }
             let id = this.id;
             let cache = &mut this.inner;
-            let t = t.as_slice();
-            let (length, handle) = cache.match_end(&ns, t).py()?;
-            let slots = match out {
-                Some(mut rw) => {
+            let (length, handle) = cache.match_end(&ns, t.as_slice()).py()?;
+            let tail = cache
+                .tail(&ns, handle, &t.as_slice()[length..])
+                .map(|tl| -> PyResult<_> {
+                    Ok((tl.len, slots_to_array(py, &tl.slots, want, "tail_slots")?, tl.node))
+                })
+                .transpose()?;
+            let (slots, into_out) = match out {
+                Some(OutArray::I32(mut rw)) => {
                     let buf = rw.as_slice_mut().expect("contiguous, checked");
                     cache.path_slots_into(handle, &mut buf[..length]).py()?;
-                    let arr: &Bound<'_, PyArray1<i32>> = &rw;
-                    (arr.clone(), true)
+                    (OutArray::I32(rw).array(), true)
                 }
-                // Gathered straight into a NumPy-owned array: no Vec, no owner object.
-                None => (
-                    new_i32_array(py, length, |buf| cache.path_slots_into(handle, buf))?,
-                    false,
-                ),
+                Some(OutArray::I64(mut rw)) => {
+                    let buf = rw.as_slice_mut().expect("contiguous, checked");
+                    cache.path_slots_into(handle, &mut buf[..length]).py()?;
+                    (OutArray::I64(rw).array(), true)
+                }
+                None => match want {
+                    SlotDtype::I32 => (
+                        new_array::<i32>(py, length, |b| cache.path_slots_into(handle, b))?,
+                        false,
+                    ),
+                    SlotDtype::I64 => (
+                        new_array::<i64>(py, length, |b| cache.path_slots_into(handle, b))?,
+                        false,
+                    ),
+                },
             };
-            (length, handle, slots, id)
+            (length, handle, slots, into_out, id, tail)
+        };
+        let (tail_length, tail_slots, tail_node) = match tail {
+            Some((k, a, h)) => (k, Some(a.unbind()), Some(Py::new(py, make_node(slf, h, id))?)),
+            None => (0, None, None),
         };
         Ok(PyMatch {
             length,
-            slots: slots.0.unbind(),
-            into_out: slots.1,
+            slots: slots.unbind(),
+            into_out,
             node: Py::new(py, make_node(slf, handle, id))?,
+            tail_length,
+            tail_slots,
+            tail_node,
         })
     }
 
@@ -309,130 +384,187 @@ impl PyRadixCache {
         let t = i32_input(tokens, "tokens")?;
         let mut ns = Vec::new();
         encode_namespace(namespace, &mut ns)?;
-        let t = t.as_slice();
-        self.inner.peek_prefix(&ns, t).py()
+        self.inner.peek_prefix(&ns, t.as_slice()).py()
     }
 
     /// Caches the whole pages of `tokens` with their `slots`; returns how many leading tokens
-    /// were already cached.
-    #[pyo3(signature = (tokens, slots, namespace = None))]
+    /// were already cached. `priority` (finite) is raised to at least that on every node of
+    /// the path (the `priority` eviction policy evicts lower priorities first).
+    #[pyo3(signature = (tokens, slots, namespace = None, *, priority = 0.0))]
     fn insert(
         &mut self,
         tokens: &Bound<'_, PyAny>,
         slots: &Bound<'_, PyAny>,
         namespace: Option<&Bound<'_, PyAny>>,
+        priority: f64,
     ) -> PyResult<usize> {
+        let priority = finite(priority)?;
         let t = i32_input(tokens, "tokens")?;
-        let s = i32_input(slots, "slots")?;
+        let s = slot_input(slots, "slots")?;
         let mut ns = Vec::new();
         encode_namespace(namespace, &mut ns)?;
-        let (t, s) = (t.as_slice(), s.as_slice());
-        self.inner.insert(&ns, t, s).py()
+        self.inner
+            .insert_with_priority(&ns, t.as_slice(), s.as_slice(), priority)
+            .py()
     }
 
     /// As `insert`, also returning the node where the inserted whole pages end (a node the
     /// path ends inside is split there, as `match_prefix` does): the node a scheduler moves
     /// its lock to, without matching again.
-    #[pyo3(signature = (tokens, slots, namespace = None))]
+    #[pyo3(signature = (tokens, slots, namespace = None, *, priority = 0.0))]
     fn insert_node(
         slf: &Bound<'_, Self>,
         tokens: &Bound<'_, PyAny>,
         slots: &Bound<'_, PyAny>,
         namespace: Option<&Bound<'_, PyAny>>,
+        priority: f64,
     ) -> PyResult<(usize, PyNode)> {
+        let priority = finite(priority)?;
         let t = i32_input(tokens, "tokens")?;
-        let s = i32_input(slots, "slots")?;
+        let s = slot_input(slots, "slots")?;
         let mut ns = Vec::new();
         encode_namespace(namespace, &mut ns)?;
         let (present, h, id) = {
             let mut this = busy_mut(slf)?;
             let id = this.id;
-            let (t, s) = (t.as_slice(), s.as_slice());
-            let cache = &mut this.inner;
-            let (present, h) = cache.insert_node(&ns, t, s).py()?;
+            let (present, h) = this
+                .inner
+                .insert_node(&ns, t.as_slice(), s.as_slice(), priority)
+                .py()?;
             (present, h, id)
         };
         Ok((present, make_node(slf, h, id)))
     }
 
-    /// `lock_ref` += 1 on the node and its ancestors.
-    fn lock(&mut self, node: &Bound<'_, PyAny>) -> PyResult<()> {
+    /// `lock_ref` += 1 on the node and its ancestors; returns the tokens that became
+    /// protected (>= 0), as `SGLang`'s `inc_lock_ref` returns the evictable change (negated).
+    fn lock(&mut self, node: &Bound<'_, PyAny>) -> PyResult<i64> {
         let h = self.handle(node)?;
-        self.inner.lock(h).py()
+        Ok(self.inner.lock(h).py()? as i64)
     }
 
-    /// Undoes one `lock()` taken through this node (`NotLocked` if there is none).
-    fn unlock(&mut self, node: &Bound<'_, PyAny>) -> PyResult<()> {
+    /// Undoes one `lock()` taken through this node (`NotLocked` if there is none); returns
+    /// the change in protected tokens (<= 0).
+    fn unlock(&mut self, node: &Bound<'_, PyAny>) -> PyResult<i64> {
         let h = self.handle(node)?;
-        self.inner.unlock(h).py()
+        Ok(-(self.inner.unlock(h).py()? as i64))
     }
 
-    /// `lock(to_node)` then `unlock(from_node)` in one call, as a scheduler moves a request's
-    /// lock to the end of the path it just inserted. Changes nothing if the unlock would
-    /// fail (`NotLocked`, `StaleHandle`).
+    /// `lock(to_node)` then `unlock(from_node)` in one call; returns the change in protected
+    /// tokens. Changes nothing if the unlock would fail (`NotLocked`, `StaleHandle`).
     fn move_lock(
         &mut self,
         from_node: &Bound<'_, PyAny>,
         to_node: &Bound<'_, PyAny>,
-    ) -> PyResult<()> {
+    ) -> PyResult<i64> {
         let f = self.handle(from_node)?;
         let t = self.handle(to_node)?;
-        self.inner.move_lock(f, t).py()
+        Ok(self.inner.move_lock(f, t).py()? as i64)
     }
 
-    /// `n` slots from the pool, evicting LRU leaves first if it is short. With `out` (a 1-D
-    /// writeable int32 array of at least `n` ids, e.g. the free part of the request's row of
-    /// the scheduler's slot table) they are written into `out[:n]`, which is returned (`out`
-    /// itself when it holds exactly `n`); nothing is written when it fails.
-    #[pyo3(signature = (n, *, out = None))]
+    /// `n` slots from the pool, evicting leaves first if it is short. With `out` (a 1-D
+    /// writeable int32 or int64 array of at least `n` ids) they are written into `out[:n]`,
+    /// which is returned (`out` itself when it holds exactly `n`); nothing is written when it
+    /// fails.
+    #[pyo3(signature = (n, *, out = None, dtype = None))]
     fn alloc<'py>(
         &mut self,
         py: Python<'py>,
         n: i64,
         out: Option<&Bound<'py, PyAny>>,
+        dtype: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let n = count(n, "n")?;
+        // Pool ids always fit int32: no watermark check needed here.
+        let want = SlotDtype::parse(dtype, self.dtype)?;
         let cache = &mut self.inner;
         let Some(o) = out else {
-            let a = new_i32_array(py, n, |buf| cache.alloc_into(buf))?;
-            return Ok(a.into_any());
+            return match want {
+                SlotDtype::I32 => new_array::<i32>(py, n, |b| cache.alloc_into(b)),
+                SlotDtype::I64 => new_array::<i64>(py, n, |b| cache.alloc_into(b)),
+            };
         };
-        let mut rw = out_array(o, n)?;
-        let buf = &mut rw.as_slice_mut().expect("contiguous, checked")[..n];
-        cache.alloc_into(buf).py()?;
-        let arr: &Bound<'py, PyArray1<i32>> = &rw;
-        if arr.len() == n {
-            return Ok(arr.clone().into_any());
+        let arr = match out_array(o, n)? {
+            OutArray::I32(mut rw) => {
+                cache
+                    .alloc_into(&mut rw.as_slice_mut().expect("contiguous")[..n])
+                    .py()?;
+                OutArray::I32(rw).array()
+            }
+            OutArray::I64(mut rw) => {
+                cache
+                    .alloc_into(&mut rw.as_slice_mut().expect("contiguous")[..n])
+                    .py()?;
+                OutArray::I64(rw).array()
+            }
+        };
+        if arr.len()? == n {
+            return Ok(arr);
         }
         arr.get_item(PySlice::new(py, 0, n as isize, 1))
     }
 
-    /// Evicts at least `num_tokens` tokens (whole LRU leaves) if it can; returns the number
-    /// freed.
+    /// Evicts at least `num_tokens` tokens (whole leaves, in the policy's order) if it can;
+    /// returns the number freed.
     fn evict(&mut self, num_tokens: i64) -> PyResult<usize> {
         let n = count(num_tokens, "num_tokens")?;
         Ok(self.inner.evict(n))
     }
 
     /// As evict, returning the freed slot ids (with a pool, already back in it).
+    #[pyo3(signature = (num_tokens, *, dtype = None))]
     fn evict_slots<'py>(
         &mut self,
         py: Python<'py>,
         num_tokens: i64,
-    ) -> PyResult<Bound<'py, PyArray1<i32>>> {
+        dtype: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let n = count(num_tokens, "num_tokens")?;
-        Ok(to_numpy(py, self.inner.evict_slots(n)))
+        let d = self.out_dtype(dtype, "evict_slots")?;
+        let v = self.inner.evict_slots(n);
+        slots_to_array(py, &v, d, "evict_slots")
+    }
+
+    /// Drops every cached node (all handles go stale) and returns their slot ids (with a pool,
+    /// already back in it); with events on, records `AllBlocksCleared`. Refused
+    /// (`InvalidArgument`, nothing changed) while any node is locked.
+    #[pyo3(signature = (*, dtype = None))]
+    fn reset<'py>(
+        &mut self,
+        py: Python<'py>,
+        dtype: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let d = self.out_dtype(dtype, "reset")?;
+        let v = self.inner.reset().py()?;
+        slots_to_array(py, &v, d, "reset")
     }
 
     /// Slots from the root to the path end `node`.
+    #[pyo3(signature = (node, *, dtype = None))]
     fn path_slots<'py>(
         &self,
         py: Python<'py>,
         node: &Bound<'_, PyAny>,
-    ) -> PyResult<Bound<'py, PyArray1<i32>>> {
+        dtype: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let h = self.handle(node)?;
+        let d = self.out_dtype(dtype, "path_slots")?;
         let depth = self.inner.node_info(h).py()?.depth;
-        new_i32_array(py, depth, |buf| self.inner.path_slots_into(h, buf))
+        match d {
+            SlotDtype::I32 => new_array::<i32>(py, depth, |b| self.inner.path_slots_into(h, b)),
+            SlotDtype::I64 => new_array::<i64>(py, depth, |b| self.inner.path_slots_into(h, b)),
+        }
+    }
+
+    /// KV events recorded since the last call, oldest first (`BlockStored`, `BlockRemoved`,
+    /// `AllBlocksCleared`); always empty unless the cache was made with `events=True`.
+    fn take_events(&mut self, py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
+        let p = self.inner.page_size();
+        self.inner
+            .take_events()
+            .into_iter()
+            .map(|e| kv_events::to_python(py, e, p))
+            .collect()
     }
 
     /// The empty path's handle (what a match of nothing returns).
@@ -462,6 +594,30 @@ impl PyRadixCache {
         self.inner.page_size()
     }
 
+    /// The eviction policy's name.
+    #[getter]
+    fn policy(&self) -> &'static str {
+        self.inner.policy().name()
+    }
+
+    /// Whether KV events are recorded.
+    #[getter]
+    fn events(&self) -> bool {
+        self.inner.tree().events_enabled()
+    }
+
+    /// Whether partial last pages are cached and tails reported (`page_size` > 1 only).
+    #[getter]
+    fn partial_pages(&self) -> bool {
+        self.inner.partial_pages()
+    }
+
+    /// The dtype of slot arrays handed out when a call gives none: "int32" or "int64".
+    #[getter]
+    fn slot_dtype(&self) -> &'static str {
+        self.dtype.name()
+    }
+
     /// Tokens evicted since the cache was made, by `evict` / `evict_slots` and by `alloc`
     /// when the pool was short.
     #[getter]
@@ -475,8 +631,8 @@ impl PyRadixCache {
         self.inner.tree().num_nodes()
     }
 
-    /// Approximate heap bytes of the tree's bookkeeping (arena, keys, values, edge map, LRU
-    /// index); divide by `total_size` for bytes per cached token.
+    /// Approximate heap bytes of the tree's bookkeeping (arena, keys, values, edge map,
+    /// eviction index, page hashes); divide by `total_size` for bytes per cached token.
     #[getter]
     fn memory_bytes(&self) -> usize {
         self.inner.heap_bytes()
@@ -506,8 +662,9 @@ impl PyRadixCache {
 
     fn __repr__(&self) -> String {
         format!(
-            "RadixCache(page_size={}, total_size={}, protected_size={})",
+            "RadixCache(page_size={}, policy={}, total_size={}, protected_size={})",
             self.inner.page_size(),
+            self.inner.policy().name(),
             self.inner.total_size(),
             self.inner.protected_size()
         )
@@ -518,5 +675,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyRadixCache>()?;
     m.add_class::<PyMatch>()?;
     m.add_class::<PyNode>()?;
+    kv_events::register(m)?;
     Ok(())
 }

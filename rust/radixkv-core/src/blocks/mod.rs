@@ -22,7 +22,6 @@ mod proptests;
 mod tests;
 
 use std::collections::{HashMap, HashSet};
-use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::metadata::{self, MetadataBuf};
 use crate::{CoreError, Result};
@@ -30,28 +29,9 @@ use crate::{CoreError, Result};
 /// Sequence ids are opaque non-negative integers chosen by the caller.
 pub type SeqId = u64;
 
-/// Sequence ids are caller-chosen integers, not adversarial input: one multiply (`FxHash`'s
-/// constant) hashes them several times faster than the default `SipHash` on this hot path.
-#[derive(Debug, Default, Clone, Copy)]
-struct SeqHasher(u64);
-
-impl Hasher for SeqHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-
-    fn write_u64(&mut self, x: u64) {
-        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x517c_c1b7_2722_0a95);
-    }
-}
-
-type FastHash = BuildHasherDefault<SeqHasher>;
+/// Sequence ids are caller-chosen integers, not adversarial input: `FxHash` (one multiply)
+/// hashes them several times faster than the default `SipHash` on this hot path.
+type FastHash = rustc_hash::FxBuildHasher;
 type SeqMap<V> = HashMap<SeqId, V, FastHash>;
 
 /// What `append_slots_batch` returns: the copy-on-write pairs and the new tokens' slots.

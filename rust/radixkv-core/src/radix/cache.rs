@@ -10,14 +10,20 @@
 //! or keep them for the next decode step). With a pool, each inserted page of slots must be a
 //! whole pool page in order (`k*page_size .. k*page_size + page_size`), as `alloc` hands out.
 
+use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use super::node::NodeHandle;
+use super::events::KvEvent;
+use super::node::{NodeHandle, NIL};
+use super::partial::Tail;
+use super::policy::Policy;
 use super::tree::{
-    check_lengths, check_slots_nonneg, check_tokens, plan_matched, NodeInfo, PrefixMatch, RadixTree,
+    check_lengths, check_priority, check_slots_nonneg, check_tokens, plan_matched, NodeInfo,
+    NodeView, PrefixMatch, RadixTree,
 };
 use crate::error::{CoreError, Result};
 use crate::pool::{SlotState, TokenPool};
+use crate::slot::{Slot, SlotOut};
 
 pub type SharedPool = Arc<Mutex<TokenPool>>;
 
@@ -30,40 +36,85 @@ pub fn lock_pool(pool: &SharedPool) -> MutexGuard<'_, TokenPool> {
     pool.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// How a cache is built.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CacheOptions {
+    /// Tokens per page. `None`: the pool's, or 1 without a pool. With a pool it must equal
+    /// the pool's.
+    pub page_size: Option<NonZeroUsize>,
+    pub policy: Policy,
+    /// Record KV events (off: no hashing, no event storage).
+    pub events: bool,
+    /// Cache partial last pages and report partial-page tails (partial.rs); `page_size` > 1.
+    pub partial_pages: bool,
+}
+
 #[derive(Debug)]
 pub struct RadixCache {
     tree: RadixTree,
     pool: Option<SharedPool>,
     /// Reused buffer for the slots `alloc` evicts (no allocation per eviction).
-    evicted_buf: Vec<i32>,
+    evicted_buf: Vec<Slot>,
+    /// The largest slot id ever inserted (-1: none). An int32 output is refused, before
+    /// anything changes, once this no longer fits: cheaper than a check per id per call.
+    max_slot: Slot,
+    partial_pages: bool,
 }
 
 /// One row of `dump`: a node as (namespace, full path key, own value, `lock_ref`, `last_access`,
 /// `hit_count`); rows sorted, so equal trees dump equal.
-pub type DumpRow = (Vec<u8>, Vec<i32>, Vec<i32>, u32, u64, u32);
+pub type DumpRow = (Vec<u8>, Vec<i32>, Vec<Slot>, u32, u64, u32);
 
 impl RadixCache {
-    /// With a pool, `page_size` must be the pool's (pass 0 to take it from the pool).
-    pub fn new(pool: Option<SharedPool>, page_size: usize) -> Result<Self> {
+    /// LRU, events off. With a pool, `page_size` must be the pool's (`None`: take it from the
+    /// pool; without a pool, 1).
+    pub fn new(pool: Option<SharedPool>, page_size: Option<NonZeroUsize>) -> Result<Self> {
+        Self::with_options(
+            pool,
+            CacheOptions {
+                page_size,
+                ..CacheOptions::default()
+            },
+        )
+    }
+
+    pub fn with_options(pool: Option<SharedPool>, opts: CacheOptions) -> Result<Self> {
         let page_size = match &pool {
             Some(p) => {
                 let mut g = lock_pool(p);
-                if page_size != 0 && page_size != g.page_size() {
+                let own = NonZeroUsize::new(g.page_size()).expect("a pool's page_size is >= 1");
+                if opts.page_size.is_some_and(|ps| ps != own) {
                     return Err(CoreError::invalid(format!(
-                        "page_size {page_size} differs from the pool's {}",
-                        g.page_size()
+                        "page_size {} differs from the pool's {own}",
+                        opts.page_size.map_or(0, NonZeroUsize::get)
                     )));
                 }
                 g.attach()?;
-                g.page_size()
+                own
             }
-            None => page_size.max(1),
+            None => opts.page_size.unwrap_or(NonZeroUsize::MIN),
         };
         Ok(Self {
-            tree: RadixTree::new(page_size)?,
+            tree: RadixTree::with_options(page_size, opts.policy, opts.events),
             pool,
             evicted_buf: Vec::new(),
+            max_slot: -1,
+            partial_pages: opts.partial_pages && page_size.get() > 1,
         })
+    }
+
+    /// Whether partial last pages are cached (and tails reported).
+    pub fn partial_pages(&self) -> bool {
+        self.partial_pages
+    }
+
+    /// The partial-page tail below path end `end` for the request's tokens after the match
+    /// (`rest`); `None` unless partial pages are on. Read-only.
+    pub fn tail(&self, ns: &[u8], end: NodeHandle, rest: &[i32]) -> Option<Tail> {
+        if !self.partial_pages {
+            return None;
+        }
+        self.tree.tail(ns, end, rest)
     }
 
     pub fn tree(&self) -> &RadixTree {
@@ -76,6 +127,10 @@ impl RadixCache {
 
     pub fn page_size(&self) -> usize {
         self.tree.page_size()
+    }
+
+    pub fn policy(&self) -> Policy {
+        self.tree.policy()
     }
 
     pub fn evictable_size(&self) -> usize {
@@ -100,6 +155,22 @@ impl RadixCache {
         self.tree.heap_bytes()
     }
 
+    /// The largest slot id ever inserted, or -1.
+    pub fn max_slot(&self) -> Slot {
+        self.max_slot
+    }
+
+    /// `Ok` if every id this cache may write out fits in int32; else an error naming `what`.
+    pub fn check_fits_i32(&self, what: &str) -> Result<()> {
+        if self.max_slot > Slot::from(i32::MAX) {
+            return Err(CoreError::invalid(format!(
+                "{what}: slot id {} was cached, which does not fit int32; ask for int64",
+                self.max_slot
+            )));
+        }
+        Ok(())
+    }
+
     pub fn match_prefix(&mut self, ns: &[u8], tokens: &[i32]) -> Result<PrefixMatch> {
         self.tree.match_prefix(ns, tokens)
     }
@@ -110,7 +181,8 @@ impl RadixCache {
         self.tree.match_end(ns, tokens)
     }
 
-    pub fn path_slots_into(&self, h: NodeHandle, out: &mut [i32]) -> Result<()> {
+    /// The path's slots into `out`; for an int32 `out`, call `check_fits_i32` first.
+    pub fn path_slots_into<T: SlotOut>(&self, h: NodeHandle, out: &mut [T]) -> Result<()> {
         self.tree.path_slots_into(h, out)
     }
 
@@ -121,8 +193,20 @@ impl RadixCache {
     /// Caches `tokens` (whole pages) with `slots`; returns how many leading tokens were already
     /// cached. The caller keeps ownership of `slots[..returned]` (duplicates: free them) and of
     /// the partial last page.
-    pub fn insert(&mut self, ns: &[u8], tokens: &[i32], slots: &[i32]) -> Result<usize> {
-        Ok(self.insert_impl(ns, tokens, slots, false)?.0)
+    pub fn insert(&mut self, ns: &[u8], tokens: &[i32], slots: &[Slot]) -> Result<usize> {
+        Ok(self.insert_impl(ns, tokens, slots, false, 0.0)?.0)
+    }
+
+    /// As `insert`, with a priority (finite) given to the new nodes and raised to at least
+    /// `priority` on every node of the path (for the `priority` eviction policy).
+    pub fn insert_with_priority(
+        &mut self,
+        ns: &[u8],
+        tokens: &[i32],
+        slots: &[Slot],
+        priority: f64,
+    ) -> Result<usize> {
+        Ok(self.insert_impl(ns, tokens, slots, false, priority)?.0)
     }
 
     /// As `insert`, also returning the handle of the inserted path's end (whole pages; a node
@@ -132,9 +216,10 @@ impl RadixCache {
         &mut self,
         ns: &[u8],
         tokens: &[i32],
-        slots: &[i32],
+        slots: &[Slot],
+        priority: f64,
     ) -> Result<(usize, NodeHandle)> {
-        let (present, end) = self.insert_impl(ns, tokens, slots, true)?;
+        let (present, end) = self.insert_impl(ns, tokens, slots, true, priority)?;
         Ok((present, self.tree.end_handle(end)))
     }
 
@@ -142,45 +227,106 @@ impl RadixCache {
         &mut self,
         ns: &[u8],
         tokens: &[i32],
-        slots: &[i32],
+        slots: &[Slot],
         split_end: bool,
+        priority: f64,
     ) -> Result<(usize, u32)> {
         check_lengths(tokens, slots)?;
+        let priority = check_priority(priority)?;
         // Plan first (read-only): matched tokens equal stored, non-negative ones, so only the
         // rest needs the sign check.
         let plan = self.tree.plan_insert(ns, tokens);
         let matched = plan_matched(plan.as_ref());
         check_tokens(&tokens[matched..])?;
+        let usable = self.tree.usable(tokens.len());
+        let new = &slots[matched..usable];
+        // With partial pages the tail page goes in too (if it is new: decided after the
+        // whole pages are in, so validated now as if it were).
+        let tail = if self.partial_pages && usable < tokens.len() {
+            &slots[usable..]
+        } else {
+            &[][..]
+        };
         let Some(pool) = &self.pool else {
             check_slots_nonneg(slots)?;
-            return Ok(self.tree.commit_insert(ns, plan, tokens, slots, split_end));
+            let top = new.iter().chain(tail).copied().max().unwrap_or(-1);
+            self.max_slot = self.max_slot.max(top);
+            return Ok(self.commit_with_tail(ns, plan, tokens, slots, split_end, priority, None));
         };
-        let mut pool = lock_pool(pool);
+        let pool = pool.clone();
+        let mut pool = lock_pool(&pool);
         // One pass decides sign and range together; the detailed checks only name the offender.
         if !pool.in_range(slots) {
             check_slots_nonneg(slots)?;
             pool.check_range(slots, "insert")?;
         }
-        let new = &slots[matched..self.tree.usable(tokens.len())];
         check_whole_pages(new, pool.page_size())?;
+        if !tail.is_empty() {
+            check_page_start(tail, pool.page_size())?;
+            pool.check_out(tail, "insert (partial last page)")?;
+        }
         pool.take_for_cache(new)?;
-        Ok(self.tree.commit_insert(ns, plan, tokens, slots, split_end))
+        Ok(self.commit_with_tail(ns, plan, tokens, slots, split_end, priority, Some(&mut pool)))
     }
 
-    pub fn lock(&mut self, h: NodeHandle) -> Result<()> {
+    /// Commits the whole pages, then (partial pages on) the tail: stored as a partial leaf
+    /// under the path's end unless a child there starts with it. Returns (tokens the caller
+    /// keeps, end): with the tail already present the caller keeps every slot.
+    #[allow(clippy::too_many_arguments)] // the insert's arguments plus the locked pool
+    fn commit_with_tail(
+        &mut self,
+        ns: &[u8],
+        plan: Option<super::tree::Walk>,
+        tokens: &[i32],
+        slots: &[Slot],
+        split_end: bool,
+        priority: f64,
+        pool: Option<&mut TokenPool>,
+    ) -> (usize, u32) {
+        let usable = self.tree.usable(tokens.len());
+        let with_tail = self.partial_pages && usable < tokens.len();
+        let (present, end) =
+            self.tree
+                .commit_insert(ns, plan, tokens, slots, split_end || with_tail, priority);
+        if !with_tail {
+            return (present, end);
+        }
+        let parent = if end == NIL {
+            self.tree.root_or_create(ns)
+        } else {
+            end
+        };
+        let tail = &tokens[usable..];
+        if self.tree.tail_present(parent, tail) {
+            self.tree.drop_root_if_empty_pub(parent);
+            // All tokens were present: the caller keeps (frees) every slot it passed.
+            return (if present == usable { tokens.len() } else { present }, end);
+        }
+        if let Some(pool) = pool {
+            pool.take_for_cache(&slots[usable..])
+                .expect("checked before the commit");
+        }
+        self.tree.add_partial_leaf(parent, tail, &slots[usable..]);
+        (present, end)
+    }
+
+    /// Returns the tokens that became protected.
+    pub fn lock(&mut self, h: NodeHandle) -> Result<usize> {
         self.tree.lock(h)
     }
 
-    pub fn unlock(&mut self, h: NodeHandle) -> Result<()> {
+    /// Returns the tokens that became evictable.
+    pub fn unlock(&mut self, h: NodeHandle) -> Result<usize> {
         self.tree.unlock(h)
     }
 
-    /// `lock(to)` then `unlock(from)` in one step (nothing changes if the unlock would fail).
-    pub fn move_lock(&mut self, from: NodeHandle, to: NodeHandle) -> Result<()> {
+    /// `lock(to)` then `unlock(from)` in one step (nothing changes if the unlock would fail);
+    /// returns the change in protected tokens.
+    pub fn move_lock(&mut self, from: NodeHandle, to: NodeHandle) -> Result<isize> {
         self.tree.move_lock(from, to)
     }
 
-    pub fn path_slots(&self, h: NodeHandle) -> Result<Vec<i32>> {
+    pub fn path_slots(&self, h: NodeHandle) -> Result<Vec<Slot>> {
         self.tree.path_slots(h)
     }
 
@@ -188,9 +334,18 @@ impl RadixCache {
         self.tree.node_info(h)
     }
 
-    /// Evicts LRU unlocked leaves until `num_tokens` are freed (or nothing is evictable) and
-    /// returns the freed slot ids; with a pool they are already back in it.
-    pub fn evict_slots(&mut self, num_tokens: usize) -> Vec<i32> {
+    pub fn node_view(&self, h: NodeHandle) -> Result<NodeView> {
+        self.tree.node_view(h)
+    }
+
+    /// Events since the last call (empty with events off).
+    pub fn take_events(&mut self) -> Vec<KvEvent> {
+        self.tree.take_events()
+    }
+
+    /// Evicts unlocked leaves in the policy's order until `num_tokens` are freed (or nothing
+    /// is evictable) and returns the freed slot ids; with a pool they are already back in it.
+    pub fn evict_slots(&mut self, num_tokens: usize) -> Vec<Slot> {
         let mut out = Vec::new();
         self.tree.evict_into(num_tokens, &mut out);
         if let Some(pool) = &self.pool {
@@ -203,17 +358,28 @@ impl RadixCache {
         self.evict_slots(num_tokens).len()
     }
 
-    /// `n` slots from the pool, evicting LRU leaves first if the pool is short. Fails with
+    /// Drops every cached node (their handles go stale) and returns their slots; with a pool
+    /// they are already back in it. Refused while anything is locked.
+    pub fn reset(&mut self) -> Result<Vec<Slot>> {
+        let out = self.tree.reset()?;
+        if let Some(pool) = &self.pool {
+            lock_pool(pool).release_from_cache(&out);
+        }
+        Ok(out)
+    }
+
+    /// `n` slots from the pool, evicting leaves first if the pool is short. Fails with
     /// `OutOfSlots`, having evicted nothing, when even evicting everything evictable would
     /// not be enough.
-    pub fn alloc(&mut self, n: usize) -> Result<Vec<i32>> {
+    pub fn alloc(&mut self, n: usize) -> Result<Vec<Slot>> {
         let mut out = vec![0; n];
         self.alloc_into(&mut out)?;
         Ok(out)
     }
 
     /// `alloc(out.len())` written into `out` (a caller's buffer, e.g. a fresh `NumPy` array).
-    pub fn alloc_into(&mut self, out: &mut [i32]) -> Result<()> {
+    /// Pool ids always fit int32, so `out` may be either width.
+    pub fn alloc_into<T: SlotOut>(&mut self, out: &mut [T]) -> Result<()> {
         let n = out.len();
         let Some(pool) = &self.pool else {
             return Err(CoreError::invalid(
@@ -228,6 +394,25 @@ impl RadixCache {
             )));
         }
         let available = g.available();
+        if available < n && self.partial_pages {
+            // Partial-page leaves hold part of a page: evicting a token need not free a whole
+            // page, so evict until the pool has enough (or nothing is left), then allocate.
+            // Unlike below, this may evict and still fail with `OutOfSlots`.
+            if available + self.tree.evictable_size() < n {
+                return Err(CoreError::OutOfSlots {
+                    requested: n,
+                    available: available + self.tree.evictable_size(),
+                });
+            }
+            while g.available() < n && self.tree.evictable_size() > 0 {
+                let buf = &mut self.evicted_buf;
+                buf.clear();
+                let short = n - g.available();
+                self.tree.evict_into(short, buf);
+                g.release_from_cache(buf);
+            }
+            return g.alloc_into(out);
+        }
         if available < n {
             // Cached slots are whole pool pages, so each evicted token frees its slot's page
             // share exactly: evicting `n - available` tokens is enough.
@@ -245,7 +430,9 @@ impl RadixCache {
             let mut reused = 0;
             self.tree.evict_each(n - available, |v| {
                 let k = v.len().min(n - reused);
-                out[reused..reused + k].copy_from_slice(&v[..k]);
+                for (o, &s) in out[reused..reused + k].iter_mut().zip(v) {
+                    *o = T::from_slot(s);
+                }
                 surplus.extend_from_slice(&v[k..]);
                 reused += k;
             });
@@ -256,9 +443,19 @@ impl RadixCache {
     }
 
     /// Tree invariants, plus pool conservation: every slot the tree holds is `Cached` in the
-    /// pool, exactly once, and the pool's cached count equals the tree's size.
+    /// pool, exactly once, and the pool's cached count equals the tree's size; and no held id
+    /// is above the `max_slot` watermark.
     pub fn check(&self) -> Result<()> {
         let held = self.tree.check()?;
+        if let Some(&s) = held
+            .iter()
+            .find(|&&s| s > self.max_slot && self.pool.is_none())
+        {
+            return Err(CoreError::InvariantViolation(format!(
+                "slot {s} above the recorded maximum {}",
+                self.max_slot
+            )));
+        }
         let Some(pool) = &self.pool else {
             return Ok(());
         };
@@ -297,7 +494,7 @@ impl Drop for RadixCache {
         if let Some(pool) = &self.pool {
             let mut g = lock_pool(pool);
             let mut out = Vec::new();
-            for n in &self.tree.nodes {
+            for n in &self.tree.arena.nodes {
                 if !n.is_free() && !n.is_root() {
                     out.extend_from_slice(n.value());
                 }
@@ -308,15 +505,32 @@ impl Drop for RadixCache {
     }
 }
 
-fn check_whole_pages(slots: &[i32], p: usize) -> Result<()> {
+/// A partial page's slots: the first ones of one pool page, in order.
+fn check_page_start(slots: &[Slot], p: usize) -> Result<()> {
+    let first = slots[0];
+    let ok = (first as u64).is_multiple_of(p as u64)
+        && slots.iter().enumerate().all(|(k, &s)| s == first + k as Slot);
+    if !ok {
+        return Err(CoreError::invalid(format!(
+            "insert: the partial last page's slots {slots:?} are not the start of one pool page \
+             (page_size {p})"
+        )));
+    }
+    Ok(())
+}
+
+fn check_whole_pages(slots: &[Slot], p: usize) -> Result<()> {
     if p == 1 {
         return Ok(());
     }
     for page in slots.chunks(p) {
         let first = page[0];
-        let whole = (first as usize).is_multiple_of(p)
+        let whole = (first as u64).is_multiple_of(p as u64)
             && page.len() == p
-            && page.iter().enumerate().all(|(k, &s)| s == first + k as i32);
+            && page
+                .iter()
+                .enumerate()
+                .all(|(k, &s)| s == first + k as Slot);
         if !whole {
             return Err(CoreError::invalid(format!(
                 "insert: slots {page:?} are not one whole pool page (page_size {p})"
@@ -329,7 +543,7 @@ fn check_whole_pages(slots: &[i32], p: usize) -> Result<()> {
 impl RadixTree {
     pub(crate) fn dump(&self) -> Vec<DumpRow> {
         let mut rows = Vec::new();
-        for n in &self.nodes {
+        for n in &self.arena.nodes {
             if n.is_free() || n.is_root() {
                 continue;
             }

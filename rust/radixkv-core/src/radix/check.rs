@@ -4,7 +4,8 @@ use std::collections::BTreeSet;
 
 use rustc_hash::FxHashMap;
 
-use super::node::NIL;
+use super::events::{namespace_seed, page_hashes};
+use super::node::{Slot, NIL};
 use super::tree::RadixTree;
 use crate::error::{CoreError, Result};
 
@@ -16,24 +17,24 @@ impl RadixTree {
     /// Verifies every invariant listed in tree.rs. Returns the slots the tree holds, in
     /// depth-first order, so the caller can check them against a pool.
     #[allow(clippy::too_many_lines)] // one pass per invariant family, easiest to audit together
-    pub fn check(&self) -> Result<Vec<i32>> {
+    pub fn check(&self) -> Result<Vec<Slot>> {
         let p = self.page_size;
         // Arena: free list and live count.
-        let mut on_free_list = vec![false; self.nodes.len()];
-        for &i in &self.free_nodes {
+        let mut on_free_list = vec![false; self.arena.nodes.len()];
+        for &i in &self.arena.free {
             let i = i as usize;
-            if i >= self.nodes.len() || on_free_list[i] || !self.nodes[i].is_free() {
+            if i >= self.arena.nodes.len() || on_free_list[i] || !self.arena.nodes[i].is_free() {
                 return fail(format!("arena: free-list entry {i} bad or repeated"));
             }
             on_free_list[i] = true;
         }
-        let live = self.nodes.iter().filter(|n| !n.is_free()).count();
-        if live != self.live_nodes || live + self.free_nodes.len() != self.nodes.len() {
+        let live = self.arena.nodes.iter().filter(|n| !n.is_free()).count();
+        if live != self.arena.live || live + self.arena.free.len() != self.arena.nodes.len() {
             return fail(format!(
                 "arena: {live} live nodes, counter {}, {} free of {}",
-                self.live_nodes,
-                self.free_nodes.len(),
-                self.nodes.len()
+                self.arena.live,
+                self.arena.free.len(),
+                self.arena.nodes.len()
             ));
         }
         // Children from the edge map, chains followed.
@@ -42,7 +43,7 @@ impl RadixTree {
             let mut c = head;
             let mut pages: Vec<&[i32]> = Vec::new();
             while c != NIL {
-                let n = self.nodes.get(c as usize);
+                let n = self.arena.nodes.get(c as usize);
                 let Some(n) = n.filter(|n| !n.is_free() && !n.is_root()) else {
                     return fail(format!("edge ({parent}, {first}) leads to dead node {c}"));
                 };
@@ -70,6 +71,7 @@ impl RadixTree {
         }
         for (ns, &r) in &self.roots {
             let ok = self
+                .arena
                 .nodes
                 .get(r as usize)
                 .is_some_and(|n| n.is_root() && !n.is_free());
@@ -101,7 +103,12 @@ impl RadixTree {
             }
             let kid_locks: u64 = kids.iter().map(|&c| u64::from(self.node(c).lock_ref)).sum();
             if !n.is_root() {
-                if !n.data.len().is_multiple_of(2) || n.len() == 0 || !n.len().is_multiple_of(p) {
+                // A key shorter than a page is a partial-page leaf (partial.rs): no children.
+                let partial_leaf = n.len() < p && n.num_children == 0;
+                if n.value.len() != n.len()
+                    || n.len() == 0
+                    || !(n.len().is_multiple_of(p) || partial_leaf)
+                {
                     return fail(format!("node {i}: key length {} (page_size {p})", n.len()));
                 }
                 if u64::from(n.lock_ref) != u64::from(n.direct_locks) + kid_locks {
@@ -110,16 +117,20 @@ impl RadixTree {
                         n.lock_ref, n.direct_locks
                     ));
                 }
-                if n.last_access > self.clock {
-                    return fail(format!("node {i}: last_access after the clock"));
+                if n.last_access > self.clock || n.created > n.last_access {
+                    return fail(format!("node {i}: created / last_access out of order"));
                 }
+                if !n.priority.is_finite() {
+                    return fail(format!("node {i}: priority {}", n.priority));
+                }
+                self.check_hashes(i)?;
                 if n.lock_ref == 0 {
                     evictable += n.len();
                 } else {
                     protected += n.len();
                 }
                 if n.is_evictable_leaf() {
-                    leaves.insert((n.last_access, i));
+                    leaves.insert(self.policy.key(n, i));
                 }
                 held.extend_from_slice(n.value());
             } else if n.lock_ref != 0 || n.direct_locks != 0 || n.parent != NIL {
@@ -129,16 +140,19 @@ impl RadixTree {
                 ));
             }
             for &c in kids {
-                if self.node(c).last_access > n.last_access && !n.is_root() {
-                    return fail(format!("node {c} accessed after its parent {i}"));
+                let cn = self.node(c);
+                if !n.is_root() && (cn.last_access > n.last_access || cn.priority > n.priority) {
+                    return fail(format!(
+                        "node {c} accessed after its parent {i}, or of higher priority"
+                    ));
                 }
                 stack.push(c);
             }
         }
-        if reached != self.live_nodes {
+        if reached != self.arena.live {
             return fail(format!(
                 "{reached} nodes reachable, {} live",
-                self.live_nodes
+                self.arena.live
             ));
         }
         if evictable != self.evictable || protected != self.protected {
@@ -147,10 +161,10 @@ impl RadixTree {
                 self.evictable, self.protected
             ));
         }
-        if leaves != self.lru {
+        if leaves != self.index {
             return fail(format!(
-                "LRU index has {} entries, unlocked leaves are {}",
-                self.lru.len(),
+                "eviction index has {} entries, unlocked leaves are {}",
+                self.index.len(),
                 leaves.len()
             ));
         }
@@ -158,5 +172,34 @@ impl RadixTree {
             return fail(format!("negative slot {s} in the tree"));
         }
         Ok(held)
+    }
+}
+
+impl RadixTree {
+    /// With events on: node `i`'s page hashes are the chain from its namespace seed over the
+    /// path's tokens (so splits kept them and nothing went stale).
+    fn check_hashes(&self, i: u32) -> Result<()> {
+        let Some(ev) = &self.events else {
+            return Ok(());
+        };
+        let n = self.node(i);
+        let parent = self.node(n.parent);
+        let prev = if parent.is_root() {
+            let ns = self
+                .root_ns
+                .get(&n.parent)
+                .map(|b| &**b)
+                .unwrap_or_default();
+            namespace_seed(ns)
+        } else {
+            match ev.get(n.parent).last() {
+                Some(&h) => h,
+                None => return fail(format!("node {}: no page hashes", n.parent)),
+            }
+        };
+        if *page_hashes(prev, n.key(), self.page_size) != *ev.get(i) {
+            return fail(format!("node {i}: page hashes differ from the chain"));
+        }
+        Ok(())
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! - `node`: the arena of nodes and the generation-carrying `NodeHandle`;
 //! - `children`: child lookup by (parent, first token), sibling chains for pages;
-//! - `lru`: the ordered index of unlocked leaves;
+//! - `policy`: eviction policies and the ordered index of unlocked leaves;
+//! - `events`: KV events (stored / removed / cleared) with chained page hashes;
 //! - `namespace`: one root per namespace;
 //! - `tree`: match / peek / insert / lock / unlock / evict on a slot-agnostic tree;
 //! - `check`: the integrity checker;
@@ -13,15 +14,21 @@
 mod cache;
 mod check;
 mod children;
-mod lru;
+mod events;
 mod namespace;
 mod node;
+mod partial;
+mod policy;
 pub mod replay;
 mod tree;
 
-pub use cache::{lock_pool, shared_pool, DumpRow, RadixCache, SharedPool};
+pub use crate::slot::{Slot, SlotOut};
+pub use cache::{lock_pool, shared_pool, CacheOptions, DumpRow, RadixCache, SharedPool};
+pub use events::KvEvent;
 pub use node::NodeHandle;
-pub use tree::{NodeInfo, PrefixMatch, RadixTree};
+pub use partial::Tail;
+pub use policy::{Policy, SLRU_PROTECTED_HITS};
+pub use tree::{NodeInfo, NodeView, PrefixMatch, RadixTree};
 
 #[cfg(test)]
 mod tests;

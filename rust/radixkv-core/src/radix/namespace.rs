@@ -24,9 +24,9 @@ impl RadixTree {
         }
         let node = Node {
             flags: FLAG_ROOT,
-            ..Self::new_node(Box::new([]), NIL, 0)
+            ..Node::new(Box::new([]), Box::new([]), NIL, 0)
         };
-        let r = self.alloc_node(node);
+        let r = self.arena.alloc(node);
         self.roots.insert(ns.into(), r);
         self.root_ns.insert(r, ns.into());
         if ns.is_empty() {
@@ -46,7 +46,14 @@ impl RadixTree {
         if self.default_root == r {
             self.default_root = NIL;
         }
-        self.retire_node(r);
+        self.arena.retire(r);
+    }
+
+    /// `drop_root_if_empty` for a node that may not be a root (then nothing happens).
+    pub(crate) fn drop_root_if_empty_pub(&mut self, r: u32) {
+        if self.node(r).is_root() {
+            self.drop_root_if_empty(r);
+        }
     }
 
     /// Number of namespaces that cache something.

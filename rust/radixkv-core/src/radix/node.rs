@@ -1,9 +1,9 @@
 //! The arena: nodes in one `Vec`, named by `u32` index plus a generation.
 //!
-//! A node stores its edge's tokens (key) and their slots (value) in one boxed slice, key first:
-//! one allocation and 16 bytes of header per node instead of two `Vec`s (48 bytes).
+//! A node stores its edge's tokens (key, int32) and their slots (value, int64: ids up to
+//! 2**63 - 1 for caller-owned slots). This module knows nothing of the tree built on it.
 
-use super::tree::RadixTree;
+pub use crate::slot::Slot;
 
 /// "No node": the parent of a namespace root, the end of a sibling chain.
 pub(crate) const NIL: u32 = u32::MAX;
@@ -13,8 +13,9 @@ pub(crate) const FLAG_FREE: u8 = 2;
 
 #[derive(Debug)]
 pub(crate) struct Node {
-    /// key (n tokens) followed by value (n slots).
-    pub(crate) data: Box<[i32]>,
+    pub(crate) key: Box<[i32]>,
+    /// As long as `key`; one slot per token.
+    pub(crate) value: Box<[Slot]>,
     pub(crate) parent: u32,
     /// Bumped when the node is retired, so handles to the old occupant go stale.
     pub(crate) gen: u32,
@@ -27,20 +28,43 @@ pub(crate) struct Node {
     pub(crate) next_sibling: u32,
     pub(crate) hit_count: u32,
     pub(crate) last_access: u64,
+    /// Clock tick at which these tokens were first cached (a split keeps it on both halves).
+    pub(crate) created: u64,
+    /// Highest `insert(..., priority=)` that went through this node (finite).
+    pub(crate) priority: f64,
     pub(crate) flags: u8,
 }
 
 impl Node {
+    pub(crate) fn new(key: Box<[i32]>, value: Box<[Slot]>, parent: u32, now: u64) -> Node {
+        debug_assert_eq!(key.len(), value.len());
+        Node {
+            key,
+            value,
+            parent,
+            gen: 0,
+            lock_ref: 0,
+            direct_locks: 0,
+            num_children: 0,
+            next_sibling: NIL,
+            hit_count: 0,
+            last_access: now,
+            created: now,
+            priority: 0.0,
+            flags: 0,
+        }
+    }
+
     pub(crate) fn len(&self) -> usize {
-        self.data.len() / 2
+        self.key.len()
     }
 
     pub(crate) fn key(&self) -> &[i32] {
-        &self.data[..self.len()]
+        &self.key
     }
 
-    pub(crate) fn value(&self) -> &[i32] {
-        &self.data[self.len()..]
+    pub(crate) fn value(&self) -> &[Slot] {
+        &self.value
     }
 
     pub(crate) fn is_root(&self) -> bool {
@@ -51,19 +75,10 @@ impl Node {
         self.flags & FLAG_FREE != 0
     }
 
-    /// A leaf nobody locks: what the LRU index holds.
+    /// A leaf nobody locks: what the eviction index holds.
     pub(crate) fn is_evictable_leaf(&self) -> bool {
         self.flags == 0 && self.num_children == 0 && self.lock_ref == 0
     }
-}
-
-/// Joins a key and a value into a node's storage.
-pub(crate) fn pack(key: &[i32], value: &[i32]) -> Box<[i32]> {
-    debug_assert_eq!(key.len(), value.len());
-    let mut v = Vec::with_capacity(key.len() * 2);
-    v.extend_from_slice(key);
-    v.extend_from_slice(value);
-    v.into_boxed_slice()
 }
 
 /// Names the end of a matched path. `ROOT` names the empty path (of every namespace).
@@ -86,10 +101,18 @@ impl NodeHandle {
     }
 }
 
-impl RadixTree {
-    pub(crate) fn alloc_node(&mut self, node: Node) -> u32 {
-        self.live_nodes += 1;
-        if let Some(i) = self.free_nodes.pop() {
+/// The node store: a `Vec` plus a free list of retired indices.
+#[derive(Debug, Default)]
+pub(crate) struct Arena {
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) free: Vec<u32>,
+    pub(crate) live: usize,
+}
+
+impl Arena {
+    pub(crate) fn alloc(&mut self, node: Node) -> u32 {
+        self.live += 1;
+        if let Some(i) = self.free.pop() {
             let gen = self.nodes[i as usize].gen;
             self.nodes[i as usize] = Node { gen, ..node };
             i
@@ -101,10 +124,11 @@ impl RadixTree {
         }
     }
 
-    /// Frees an arena slot; its generation moves on so old handles are refused.
-    pub(crate) fn retire_node(&mut self, i: u32) {
+    /// Frees an index; its generation moves on so old handles are refused.
+    pub(crate) fn retire(&mut self, i: u32) {
         let n = &mut self.nodes[i as usize];
-        n.data = Box::new([]);
+        n.key = Box::new([]);
+        n.value = Box::new([]);
         n.gen = n.gen.wrapping_add(1);
         n.flags = FLAG_FREE;
         n.parent = NIL;
@@ -112,30 +136,17 @@ impl RadixTree {
         n.num_children = 0;
         n.lock_ref = 0;
         n.direct_locks = 0;
-        self.free_nodes.push(i);
-        self.live_nodes -= 1;
+        self.free.push(i);
+        self.live -= 1;
     }
 
-    pub(crate) fn new_node(data: Box<[i32]>, parent: u32, last_access: u64) -> Node {
-        Node {
-            data,
-            parent,
-            gen: 0,
-            lock_ref: 0,
-            direct_locks: 0,
-            num_children: 0,
-            next_sibling: NIL,
-            hit_count: 0,
-            last_access,
-            flags: 0,
-        }
-    }
-
-    pub(crate) fn node(&self, i: u32) -> &Node {
+    #[inline]
+    pub(crate) fn get(&self, i: u32) -> &Node {
         &self.nodes[i as usize]
     }
 
-    pub(crate) fn node_mut(&mut self, i: u32) -> &mut Node {
+    #[inline]
+    pub(crate) fn get_mut(&mut self, i: u32) -> &mut Node {
         &mut self.nodes[i as usize]
     }
 }

@@ -9,10 +9,12 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use super::cache::{lock_pool, shared_pool, DumpRow, RadixCache, SharedPool};
+use super::cache::{lock_pool, shared_pool, CacheOptions, DumpRow, RadixCache, SharedPool};
+use super::policy::Policy;
 use super::node::NodeHandle;
 use crate::error::CoreError;
 use crate::pool::{SlotState, TokenPool};
+use crate::slot::Slot;
 
 /// A token sequence described relative to earlier ones, so that generated sequences share
 /// prefixes (and splits happen): the first `keep` tokens of history entry `base`, then `tail`
@@ -88,8 +90,8 @@ pub struct Harness {
     history: Vec<Vec<i32>>,
     handles: Vec<HandleModel>,
     locks: HashMap<NodeHandle, u32>,
-    outstanding: Vec<Vec<i32>>,
-    model: BTreeMap<(usize, Vec<i32>), Vec<i32>>,
+    outstanding: Vec<Vec<Slot>>,
+    model: BTreeMap<(usize, Vec<i32>), Vec<Slot>>,
     /// Operations applied, for reports.
     pub ops: u64,
     /// What the ops exercised, so tests can show the generators reach every interesting case.
@@ -112,8 +114,21 @@ type Snapshot = (Vec<DumpRow>, usize, usize);
 
 impl Harness {
     pub fn new(num_slots: usize, page_size: usize) -> Self {
+        Self::with_options(num_slots, page_size, Policy::Lru, false)
+    }
+
+    /// A harness whose cache evicts by `policy` and records events (checked by `check()`:
+    /// every node's page hashes equal the chain recomputed from its path). Inserts then carry
+    /// a priority drawn from the sequence, so the priority policy sees several levels.
+    pub fn with_options(num_slots: usize, page_size: usize, policy: Policy, events: bool) -> Self {
         let pool = shared_pool(TokenPool::new(num_slots, page_size).expect("valid pool"));
-        let cache = RadixCache::new(Some(pool.clone()), 0).expect("fresh pool");
+        let opts = CacheOptions {
+            page_size: None,
+            policy,
+            events,
+            partial_pages: false,
+        };
+        let cache = RadixCache::with_options(Some(pool.clone()), opts).expect("fresh pool");
         Self {
             cache,
             pool,
@@ -144,7 +159,7 @@ impl Harness {
     }
 
     /// Longest cached prefix per the model, and its slots.
-    fn expected(&self, ns: usize, tokens: &[i32]) -> (usize, Vec<i32>) {
+    fn expected(&self, ns: usize, tokens: &[i32]) -> (usize, Vec<Slot>) {
         let usable = tokens.len() - tokens.len() % self.page;
         let mut slots = Vec::new();
         for k in (self.page..=usable).step_by(self.page) {
@@ -267,7 +282,7 @@ impl Harness {
                 all.resize(tokens.len(), 0);
                 let got = self
                     .cache
-                    .insert(NAMESPACES[ns], &tokens, &all)
+                    .insert_with_priority(NAMESPACES[ns], &tokens, &all, f64::from(seq.keep % 3))
                     .map_err(|e| e.to_string())?;
                 if got != len {
                     return Err(format!("insert {tokens:?}: returned {got}, model {len}"));
@@ -285,18 +300,18 @@ impl Harness {
                 let tokens = self.tokens(seq);
                 let (len, _) = self.expected(ns, &tokens);
                 let usable = tokens.len() - tokens.len() % self.page;
-                let free: Vec<i32> = {
+                let free: Vec<Slot> = {
                     let g = lock_pool(&self.pool);
                     (0..g.num_slots())
                         .filter(|&s| g.state(s) == Some(SlotState::Free))
-                        .map(|s| s as i32)
+                        .map(|s| s as Slot)
                         .collect()
                 };
                 if usable == len || free.len() < usable {
                     return Ok(());
                 }
                 // Whole free pages in order, so only the "not allocated" rule can reject them.
-                let slots: Vec<i32> = free[..usable].to_vec();
+                let slots: Vec<Slot> = free[..usable].to_vec();
                 match self.cache.insert(NAMESPACES[ns], &tokens, &slots) {
                     Err(CoreError::InvalidArgument(_)) => unchanged(self, "foreign insert")?,
                     other => return Err(format!("foreign insert gave {other:?}")),
@@ -315,8 +330,8 @@ impl Harness {
                 );
                 let dead = self.handles[i].dead;
                 let res = match op {
-                    RadixOp::Lock { .. } => self.cache.lock(h).map(|()| None),
-                    RadixOp::Unlock { .. } => self.cache.unlock(h).map(|()| None),
+                    RadixOp::Lock { .. } => self.cache.lock(h).map(|_| None),
+                    RadixOp::Unlock { .. } => self.cache.unlock(h).map(|_| None),
                     _ => self.cache.path_slots(h).map(Some),
                 };
                 match res {
@@ -369,7 +384,7 @@ impl Harness {
             RadixOp::Evict { tokens } => {
                 let want = *tokens as usize;
                 let evictable = self.cache.evictable_size();
-                let known: BTreeSet<i32> = self.model.values().flatten().copied().collect();
+                let known: BTreeSet<Slot> = self.model.values().flatten().copied().collect();
                 let freed = self.cache.evict_slots(want);
                 self.stats.evicted_tokens += freed.len() as u64;
                 if freed.iter().any(|s| !known.contains(s)) {
@@ -423,6 +438,8 @@ impl Harness {
                 }
             }
         }
+        // Drained so they do not pile up; their content is checked through the page hashes.
+        self.cache.take_events();
         self.check_sizes()
     }
 

@@ -4,18 +4,22 @@ use super::*;
 use crate::error::CoreError;
 use crate::pool::TokenPool;
 
+fn nz(n: usize) -> std::num::NonZeroUsize {
+    std::num::NonZeroUsize::new(n).unwrap()
+}
+
 fn t(s: &str) -> Vec<i32> {
     s.bytes().map(i32::from).collect()
 }
 
 fn pooled(n: usize, page: usize) -> (RadixCache, SharedPool) {
     let pool = shared_pool(TokenPool::new(n, page).unwrap());
-    (RadixCache::new(Some(pool.clone()), 0).unwrap(), pool)
+    (RadixCache::new(Some(pool.clone()), None).unwrap(), pool)
 }
 
 #[test]
 fn golden_split() {
-    let mut c = RadixTree::new(1).unwrap();
+    let mut c = RadixTree::new(nz(1));
     assert_eq!(c.insert(b"", &t("ABCDEF"), &[0, 1, 2, 3, 4, 5]).unwrap(), 0);
     let m = c.match_prefix(b"", &t("ABCDEF")).unwrap();
     let before = m.node;
@@ -25,7 +29,7 @@ fn golden_split() {
     );
     c.check().unwrap();
     let dump = c.dump();
-    let rows: Vec<(Vec<i32>, Vec<i32>)> = dump.into_iter().map(|r| (r.1, r.2)).collect();
+    let rows: Vec<(Vec<i32>, Vec<Slot>)> = dump.into_iter().map(|r| (r.1, r.2)).collect();
     assert_eq!(
         rows,
         vec![
@@ -42,7 +46,7 @@ fn golden_split() {
 
 #[test]
 fn match_splits_inside_a_node_and_peek_does_not() {
-    let mut c = RadixTree::new(1).unwrap();
+    let mut c = RadixTree::new(nz(1));
     c.insert(b"", &t("ABCDEF"), &[0, 1, 2, 3, 4, 5]).unwrap();
     assert_eq!(c.peek_prefix(b"", &t("ABQ")).unwrap(), 2);
     assert_eq!(c.num_nodes(), 2);
@@ -57,7 +61,7 @@ fn match_splits_inside_a_node_and_peek_does_not() {
 
 #[test]
 fn locked_handle_survives_splits() {
-    let mut c = RadixTree::new(1).unwrap();
+    let mut c = RadixTree::new(nz(1));
     c.insert(b"", &t("ABCDEFGH"), &(0..8).collect::<Vec<_>>())
         .unwrap();
     let m = c.match_prefix(b"", &t("ABCDEFGH")).unwrap();
@@ -77,7 +81,7 @@ fn locked_handle_survives_splits() {
 
 #[test]
 fn eviction_is_lru_with_parent_promotion() {
-    let mut c = RadixTree::new(1).unwrap();
+    let mut c = RadixTree::new(nz(1));
     c.insert(b"", &t("AB"), &[0, 1]).unwrap();
     c.insert(b"", &t("ABC"), &[0, 1, 2]).unwrap();
     c.insert(b"", &t("ABD"), &[0, 1, 3]).unwrap();
@@ -99,7 +103,7 @@ fn eviction_is_lru_with_parent_promotion() {
 
 #[test]
 fn retired_handles_are_stale() {
-    let mut c = RadixTree::new(1).unwrap();
+    let mut c = RadixTree::new(nz(1));
     c.insert(b"", &t("AB"), &[0, 1]).unwrap();
     let m = c.match_prefix(b"", &t("AB")).unwrap();
     let mut out = Vec::new();
@@ -119,7 +123,7 @@ fn retired_handles_are_stale() {
 
 #[test]
 fn namespaces_never_share() {
-    let mut c = RadixTree::new(1).unwrap();
+    let mut c = RadixTree::new(nz(1));
     c.insert(b"x", &t("ABC"), &[0, 1, 2]).unwrap();
     assert_eq!(c.peek_prefix(b"", &t("ABC")).unwrap(), 0);
     assert_eq!(c.peek_prefix(b"y", &t("ABC")).unwrap(), 0);
@@ -213,7 +217,7 @@ fn insert_validates_before_mutating() {
 
 #[test]
 fn caller_owned_slots() {
-    let mut c = RadixCache::new(None, 1).unwrap();
+    let mut c = RadixCache::new(None, Some(nz(1))).unwrap();
     c.insert(b"", &t("ABC"), &[1000, 2000, 3000]).unwrap();
     assert!(matches!(c.alloc(1), Err(CoreError::InvalidArgument(_))));
     let mut ids = c.evict_slots(1);
@@ -226,13 +230,13 @@ fn caller_owned_slots() {
 fn dropping_the_cache_returns_its_slots() {
     let pool = shared_pool(TokenPool::new(8, 1).unwrap());
     {
-        let mut c = RadixCache::new(Some(pool.clone()), 0).unwrap();
-        assert!(RadixCache::new(Some(pool.clone()), 0).is_err()); // one cache per pool
+        let mut c = RadixCache::new(Some(pool.clone()), None).unwrap();
+        assert!(RadixCache::new(Some(pool.clone()), None).is_err()); // one cache per pool
         let s = c.alloc(4).unwrap();
         c.insert(b"", &t("ABCD"), &s).unwrap();
     }
     assert_eq!(lock_pool(&pool).available(), 8);
-    assert!(RadixCache::new(Some(pool), 0).is_ok());
+    assert!(RadixCache::new(Some(pool), None).is_ok());
 }
 
 #[test]
@@ -279,10 +283,10 @@ fn harness_smoke() {
 fn insert_node_is_insert_then_match() {
     // Same structure, slots and path ends as insert followed by match_prefix of the same key.
     let seqs = ["ABCDEF", "ABCXYZ", "AB", "ABCDEFGH", "QRS", "ABCX"];
-    let mut a = RadixTree::new(1).unwrap();
-    let mut b = RadixTree::new(1).unwrap();
+    let mut a = RadixTree::new(nz(1));
+    let mut b = RadixTree::new(nz(1));
     for (i, q) in seqs.iter().enumerate() {
-        let slots: Vec<i32> = (0..q.len() as i32).map(|k| 100 * i as i32 + k).collect();
+        let slots: Vec<Slot> = (0..q.len() as Slot).map(|k| 100 * i as Slot + k).collect();
         let pa = a.insert(b"", &t(q), &slots).unwrap();
         let ma = a.match_prefix(b"", &t(q)).unwrap();
         let (pb, nb) = b.insert_node(b"", &t(q), &slots).unwrap();
@@ -306,15 +310,15 @@ fn insert_node_pooled_pages() {
     let (mut c, pool) = pooled(32, 4);
     let s = c.alloc(12).unwrap();
     let toks: Vec<i32> = (1..=10).collect();
-    let (present, end) = c.insert_node(b"", &toks, &s[..10]).unwrap();
+    let (present, end) = c.insert_node(b"", &toks, &s[..10], 0.0).unwrap();
     assert_eq!(present, 0);
     assert_eq!(c.node_info(end).unwrap().depth, 8);
-    let (present, mid) = c.insert_node(b"", &toks[..6], &s[..6]).unwrap();
+    let (present, mid) = c.insert_node(b"", &toks[..6], &s[..6], 0.0).unwrap();
     assert_eq!(present, 4);
     assert_eq!(c.node_info(mid).unwrap().depth, 4);
     assert_eq!(c.node_info(end).unwrap().length, 4); // the old end survived the split
     assert_eq!(
-        c.insert_node(b"", &toks[..3], &s[..3]).unwrap(),
+        c.insert_node(b"", &toks[..3], &s[..3], 0.0).unwrap(),
         (0, NodeHandle::ROOT)
     );
     assert_eq!(lock_pool(&pool).num_cached(), 8);
@@ -326,9 +330,9 @@ fn move_lock_equals_lock_then_unlock() {
     // Paths: ABCDEF, ABCXYZ, ABQ, and "ABC" in another namespace; every (from, to) pair,
     // root included, must leave the same tree and sizes as lock(to) + unlock(from).
     let build = || {
-        let mut c = RadixTree::new(1).unwrap();
+        let mut c = RadixTree::new(nz(1));
         for (k, q) in ["ABCDEF", "ABCXYZ", "ABQ"].iter().enumerate() {
-            let s: Vec<i32> = (0..q.len() as i32).map(|j| 10 * k as i32 + j).collect();
+            let s: Vec<Slot> = (0..q.len() as Slot).map(|j| 10 * k as Slot + j).collect();
             c.insert(b"", &t(q), &s).unwrap();
         }
         c.insert(b"ns", &t("ABC"), &[90, 91, 92]).unwrap();
@@ -375,7 +379,7 @@ fn move_lock_equals_lock_then_unlock() {
 
 #[test]
 fn move_lock_refuses_without_change() {
-    let mut c = RadixTree::new(1).unwrap();
+    let mut c = RadixTree::new(nz(1));
     c.insert(b"", &t("ABCD"), &[0, 1, 2, 3]).unwrap();
     let x = c.match_prefix(b"", &t("AB")).unwrap().node;
     let y = c.match_prefix(b"", &t("ABCD")).unwrap().node;

@@ -17,18 +17,20 @@
 //! retire a handle a running request may hold. Such chains are legal and `check` allows them.
 
 use std::collections::BTreeSet;
+use std::num::NonZeroUsize;
 
 use rustc_hash::FxHashMap;
 
-use super::node::{pack, Node, NodeHandle, NIL};
+use super::events::{namespace_seed, page_hashes, EventLog, KvEvent};
+use super::node::{Arena, Node, NodeHandle, NIL};
+use super::policy::{IndexKey, Policy};
 use crate::error::{CoreError, Result};
+use crate::slot::{Slot, SlotOut};
 
 #[derive(Debug)]
 pub struct RadixTree {
     pub(crate) page_size: usize,
-    pub(crate) nodes: Vec<Node>,
-    pub(crate) free_nodes: Vec<u32>,
-    pub(crate) live_nodes: usize,
+    pub(crate) arena: Arena,
     /// (parent, first token of the child's key) -> child (head of a sibling chain).
     pub(crate) edges: FxHashMap<(u32, i32), u32>,
     pub(crate) roots: FxHashMap<Box<[u8]>, u32>,
@@ -36,8 +38,9 @@ pub struct RadixTree {
     /// `roots[b""]` (or `NIL`), cached: the default namespace is on every call's path and
     /// skips the byte-string hash.
     pub(crate) default_root: u32,
-    /// Unlocked leaves by (`last_access`, id).
-    pub(crate) lru: BTreeSet<(u64, u32)>,
+    pub(crate) policy: Policy,
+    /// Unlocked leaves by the policy's sort key (policy.rs).
+    pub(crate) index: BTreeSet<IndexKey>,
     /// Logical clock: one tick per match / insert.
     pub(crate) clock: u64,
     pub(crate) evictable: usize,
@@ -46,13 +49,15 @@ pub struct RadixTree {
     pub(crate) evicted_total: u64,
     /// Reused scratch list of a path's nodes (`move_lock`).
     pub(crate) path_buf: Vec<u32>,
+    /// Page hashes and pending events; `None` (no cost) unless events are on.
+    pub(crate) events: Option<EventLog>,
 }
 
 /// What `match_prefix` found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PrefixMatch {
     pub length: usize,
-    pub slots: Vec<i32>,
+    pub slots: Vec<Slot>,
     pub node: NodeHandle,
 }
 
@@ -67,6 +72,26 @@ pub struct NodeInfo {
     pub last_access: u64,
     pub hit_count: u32,
     pub num_children: u32,
+}
+
+/// A read-only copy of one node: what a scheduler's debugging or an adapter's tree walk needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeView {
+    /// The node above (`NodeHandle::ROOT` for a top-level node and for the root itself).
+    pub parent: NodeHandle,
+    /// Children, ordered by their first token (for the root: the top-level nodes of every
+    /// namespace, by namespace then first token).
+    pub children: Vec<NodeHandle>,
+    /// This node's own edge: tokens and their slots.
+    pub key: Vec<i32>,
+    pub value: Vec<Slot>,
+    /// Tokens from the namespace root to the end of this node.
+    pub depth: usize,
+    pub lock_ref: u32,
+    pub last_access: u64,
+    pub created: u64,
+    pub hit_count: u32,
+    pub priority: f64,
 }
 
 /// Result of a read-only descent.
@@ -119,27 +144,45 @@ pub(crate) fn check_tokens(tokens: &[i32]) -> Result<()> {
     Ok(())
 }
 
+/// Whether any slot id is negative (the same vectorising fold as `any_negative`).
+#[inline]
+pub(crate) fn any_negative_slot(v: &[Slot]) -> bool {
+    v.iter().fold(0i64, |acc, &x| acc | x) < 0
+}
+
 impl RadixTree {
-    pub fn new(page_size: usize) -> Result<Self> {
-        if page_size == 0 {
-            return Err(CoreError::invalid("page_size must be >= 1"));
-        }
-        Ok(Self {
-            page_size,
-            nodes: Vec::new(),
-            free_nodes: Vec::new(),
-            live_nodes: 0,
+    /// An empty tree with LRU eviction and events off.
+    pub fn new(page_size: NonZeroUsize) -> Self {
+        Self::with_options(page_size, Policy::Lru, false)
+    }
+
+    pub fn with_options(page_size: NonZeroUsize, policy: Policy, events: bool) -> Self {
+        Self {
+            page_size: page_size.get(),
+            arena: Arena::default(),
             edges: FxHashMap::default(),
             roots: FxHashMap::default(),
             root_ns: FxHashMap::default(),
             default_root: NIL,
-            lru: BTreeSet::new(),
+            policy,
+            index: BTreeSet::new(),
             clock: 0,
             evictable: 0,
             protected: 0,
             evicted_total: 0,
             path_buf: Vec::new(),
-        })
+            events: events.then(EventLog::default),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn node(&self, i: u32) -> &Node {
+        self.arena.get(i)
+    }
+
+    #[inline]
+    pub(crate) fn node_mut(&mut self, i: u32) -> &mut Node {
+        self.arena.get_mut(i)
     }
 
     pub fn page_size(&self) -> usize {
@@ -165,19 +208,38 @@ impl RadixTree {
 
     /// Live nodes, namespace roots included.
     pub fn num_nodes(&self) -> usize {
-        self.live_nodes
+        self.arena.live
     }
 
     pub fn clock(&self) -> u64 {
         self.clock
     }
 
+    pub fn events_enabled(&self) -> bool {
+        self.events.is_some()
+    }
+
+    /// Drains the events recorded since the last call (empty when events are off).
+    pub fn take_events(&mut self) -> Vec<KvEvent> {
+        self.events
+            .as_mut()
+            .map(|e| std::mem::take(&mut e.pending))
+            .unwrap_or_default()
+    }
+
     /// Approximate heap bytes of the tree's bookkeeping: the arena, keys and values, the edge
-    /// map, the namespace maps and the LRU index (B-tree nodes estimated at 1.5x their entries).
+    /// map, the namespace maps, the eviction index (B-tree nodes estimated at 1.5x their
+    /// entries) and the page hashes when events are on.
     pub fn heap_bytes(&self) -> usize {
         use std::mem::size_of;
-        let arena = self.nodes.capacity() * size_of::<Node>() + self.free_nodes.capacity() * 4;
-        let data: usize = self.nodes.iter().map(|n| n.data.len() * 4).sum();
+        let arena =
+            self.arena.nodes.capacity() * size_of::<Node>() + self.arena.free.capacity() * 4;
+        let data: usize = self
+            .arena
+            .nodes
+            .iter()
+            .map(|n| n.key.len() * 4 + n.value.len() * size_of::<Slot>())
+            .sum();
         // hashbrown: one control byte per bucket, buckets = capacity * 8 / 7.
         let edges = (self.edges.capacity() * 8 / 7) * (size_of::<((u32, i32), u32)>() + 1);
         let roots: usize = self
@@ -185,8 +247,12 @@ impl RadixTree {
             .keys()
             .map(|k| 2 * k.len() + 2 * (size_of::<(Box<[u8]>, u32)>() + 1))
             .sum();
-        let lru = self.lru.len() * size_of::<(u64, u32)>() * 3 / 2;
-        arena + data + edges + roots + lru
+        let index = self.index.len() * size_of::<IndexKey>() * 3 / 2;
+        let hashes = self.events.as_ref().map_or(0, |e| {
+            e.hashes.capacity() * size_of::<Box<[u64]>>()
+                + e.hashes.iter().map(|h| h.len() * 8).sum::<usize>()
+        });
+        arena + data + edges + roots + index + hashes
     }
 
     /// Tokens usable for matching / inserting: whole pages only.
@@ -199,7 +265,7 @@ impl RadixTree {
         if h.is_root() {
             return Ok(None);
         }
-        match self.nodes.get(h.idx as usize) {
+        match self.arena.nodes.get(h.idx as usize) {
             Some(n) if n.gen == h.gen && !n.is_free() && !n.is_root() => Ok(Some(h.idx)),
             _ => Err(CoreError::StaleHandle(format!(
                 "node ({}, gen {}) was evicted",
@@ -246,27 +312,40 @@ impl RadixTree {
 
     /// Splits `x` after `at` tokens. The new node is the upper half; `x` keeps its id, its
     /// children, its locks and its handles as the lower half (the same path end as before).
+    /// Both halves keep `x`'s access time, creation time, hit count and priority, so the split
+    /// moves nothing in the eviction order; with events on, the page hashes are cut at the
+    /// split and nothing is emitted (events.rs).
     pub(crate) fn split(&mut self, x: u32, at: usize) -> u32 {
         let xn = self.node(x);
         debug_assert!(at > 0 && at < xn.len() && at.is_multiple_of(self.page_size));
-        let (key, value) = (xn.key(), xn.value());
-        let upper = pack(&key[..at], &value[..at]);
-        let lower = pack(&key[at..], &value[at..]);
+        let upper_key: Box<[i32]> = xn.key[..at].into();
+        let upper_value: Box<[Slot]> = xn.value[..at].into();
+        let lower_key: Box<[i32]> = xn.key[at..].into();
+        let lower_value: Box<[Slot]> = xn.value[at..].into();
         let parent = xn.parent;
         let node = Node {
             lock_ref: xn.lock_ref,
             hit_count: xn.hit_count,
+            created: xn.created,
+            priority: xn.priority,
             num_children: 1,
-            ..Self::new_node(upper, parent, xn.last_access)
+            ..Node::new(upper_key, upper_value, parent, xn.last_access)
         };
-        let u = self.alloc_node(node);
+        let u = self.arena.alloc(node);
         self.replace_child(parent, x, u);
         let xm = self.node_mut(x);
-        xm.data = lower;
+        xm.key = lower_key;
+        xm.value = lower_value;
         xm.parent = u;
         xm.next_sibling = NIL;
-        let first = xm.data[0];
+        let first = xm.key[0];
         self.edges.insert((u, first), x);
+        let pages = at / self.page_size;
+        if let Some(ev) = &mut self.events {
+            let h = ev.take(x);
+            ev.set(u, h[..pages].into());
+            ev.set(x, h[pages..].into());
+        }
         u
     }
 
@@ -318,10 +397,8 @@ impl RadixTree {
         let now = self.clock;
         let mut i = end;
         while i != root {
-            self.touch(i, now);
-            let n = self.node_mut(i);
-            n.hit_count = n.hit_count.saturating_add(1);
-            i = n.parent;
+            self.touch(i, now, true, None);
+            i = self.node(i).parent;
         }
         Ok((w.matched, self.handle(end)))
     }
@@ -337,14 +414,16 @@ impl RadixTree {
     /// where the inserted whole pages end (`NIL` for the empty path). With `split_end`, a path
     /// that was already present and ends inside a node splits it there, as `match_prefix`
     /// would, so the returned node is exactly the path end; without it no split is made and
-    /// the returned node is meaningless in that case.
+    /// the returned node is meaningless in that case. Every node on the path gets the current
+    /// time and `priority` if it is higher than its own.
     pub(crate) fn commit_insert(
         &mut self,
         ns: &[u8],
         plan: Option<Walk>,
         tokens: &[i32],
-        slots: &[i32],
+        slots: &[Slot],
         split_end: bool,
+        priority: f64,
     ) -> (usize, u32) {
         let usable = self.usable(tokens.len());
         let Some(w) = plan else {
@@ -354,7 +433,7 @@ impl RadixTree {
             // A namespace's first insert: its root is made here.
             self.clock += 1;
             let root = self.root_or_create(ns);
-            let leaf = self.add_leaf(root, &tokens[..usable], &slots[..usable]);
+            let leaf = self.add_leaf(root, &tokens[..usable], &slots[..usable], priority);
             return (0, leaf);
         };
         if w.matched == 0 && usable == 0 {
@@ -367,7 +446,12 @@ impl RadixTree {
             if let Some((child, c)) = w.partial {
                 at = self.split(child, c);
             }
-            at = self.add_leaf(at, &tokens[w.matched..usable], &slots[w.matched..usable]);
+            at = self.add_leaf(
+                at,
+                &tokens[w.matched..usable],
+                &slots[w.matched..usable],
+                priority,
+            );
         } else if let Some((child, c)) = w.partial {
             // Everything is present and ends inside `child`: split only if the caller wants
             // the exact path end.
@@ -378,22 +462,63 @@ impl RadixTree {
             };
         }
         let end = at;
-        // The reused prefix counts as an access, as in match_prefix.
+        // The reused prefix counts as an access, as in match_prefix (but not as a hit).
         while !self.node(at).is_root() {
-            self.touch(at, now);
+            self.touch(at, now, false, Some(priority));
             at = self.node(at).parent;
         }
         (w.matched, end)
     }
 
     /// Adds a fresh unlocked leaf under `at` stamped with the current clock; returns it.
-    fn add_leaf(&mut self, at: u32, key: &[i32], value: &[i32]) -> u32 {
-        self.lru_remove_if_leaf(at);
-        let leaf = self.alloc_node(Self::new_node(pack(key, value), at, self.clock));
+    fn add_leaf(&mut self, at: u32, key: &[i32], value: &[Slot], priority: f64) -> u32 {
+        self.index_remove_if_leaf(at);
+        let node = Node {
+            priority,
+            ..Node::new(key.into(), value.into(), at, self.clock)
+        };
+        let leaf = self.arena.alloc(node);
         self.add_child(at, leaf);
         self.evictable += key.len();
-        self.lru_add_if_leaf(leaf);
+        self.index_add_if_leaf(leaf);
+        if self.events.is_some() {
+            self.record_store(at, leaf);
+        }
         leaf
+    }
+
+    /// Hashes a new leaf's pages and queues their `Stored` event.
+    fn record_store(&mut self, parent: u32, leaf: u32) {
+        let p = self.page_size;
+        let parent_is_root = self.node(parent).is_root();
+        let ns: Vec<u8> = if parent_is_root {
+            self.root_ns
+                .get(&parent)
+                .map(|b| b.to_vec())
+                .unwrap_or_default()
+        } else {
+            let mut r = parent;
+            while !self.node(r).is_root() {
+                r = self.node(r).parent;
+            }
+            self.root_ns.get(&r).map(|b| b.to_vec()).unwrap_or_default()
+        };
+        let key = self.node(leaf).key.to_vec();
+        let ev = self.events.as_mut().expect("events on");
+        let prev = if parent_is_root {
+            None
+        } else {
+            ev.get(parent).last().copied()
+        };
+        let seed = prev.unwrap_or_else(|| namespace_seed(&ns));
+        let hashes = page_hashes(seed, &key, p);
+        ev.pending.push(KvEvent::Stored {
+            hashes: hashes.to_vec(),
+            parent: prev,
+            tokens: key,
+            namespace: ns,
+        });
+        ev.set(leaf, hashes);
     }
 
     /// The handle of an end returned by `commit_insert` (`NIL`: the empty path).
@@ -406,13 +531,13 @@ impl RadixTree {
     }
 
     /// Inserts without any slot validation beyond non-negativity (caller-owned slots).
-    pub fn insert(&mut self, ns: &[u8], tokens: &[i32], slots: &[i32]) -> Result<usize> {
+    pub fn insert(&mut self, ns: &[u8], tokens: &[i32], slots: &[Slot]) -> Result<usize> {
         let plan = self.checked_plan(ns, tokens, slots)?;
-        Ok(self.commit_insert(ns, plan, tokens, slots, false).0)
+        Ok(self.commit_insert(ns, plan, tokens, slots, false, 0.0).0)
     }
 
     /// Validates an insert without a pool and plans it (read-only).
-    fn checked_plan(&self, ns: &[u8], tokens: &[i32], slots: &[i32]) -> Result<Option<Walk>> {
+    fn checked_plan(&self, ns: &[u8], tokens: &[i32], slots: &[Slot]) -> Result<Option<Walk>> {
         check_lengths(tokens, slots)?;
         let plan = self.plan_insert(ns, tokens);
         check_tokens(&tokens[plan_matched(plan.as_ref())..])?;
@@ -427,40 +552,41 @@ impl RadixTree {
         &mut self,
         ns: &[u8],
         tokens: &[i32],
-        slots: &[i32],
+        slots: &[Slot],
     ) -> Result<(usize, NodeHandle)> {
         let plan = self.checked_plan(ns, tokens, slots)?;
-        let (present, end) = self.commit_insert(ns, plan, tokens, slots, true);
+        let (present, end) = self.commit_insert(ns, plan, tokens, slots, true, 0.0);
         Ok((present, self.end_handle(end)))
     }
 
-    /// `lock_ref` += 1 on the node and every ancestor below the namespace root.
-    pub fn lock(&mut self, h: NodeHandle) -> Result<()> {
+    /// `lock_ref` += 1 on the node and every ancestor below the namespace root. Returns the
+    /// tokens that became protected (those of nodes whose `lock_ref` went from 0 to 1).
+    pub fn lock(&mut self, h: NodeHandle) -> Result<usize> {
         let Some(i) = self.resolve(h)? else {
-            return Ok(());
+            return Ok(0);
         };
         self.node_mut(i).direct_locks += 1;
-        self.lock_up(i, NIL);
-        Ok(())
+        Ok(self.lock_up(i, NIL))
     }
 
     /// `lock_ref` -= 1 on the node and every ancestor; `NotLocked` unless a `lock()` was taken
-    /// through a handle naming this node and not yet released.
-    pub fn unlock(&mut self, h: NodeHandle) -> Result<()> {
+    /// through a handle naming this node and not yet released. Returns the tokens that became
+    /// evictable again.
+    pub fn unlock(&mut self, h: NodeHandle) -> Result<usize> {
         let Some(i) = self.resolve(h)? else {
-            return Ok(());
+            return Ok(0);
         };
         self.check_locked(i, h)?;
         self.node_mut(i).direct_locks -= 1;
-        self.unlock_up(i, NIL);
-        Ok(())
+        Ok(self.unlock_up(i, NIL))
     }
 
     /// `lock(to)` then `unlock(from)` in one step, as a scheduler moves a request's lock to the
     /// end of the path it just inserted; changes nothing if `unlock(from)` would fail. Above
     /// the two paths' lowest common node the +1 and -1 cancel, so only the nodes below it are
-    /// visited (for a path that merely grew, just the new part).
-    pub fn move_lock(&mut self, from: NodeHandle, to: NodeHandle) -> Result<()> {
+    /// visited (for a path that merely grew, just the new part). Returns the change in
+    /// protected tokens.
+    pub fn move_lock(&mut self, from: NodeHandle, to: NodeHandle) -> Result<isize> {
         let f = self.resolve(from)?;
         let t = self.resolve(to)?;
         if let Some(f) = f {
@@ -468,8 +594,8 @@ impl RadixTree {
         }
         let (f, t) = match (f, t) {
             (Some(f), Some(t)) => (f, t),
-            (None, _) => return self.lock(to),
-            (Some(_), None) => return self.unlock(from),
+            (None, _) => return self.lock(to).map(|d| d as isize),
+            (Some(_), None) => return self.unlock(from).map(|d| -(d as isize)),
         };
         self.node_mut(t).direct_locks += 1;
         self.node_mut(f).direct_locks -= 1;
@@ -488,9 +614,9 @@ impl RadixTree {
         self.path_buf = on_path;
         // Another namespace: `stop` is `to`'s root, which `from`'s walk never meets; both
         // walks then end at their own roots.
-        self.lock_up(t, stop);
-        self.unlock_up(f, stop);
-        Ok(())
+        let up = self.lock_up(t, stop);
+        let down = self.unlock_up(f, stop);
+        Ok(up as isize - down as isize)
     }
 
     fn check_locked(&self, i: u32, h: NodeHandle) -> Result<()> {
@@ -503,69 +629,114 @@ impl RadixTree {
         Ok(())
     }
 
-    /// `lock_ref` += 1 from `i` up to, not including, `stop` or the namespace root.
-    fn lock_up(&mut self, mut i: u32, stop: u32) {
+    /// `lock_ref` += 1 from `i` up to, not including, `stop` or the namespace root; returns
+    /// the tokens moved from evictable to protected.
+    fn lock_up(&mut self, mut i: u32, stop: u32) -> usize {
+        let mut moved = 0;
         while i != stop && !self.node(i).is_root() {
             if self.node(i).lock_ref == 0 {
-                self.lru_remove_if_leaf(i);
-                let len = self.node(i).len();
-                self.evictable -= len;
-                self.protected += len;
+                self.index_remove_if_leaf(i);
+                moved += self.node(i).len();
             }
             let n = self.node_mut(i);
             n.lock_ref += 1;
             i = n.parent;
         }
+        self.evictable -= moved;
+        self.protected += moved;
+        moved
     }
 
-    /// `lock_ref` -= 1 from `i` up to, not including, `stop` or the namespace root.
-    fn unlock_up(&mut self, mut i: u32, stop: u32) {
+    /// `lock_ref` -= 1 from `i` up to, not including, `stop` or the namespace root; returns
+    /// the tokens moved from protected to evictable.
+    fn unlock_up(&mut self, mut i: u32, stop: u32) -> usize {
+        let mut moved = 0;
         while i != stop && !self.node(i).is_root() {
             let n = self.node_mut(i);
             n.lock_ref -= 1;
             let parent = n.parent;
             if n.lock_ref == 0 {
-                let len = n.len();
-                self.evictable += len;
-                self.protected -= len;
-                self.lru_add_if_leaf(i);
+                moved += n.len();
+                self.index_add_if_leaf(i);
             }
             i = parent;
         }
+        self.evictable += moved;
+        self.protected -= moved;
+        moved
     }
 
-    /// Evicts least recently used unlocked leaves until at least `num_tokens` tokens are freed
-    /// or nothing evictable is left; whole leaves go, so it may free more. Appends the freed
-    /// slots to `out`. A parent whose last child went becomes a candidate itself.
-    pub fn evict_into(&mut self, num_tokens: usize, out: &mut Vec<i32>) -> usize {
+    /// Evicts unlocked leaves in the policy's order until at least `num_tokens` tokens are
+    /// freed or nothing evictable is left; whole leaves go, so it may free more. Appends the
+    /// freed slots to `out`. A parent whose last child went becomes a candidate itself.
+    pub fn evict_into(&mut self, num_tokens: usize, out: &mut Vec<Slot>) -> usize {
         self.evict_each(num_tokens, |v| out.extend_from_slice(v))
     }
 
     /// As `evict_into`, handing each evicted leaf's slots to `sink` (in eviction order).
-    pub(crate) fn evict_each(&mut self, num_tokens: usize, mut sink: impl FnMut(&[i32])) -> usize {
+    pub(crate) fn evict_each(&mut self, num_tokens: usize, mut sink: impl FnMut(&[Slot])) -> usize {
         let mut freed = 0;
         while freed < num_tokens {
-            let Some(i) = self.lru_pop() else { break };
+            let Some(i) = self.index_pop() else { break };
             let n = self.node(i);
             let parent = n.parent;
             let len = n.len();
             sink(n.value());
             freed += len;
             self.evictable -= len;
+            if let Some(ev) = &mut self.events {
+                // A partial-page leaf has no whole page, so no hash a router knows.
+                let hashes = ev.take(i).into_vec();
+                if !hashes.is_empty() {
+                    ev.pending.push(KvEvent::Removed { hashes });
+                }
+            }
             self.remove_child(parent, i);
-            self.retire_node(i);
+            self.arena.retire(i);
             if self.node(parent).is_root() {
                 self.drop_root_if_empty(parent);
             } else {
-                self.lru_add_if_leaf(parent);
+                self.index_add_if_leaf(parent);
             }
         }
         self.evicted_total += freed as u64;
         freed
     }
 
+    /// Drops every node (handles go stale) and returns the slots the tree held; with events
+    /// on, queues `AllCleared`. Refused, changing nothing, while any node is locked: a running
+    /// request's path would vanish under it.
+    pub fn reset(&mut self) -> Result<Vec<Slot>> {
+        if self.protected > 0 {
+            return Err(CoreError::invalid(format!(
+                "reset: {} tokens are locked by running requests; unlock them first",
+                self.protected
+            )));
+        }
+        let mut out = Vec::with_capacity(self.total_size());
+        for i in 0..self.arena.nodes.len() as u32 {
+            let n = self.node(i);
+            if n.is_free() {
+                continue;
+            }
+            out.extend_from_slice(n.value());
+            self.arena.retire(i);
+        }
+        self.edges.clear();
+        self.roots.clear();
+        self.root_ns.clear();
+        self.default_root = NIL;
+        self.index.clear();
+        self.evictable = 0;
+        if let Some(ev) = &mut self.events {
+            ev.hashes.clear();
+            ev.pending.push(KvEvent::AllCleared);
+        }
+        Ok(out)
+    }
+
     /// Slots from the namespace root to the end named by `h` (empty for ROOT).
-    pub fn path_slots(&self, h: NodeHandle) -> Result<Vec<i32>> {
+    pub fn path_slots(&self, h: NodeHandle) -> Result<Vec<Slot>> {
         let Some(end) = self.resolve(h)? else {
             return Ok(Vec::new());
         };
@@ -575,8 +746,9 @@ impl RadixTree {
     }
 
     /// Writes the path's slots into `out`, whose length must be the path's depth in tokens.
-    /// Filled from the end upwards, so no list of the path's nodes is needed.
-    pub fn path_slots_into(&self, h: NodeHandle, out: &mut [i32]) -> Result<()> {
+    /// Filled from the end upwards, so no list of the path's nodes is needed. For an int32
+    /// `out` the caller has made sure every id fits.
+    pub fn path_slots_into<T: SlotOut>(&self, h: NodeHandle, out: &mut [T]) -> Result<()> {
         let depth = match self.resolve(h)? {
             Some(end) => self.depth(end),
             None => 0,
@@ -593,14 +765,16 @@ impl RadixTree {
             let n = self.node(i);
             let v = n.value();
             pos -= v.len();
-            out[pos..pos + v.len()].copy_from_slice(v);
+            for (o, &s) in out[pos..pos + v.len()].iter_mut().zip(v) {
+                *o = T::from_slot(s);
+            }
             i = n.parent;
         }
         Ok(())
     }
 
     /// Tokens from the namespace root to the end of node `i`.
-    fn depth(&self, mut i: u32) -> usize {
+    pub(crate) fn depth(&self, mut i: u32) -> usize {
         let mut depth = 0;
         while !self.node(i).is_root() {
             depth += self.node(i).len();
@@ -621,19 +795,73 @@ impl RadixTree {
             });
         };
         let n = self.node(i);
-        let mut depth = 0;
-        let mut j = i;
-        while !self.node(j).is_root() {
-            depth += self.node(j).len();
-            j = self.node(j).parent;
-        }
         Ok(NodeInfo {
             length: n.len(),
-            depth,
+            depth: self.depth(i),
             lock_ref: n.lock_ref,
             last_access: n.last_access,
             hit_count: n.hit_count,
             num_children: n.num_children,
+        })
+    }
+
+    /// A copy of one node with its parent and children. Listing children scans the edge map
+    /// (O(edges)): for inspection and tests, not for a scheduler's hot path.
+    pub fn node_view(&self, h: NodeHandle) -> Result<NodeView> {
+        let me = self.resolve(h)?;
+        let mut kids: Vec<(Vec<u8>, i32, u32)> = Vec::new();
+        for (&(parent, first), &head) in &self.edges {
+            let hit = match me {
+                Some(i) => parent == i,
+                None => self.node(parent).is_root(),
+            };
+            if !hit {
+                continue;
+            }
+            let ns = match me {
+                Some(_) => Vec::new(),
+                None => self
+                    .root_ns
+                    .get(&parent)
+                    .map(|b| b.to_vec())
+                    .unwrap_or_default(),
+            };
+            let mut c = head;
+            while c != NIL {
+                kids.push((ns.clone(), first, c));
+                c = self.node(c).next_sibling;
+            }
+        }
+        kids.sort_by(|a, b| {
+            (&a.0, a.1, self.node(a.2).key()).cmp(&(&b.0, b.1, self.node(b.2).key()))
+        });
+        let children = kids.into_iter().map(|(_, _, c)| self.handle(c)).collect();
+        let Some(i) = me else {
+            return Ok(NodeView {
+                parent: NodeHandle::ROOT,
+                children,
+                key: Vec::new(),
+                value: Vec::new(),
+                depth: 0,
+                lock_ref: 0,
+                last_access: 0,
+                created: 0,
+                hit_count: 0,
+                priority: 0.0,
+            });
+        };
+        let n = self.node(i);
+        Ok(NodeView {
+            parent: self.end_handle(n.parent),
+            children,
+            key: n.key.to_vec(),
+            value: n.value.to_vec(),
+            depth: self.depth(i),
+            lock_ref: n.lock_ref,
+            last_access: n.last_access,
+            created: n.created,
+            hit_count: n.hit_count,
+            priority: n.priority,
         })
     }
 }
@@ -643,7 +871,7 @@ pub(crate) fn plan_matched(plan: Option<&Walk>) -> usize {
     plan.map_or(0, |w| w.matched)
 }
 
-pub(crate) fn check_lengths(tokens: &[i32], slots: &[i32]) -> Result<()> {
+pub(crate) fn check_lengths(tokens: &[i32], slots: &[Slot]) -> Result<()> {
     if tokens.len() != slots.len() {
         return Err(CoreError::invalid(format!(
             "insert: {} tokens but {} slots",
@@ -654,8 +882,8 @@ pub(crate) fn check_lengths(tokens: &[i32], slots: &[i32]) -> Result<()> {
     Ok(())
 }
 
-pub(crate) fn check_slots_nonneg(slots: &[i32]) -> Result<()> {
-    if any_negative(slots) {
+pub(crate) fn check_slots_nonneg(slots: &[Slot]) -> Result<()> {
+    if any_negative_slot(slots) {
         let s = slots
             .iter()
             .find(|&&s| s < 0)
@@ -663,4 +891,15 @@ pub(crate) fn check_slots_nonneg(slots: &[i32]) -> Result<()> {
         return Err(CoreError::invalid(format!("insert: negative slot id {s}")));
     }
     Ok(())
+}
+
+/// A priority must be finite: it is compared, and NaN has no place in an order.
+pub(crate) fn check_priority(p: f64) -> Result<f64> {
+    if !p.is_finite() {
+        return Err(CoreError::invalid(format!(
+            "priority: must be a finite number, got {p}"
+        )));
+    }
+    // -0.0 and 0.0 compare equal but order apart in the index; keep one of them.
+    Ok(p + 0.0)
 }

@@ -1,0 +1,296 @@
+//! Slot ids across the boundary: int32 or int64 in, the dtype the caller asks for out.
+//!
+//! Accepted for every slot sequence: a list or tuple of ints, a 1-D `NumPy` array of any
+//! integer dtype, or a 1-D CPU torch tensor of an integer dtype. A C-contiguous, aligned int64
+//! array is read in place; anything else is widened to int64 once. Floats, bools, strings, GPU
+//! tensors and ids that do not fit int64 are refused with `InvalidArgument` naming the argument.
+//!
+//! Out: a fresh `NumPy` array of int32 or int64 (`SlotDtype`), or the caller's `out` array of
+//! either width. int32 output is refused up front when the cache ever held an id above
+//! 2**31 - 1 (`RadixCache::check_fits_i32`), so no call fails half-way.
+
+use numpy::{Element, PyArray1, PyArrayMethods, PyReadwriteArray1, PyUntypedArrayMethods};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyList, PyString, PyTuple};
+use radixkv_core::slot::{Slot, SlotOut};
+
+use crate::errors::{CoreResultExt, InvalidArgument};
+
+/// The element type of slot arrays handed out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SlotDtype {
+    I32,
+    I64,
+}
+
+impl SlotDtype {
+    pub fn name(self) -> &'static str {
+        match self {
+            SlotDtype::I32 => "int32",
+            SlotDtype::I64 => "int64",
+        }
+    }
+
+    /// Reads `"int32"` / `"int64"`, a `NumPy` dtype or scalar type (`np.int64`), or a torch
+    /// dtype (`torch.int64`); `None` gives `default`.
+    pub fn parse(obj: Option<&Bound<'_, PyAny>>, default: SlotDtype) -> PyResult<SlotDtype> {
+        let Some(obj) = obj.filter(|o| !o.is_none()) else {
+            return Ok(default);
+        };
+        let text = if let Ok(s) = obj.cast::<PyString>() {
+            s.to_cow()?.into_owned()
+        } else {
+            let s = obj.str()?.to_string();
+            if s.starts_with("torch.") {
+                s.trim_start_matches("torch.").to_string()
+            } else {
+                // NumPy names whatever it accepts as a dtype: np.int64, np.dtype("<i8"), ...
+                let np = obj.py().import("numpy")?;
+                match np.call_method1("dtype", (obj,)) {
+                    Ok(d) => d.getattr("name")?.extract::<String>()?,
+                    Err(_) => s,
+                }
+            }
+        };
+        match text.as_str() {
+            "int32" => Ok(SlotDtype::I32),
+            "int64" => Ok(SlotDtype::I64),
+            _ => Err(InvalidArgument::new_err(format!(
+                "dtype: expected int32 or int64 for slot ids, got {text}"
+            ))),
+        }
+    }
+}
+
+/// A 1-D int64 view of a Python slot sequence.
+pub enum SlotInput<'py> {
+    Borrowed(Bound<'py, PyArray1<i64>>),
+    Owned(Vec<Slot>),
+}
+
+impl SlotInput<'_> {
+    pub fn as_slice(&self) -> &[Slot] {
+        match self {
+            // SAFETY: contiguity, alignment and a non-empty buffer were checked when this
+            // variant was built; the array is kept alive by `a`, and no Rust code in this
+            // extension mutates an input array (see `convert::I32Input`).
+            SlotInput::Borrowed(a) => unsafe { a.as_slice() }.expect("contiguous by construction"),
+            SlotInput::Owned(v) => v,
+        }
+    }
+}
+
+fn bad(what: &str, detail: impl std::fmt::Display) -> PyErr {
+    InvalidArgument::new_err(format!("{what}: {detail}"))
+}
+
+fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map_or_else(|_| "?".to_string(), |s| s.to_string())
+}
+
+/// Reads `obj` as a 1-D sequence of slot ids (int64). `what` names the argument in errors.
+pub fn slot_input<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<SlotInput<'py>> {
+    if let Ok(a) = obj.cast::<PyArray1<i64>>() {
+        let aligned = (a.data() as usize).is_multiple_of(std::mem::align_of::<i64>());
+        if a.is_c_contiguous() && aligned && a.len() > 0 {
+            return Ok(SlotInput::Borrowed(a.clone()));
+        }
+        return Ok(SlotInput::Owned(
+            a.readonly().as_array().iter().copied().collect(),
+        ));
+    }
+    if let Ok(a) = obj.cast::<PyArray1<i32>>() {
+        let ro = a.readonly();
+        return Ok(SlotInput::Owned(
+            ro.as_array().iter().map(|&x| Slot::from(x)).collect(),
+        ));
+    }
+    if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
+        let mut v = Vec::with_capacity(obj.len()?);
+        for item in obj.try_iter()? {
+            let item = item?;
+            if item.is_instance_of::<PyBool>() {
+                return Err(bad(what, "expected ints, got a bool"));
+            }
+            let x: i64 = item.extract().map_err(|_| {
+                if item.extract::<u128>().is_ok() || item.extract::<i128>().is_ok() {
+                    bad(what, format!("slot id {item} does not fit int64"))
+                } else {
+                    bad(what, format!("expected ints, got {}", type_name(&item)))
+                }
+            })?;
+            v.push(x);
+        }
+        return Ok(SlotInput::Owned(v));
+    }
+    if is_torch_tensor(obj) {
+        let is_cuda: bool = obj.getattr("is_cuda")?.extract()?;
+        if is_cuda {
+            return Err(bad(what, "expected a CPU tensor, got a CUDA tensor"));
+        }
+        let dtype = obj.getattr("dtype")?.str()?.to_string();
+        if !matches!(
+            dtype.as_str(),
+            "torch.int32" | "torch.int64" | "torch.int16" | "torch.int8" | "torch.uint8"
+        ) {
+            return Err(bad(
+                what,
+                format!("expected an integer tensor, got dtype {dtype}"),
+            ));
+        }
+        let arr = obj.call_method0("numpy")?;
+        return slot_input(&arr, what);
+    }
+    if obj.get_type().name().is_ok_and(|n| n == "ndarray") {
+        let ndim: usize = obj.getattr("ndim")?.extract()?;
+        let dt = obj.getattr("dtype")?;
+        let kind: String = dt.getattr("kind")?.extract()?;
+        if ndim != 1 {
+            return Err(bad(
+                what,
+                format!("expected a 1-D array, got {ndim} dimensions"),
+            ));
+        }
+        if kind != "i" && kind != "u" {
+            return Err(bad(
+                what,
+                format!("expected an integer array, got dtype {}", dt.str()?),
+            ));
+        }
+        // uint64 ids above int64's range would wrap: refuse them by name.
+        let itemsize: usize = dt.getattr("itemsize")?.extract()?;
+        if kind == "u" && itemsize == 8 && obj.len()? > 0 {
+            let top: u64 = obj.call_method0("max")?.extract()?;
+            if top > i64::MAX as u64 {
+                return Err(bad(what, format!("slot id {top} does not fit int64")));
+            }
+        }
+        let as64 = obj.call_method1("astype", ("int64",))?;
+        return slot_input(&as64, what);
+    }
+    Err(bad(
+        what,
+        format!(
+            "expected a list, NumPy integer array or CPU torch tensor, got {}",
+            type_name(obj)
+        ),
+    ))
+}
+
+fn is_torch_tensor(obj: &Bound<'_, PyAny>) -> bool {
+    obj.get_type()
+        .module()
+        .is_ok_and(|m| m.to_string().starts_with("torch"))
+        && obj.hasattr("numpy").unwrap_or(false)
+}
+
+/// A fresh `NumPy` array of `len` elements of `T`, filled by `fill`, which must write every
+/// element (it gets the uninitialised buffer).
+pub fn new_array<T: Element + SlotOut>(
+    py: Python<'_>,
+    len: usize,
+    fill: impl FnOnce(&mut [T]) -> radixkv_core::Result<()>,
+) -> PyResult<Bound<'_, PyAny>> {
+    // SAFETY: fresh and uninitialised; returned only after `fill` succeeded, and every filler
+    // writes exactly `len` ids (they check the length first). On error it is dropped unread.
+    let arr = unsafe { PyArray1::<T>::new(py, [len], false) };
+    {
+        // SAFETY: the array was just made here; no other reference to its data exists.
+        let buf = unsafe { arr.as_slice_mut() }.expect("a fresh 1-D array is contiguous");
+        fill(buf).py()?;
+    }
+    Ok(arr.into_any())
+}
+
+/// Copies finished slot ids into a fresh array of `dtype`; int32 is refused (naming `what`)
+/// when an id does not fit.
+pub fn slots_to_array<'py>(
+    py: Python<'py>,
+    v: &[Slot],
+    dtype: SlotDtype,
+    what: &str,
+) -> PyResult<Bound<'py, PyAny>> {
+    match dtype {
+        SlotDtype::I64 => new_array::<i64>(py, v.len(), |b| {
+            b.copy_from_slice(v);
+            Ok(())
+        }),
+        SlotDtype::I32 => {
+            if let Some(s) = v.iter().find(|&&s| i32::try_from(s).is_err()) {
+                return Err(bad(
+                    what,
+                    format!("slot id {s} does not fit int32; ask for int64"),
+                ));
+            }
+            new_array::<i32>(py, v.len(), |b| {
+                for (o, &s) in b.iter_mut().zip(v) {
+                    *o = s as i32;
+                }
+                Ok(())
+            })
+        }
+    }
+}
+
+/// A caller's `out` buffer: a 1-D, C-contiguous, writeable int32 or int64 array of at least
+/// `need` ids.
+pub enum OutArray<'py> {
+    I32(PyReadwriteArray1<'py, i32>),
+    I64(PyReadwriteArray1<'py, i64>),
+}
+
+impl<'py> OutArray<'py> {
+    pub fn dtype(&self) -> SlotDtype {
+        match self {
+            OutArray::I32(_) => SlotDtype::I32,
+            OutArray::I64(_) => SlotDtype::I64,
+        }
+    }
+
+    /// The array object itself.
+    pub fn array(&self) -> Bound<'py, PyAny> {
+        match self {
+            OutArray::I32(a) => {
+                let b: &Bound<'py, PyArray1<i32>> = a;
+                b.clone().into_any()
+            }
+            OutArray::I64(a) => {
+                let b: &Bound<'py, PyArray1<i64>> = a;
+                b.clone().into_any()
+            }
+        }
+    }
+}
+
+fn borrow_out<'py, T: Element>(
+    a: &Bound<'py, PyArray1<T>>,
+    need: usize,
+) -> PyResult<PyReadwriteArray1<'py, T>> {
+    if !a.is_c_contiguous() {
+        return Err(InvalidArgument::new_err(
+            "out: expected a C-contiguous array",
+        ));
+    }
+    if a.len() < need {
+        return Err(InvalidArgument::new_err(format!(
+            "out: holds {} ids, {need} may be written",
+            a.len()
+        )));
+    }
+    a.try_readwrite()
+        .map_err(|e| InvalidArgument::new_err(format!("out: cannot write into it: {e}")))
+}
+
+pub fn out_array<'py>(o: &Bound<'py, PyAny>, need: usize) -> PyResult<OutArray<'py>> {
+    if let Ok(a) = o.cast::<PyArray1<i32>>() {
+        return Ok(OutArray::I32(borrow_out(a, need)?));
+    }
+    if let Ok(a) = o.cast::<PyArray1<i64>>() {
+        return Ok(OutArray::I64(borrow_out(a, need)?));
+    }
+    Err(InvalidArgument::new_err(
+        "out: expected a 1-D int32 or int64 NumPy array",
+    ))
+}
