@@ -101,8 +101,10 @@ def test_lifecycle_shares_prefixes_and_frees_everything(page_size: int) -> None:
     shared = len(system) // page_size * page_size
     assert [lc.prefix_of[r.rid] for r in reqs] == [0, shared, shared]
     # row slots of the shared prefix are the tree's, int64 on the KV device
-    idx = lc.cache.prefix_device_indices(reqs[2])
-    assert idx.dtype.is_floating_point is False and str(idx.dtype) == "torch.int64"
+    idx = lc.cache.path_device_indices(reqs[2].last_node)
+    assert len(idx) == reqs[2].kv.cache_protected_len == len(system + [2] * 5) // page_size * (
+        page_size)
+    assert str(idx.dtype) == "torch.int64"
     assert idx.device.type == "cpu" and idx.is_contiguous()
     row0 = lc.r2t.req_to_token[reqs[0].kv.req_pool_idx, :shared]
     row2 = lc.r2t.req_to_token[reqs[2].kv.req_pool_idx, :shared]

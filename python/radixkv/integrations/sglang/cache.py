@@ -42,8 +42,9 @@ if TYPE_CHECKING:
 
 Namespace = Union[None, Tuple[Optional[str], Optional[str]]]
 
-# Eviction policies SGLang offers that this radixkv build implements.
-SUPPORTED_POLICIES = ("lru",)
+# SGLang's --radix-eviction-policy values that map one to one onto radixkv's policies
+# (tlru exists only in SGLang's UnifiedRadixCache).
+SUPPORTED_POLICIES = ("lru", "lfu", "fifo", "mru", "filo", "priority", "slru")
 
 
 def namespace_of(extra_key: Optional[str], cache_salt: Optional[str]) -> Namespace:
@@ -79,6 +80,7 @@ class RadixKVPrefixCache(BasePrefixCache):
         self.page_size = int(params.page_size)
         self.is_eagle = False
         self.eviction_policy = policy
+        self.events_on = bool(params.enable_kv_cache_events) and not self.disable
         dev = getattr(self.token_to_kv_pool_allocator, "device", "cpu")
         self.device = torch.device(dev) if isinstance(dev, (str, torch.device)) else (
             torch.device("cpu"))
@@ -90,7 +92,16 @@ class RadixKVPrefixCache(BasePrefixCache):
     def reset(self) -> None:
         """Drop every cached prefix. Like SGLang's caches, this frees no slot: the scheduler's
         ``flush_cache`` clears the allocator alongside."""
-        self.tree = radixkv.RadixCache(None, self.page_size)
+        old = getattr(self, "tree", None)
+        # events still undrained, then "all cleared", as SGLang's recorder reports a reset
+        self._pending: list = self.take_events() if old is not None else []
+        if self.events_on:
+            from sglang.srt.disaggregation.kv_events import AllBlocksCleared
+
+            self._pending.append(AllBlocksCleared())
+        # int64 ids in and out: SGLang's slot dtype, so path slots need no conversion
+        self.tree = radixkv.RadixCache(None, self.page_size, policy=self.eviction_policy,
+                                       events=self.events_on, slot_dtype="int64")
         self.root_node = self.tree.root
         self._empty_indices = torch.empty((0,), dtype=torch.int64, device=self.device)
         self._empty_match = MatchResult(
@@ -130,7 +141,7 @@ class RadixKVPrefixCache(BasePrefixCache):
 
     def all_values_flatten(self) -> torch.Tensor:
         """Every cached slot (int64, on the KV device), in the tree's node order."""
-        own = [np.asarray(slots, dtype=np.int64) for _ns, _tok, slots, *_ in self.tree.dump()]
+        own = [np.asarray(s, dtype=np.int64) for _ns, _tok, s, *_ in self.tree.dump()]
         flat = np.concatenate(own) if own else np.empty(0, dtype=np.int64)
         return torch.from_numpy(flat).to(self.device)
 
@@ -187,7 +198,8 @@ class RadixKVPrefixCache(BasePrefixCache):
             slots = tokens.astype(np.int32)
         else:
             slots = slots_to_host(params.value[: len(tokens)])
-        present, node = self.tree.insert_node(tokens, slots, ns)
+        present, node = self.tree.insert_node(tokens, slots, ns,
+                                              priority=float(params.priority or 0))
         return InsertResult(prefix_len=present, total_len=len(tokens), last_device_node=node)
 
     def checkpoint(self, req: Req, *, up_to: int, **kwargs: Any) -> None:
@@ -200,10 +212,16 @@ class RadixKVPrefixCache(BasePrefixCache):
         n = self._aligned_len(up_to)
         tokens = tokens_view(req.full_untruncated_fill_ids, n)
         row = self.req_to_token_pool.req_to_token[kv.req_pool_idx]
-        present, node = self.tree.insert_node(
-            tokens, slots_to_host(row[:n]), namespace_of(req.extra_key, req.cache_salt)
-        )
+        ns = namespace_of(req.extra_key, req.cache_salt)
+        slots = slots_to_host(row[:n])
+        priority = float(req.priority or 0)
+        present, node = self.tree.insert_node(tokens, slots, ns, priority=priority)
         kv.cache_inserted_len = max(kv.cache_inserted_len, n)
+        prompt = self._aligned_len(len(req.origin_input_ids))
+        if 0 < prompt < n:
+            # as SGLang's RadixCache: split at the prompt boundary, one priority step up, so
+            # the output tail can be evicted without the prompt
+            self.tree.insert(tokens[:prompt], slots[:prompt], ns, priority=priority + 1)
         protected = kv.cache_protected_len
         if present > protected:
             # another request inserted [protected, present) first: the row's copies are
@@ -238,9 +256,7 @@ class RadixKVPrefixCache(BasePrefixCache):
         """Protect the path to ``node``; ``delta`` is the change in evictable tokens (<= 0)."""
         if self.disable:
             return IncLockRefResult(delta=0)
-        before = self.tree.evictable_size
-        self.tree.lock(node)
-        return IncLockRefResult(delta=self.tree.evictable_size - before)
+        return IncLockRefResult(delta=-self.tree.lock(node))
 
     def dec_lock_ref(
         self, node: Any, params: Optional[DecLockRefParams] = None
@@ -248,9 +264,19 @@ class RadixKVPrefixCache(BasePrefixCache):
         """Undo one ``inc_lock_ref(node)``; ``delta`` is the change in evictable tokens (>= 0)."""
         if self.disable:
             return DecLockRefResult(delta=0)
-        before = self.tree.evictable_size
-        self.tree.unlock(node)
-        return DecLockRefResult(delta=self.tree.evictable_size - before)
+        return DecLockRefResult(delta=-self.tree.unlock(node))
+
+    # ---- KV events -------------------------------------------------------------------------
+    def take_events(self) -> list:
+        """KV events since the last call as SGLang's ``BlockStored`` / ``BlockRemoved`` /
+        ``AllBlocksCleared`` (radixkv's chained 64-bit page hashes); empty unless
+        ``--enable-kv-cache-events``."""
+        if not self.events_on:
+            return []
+        from ._events import to_sglang_events
+
+        out, self._pending = self._pending, []
+        return out + to_sglang_events(self.tree.take_events())
 
     def lock(self, node: Any) -> Optional[TreeLock]:
         self.inc_lock_ref(node)
