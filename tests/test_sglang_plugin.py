@@ -203,3 +203,61 @@ def test_bad_node_handle_is_refused_and_changes_nothing() -> None:
     with pytest.raises((radixkv.RadixKVError, TypeError)):
         lc.cache.inc_lock_ref(object())
     assert (lc.cache.evictable_size(), lc.cache.protected_size()) == before
+
+
+@pytest.mark.parametrize("policy", rk_sglang.cache.SUPPORTED_POLICIES)
+def test_every_policy_evicts_only_unlocked_and_keeps_the_leak_check(policy: str) -> None:
+    def make(params: object) -> RadixKVPrefixCache:
+        params.eviction_policy = policy  # type: ignore[attr-defined]
+        return RadixKVPrefixCache(params)
+
+    lc = _lifecycle(capacity=160, factory=make)
+    held = lc.make_req("held", list(range(500, 540)), 2)
+    assert lc.admit(held, 2)
+    done = []
+    for i in range(12):  # distinct prompts: the pool (160) runs short and must evict
+        r = lc.make_req(f"x{i}", [i * 100 + j for j in range(30)], 2)
+        assert lc.admit(r, 2)
+        lc.decode(r, [1, 2])
+        lc.finish(r)
+        done.append(r)
+        lc.leak_check([held])
+    assert lc.alloc.available_size() < lc.total  # evictions happened and the pool still balances
+    # the running request's prefix was never evicted
+    again = lc.make_req("again", list(range(500, 540)), 2)
+    assert lc.admit(again, 2) and lc.prefix_of["again"] == 39
+    lc.cache.sanity_check()
+
+
+def test_kv_events_reach_sglang_as_its_event_types() -> None:
+    from sglang.srt.disaggregation.kv_events import AllBlocksCleared, BlockRemoved, BlockStored
+
+    def make(params: object) -> RadixKVPrefixCache:
+        params.enable_kv_cache_events = True  # type: ignore[attr-defined]
+        return RadixKVPrefixCache(params)
+
+    lc = _lifecycle(page_size=16, factory=make)
+    assert [type(e) for e in lc.cache.take_events()] == [AllBlocksCleared]
+    r = lc.make_req("r", list(range(64)) + [7], 2)
+    assert lc.admit(r, 2)
+    stored = lc.cache.take_events()
+    assert stored and all(isinstance(e, BlockStored) for e in stored)
+    assert [t for e in stored for t in e.token_ids] == list(range(64))
+    # one event a page, each chained to the one before
+    assert all(len(e.token_ids) == 16 and e.block_size == 16 for e in stored)
+    assert stored[0].parent_block_hash is None
+    assert [e.parent_block_hash for e in stored[1:]] == [e.block_hashes[0] for e in stored[:-1]]
+    lc.decode(r, [5, 6])
+    lc.finish(r)
+    lc.cache.take_events()
+    from sglang.srt.mem_cache.base_prefix_cache import EvictParams
+
+    freed = lc.cache.evict(EvictParams(num_tokens=lc.cache.evictable_size()))
+    assert freed.num_tokens_evicted > 0
+    removed = lc.cache.take_events()
+    assert removed and all(isinstance(e, BlockRemoved) for e in removed)
+    hashes = {h for e in stored for h in e.block_hashes}
+    assert hashes <= {h for e in removed for h in e.block_hashes}
+    lc.cache.reset()
+    assert [type(e) for e in lc.cache.take_events()] == [AllBlocksCleared]
+    lc.leak_check()

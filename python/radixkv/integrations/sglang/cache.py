@@ -13,7 +13,7 @@ evicted.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, List, Optional, Tuple, Union, cast
 
 import numpy as np
 import torch
@@ -54,7 +54,7 @@ def namespace_of(extra_key: Optional[str], cache_salt: Optional[str]) -> Namespa
     return (extra_key, cache_salt or None)
 
 
-class RadixKVPrefixCache(BasePrefixCache):
+class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is untyped here
     """Prefix cache for SGLang's scheduler, backed by ``radixkv.RadixCache``.
 
     Full-attention models only (no SWA, Mamba, HiCache or EAGLE bigram keys); the factory in
@@ -94,13 +94,13 @@ class RadixKVPrefixCache(BasePrefixCache):
         ``flush_cache`` clears the allocator alongside."""
         old = getattr(self, "tree", None)
         # events still undrained, then "all cleared", as SGLang's recorder reports a reset
-        self._pending: list = self.take_events() if old is not None else []
+        self._pending: List[Any] = self.take_events() if old is not None else []
         if self.events_on:
             from sglang.srt.disaggregation.kv_events import AllBlocksCleared
 
             self._pending.append(AllBlocksCleared())
         # int64 ids in and out: SGLang's slot dtype, so path slots need no conversion
-        self.tree = radixkv.RadixCache(None, self.page_size, policy=self.eviction_policy,
+        self.tree = radixkv.RadixCache(None, self.page_size, policy=cast(Any, self.eviction_policy),
                                        events=self.events_on, slot_dtype="int64")
         self.root_node = self.tree.root
         self._empty_indices = torch.empty((0,), dtype=torch.int64, device=self.device)
@@ -267,7 +267,7 @@ class RadixKVPrefixCache(BasePrefixCache):
         return DecLockRefResult(delta=-self.tree.unlock(node))
 
     # ---- KV events -------------------------------------------------------------------------
-    def take_events(self) -> list:
+    def take_events(self) -> List[Any]:
         """KV events since the last call as SGLang's ``BlockStored`` / ``BlockRemoved`` /
         ``AllBlocksCleared`` (radixkv's chained 64-bit page hashes); empty unless
         ``--enable-kv-cache-events``."""
