@@ -12,6 +12,10 @@ cache differs:
     sglang-urc-rust  UnifiedRadixCache, FULL component, Rust tree core (SGLang's default)
     sglang-radix     RadixCache (SGLang's Python tree)
 
+sglang-urc-rust needs torch 2.14.1 (``bench/setup_anchors.sh``'s venv with radixkv built into it):
+in the torch 2.11 ``.venv`` SGLang's Rust tree core extension crashes the process (segfault,
+seen on chat), so run it there or leave it out of ``--systems``.
+
 Usage (radixkv built into the venv; ``make sglang-deps`` for SGLang):
     python bench/cache_bench_sglang.py --traces chat,fewshot --repeats 3
 
@@ -40,7 +44,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import _traces  # noqa: E402
 
-SYSTEMS = ("radixkv-plugin", "sglang-urc-rust", "sglang-radix")
+SYSTEMS = ("radixkv-plugin", "sglang-radix", "sglang-urc-rust")
 
 
 def cache_factory(system: str) -> Callable[[Any], Any]:
@@ -125,6 +129,7 @@ def main(argv: List[str]) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--max-running", type=int, default=16)
     ap.add_argument("--shared", default=None)
+    ap.add_argument("--limit", type=int, default=0, help="replay only the first N requests")
     a = ap.parse_args(argv)
     import _sglang_env
 
@@ -141,7 +146,11 @@ def main(argv: List[str]) -> int:
     for name in names:
         trace = _traces.load_trace(shared, name)
         cap = _traces.capacity_tokens(shared, trace, a.max_running)
+        if a.limit:
+            trace.requests = trace.requests[: a.limit]
         for system in systems:
+            # one untimed pass first: SGLang imports modules lazily on its first requests
+            replay(system, trace, cap, a.max_running)
             runs = [replay(system, trace, cap, a.max_running) for _ in range(a.repeats)]
             med = {k: statistics.median(r[k] for r in runs) if isinstance(v, (int, float))
                    else v for k, v in runs[0].items()}
