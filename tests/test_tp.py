@@ -31,6 +31,8 @@ from _checkpoints import build_hf  # noqa: E402
 # must reach the other rank's pool; a shared stem comes from the radix cache.
 CONFIG = EngineConfig(pool_tokens=512, page_size=4)
 NEW = 10
+# One forkserver (torch imported once) serves every session of the run: each starts in seconds.
+START = "forkserver"
 
 
 def _requests(vocab: int) -> list[Request]:
@@ -80,7 +82,7 @@ def _check_tp(path: Path, hf: Any, world: int = 2) -> None:
     single = load_model(path)
     ref = _outputs(Engine(single, CONFIG).run(_requests(single.config.vocab_size)))
     factory = functools.partial(load_model, path)
-    with TensorParallel(factory, world, timeout_s=30) as tp:
+    with TensorParallel(factory, world, timeout_s=30, start_method=START) as tp:
         eng = tp.engine(CONFIG)
         done = _outputs(eng.run(_requests(single.config.vocab_size)))
         assert tp.copied_pages > 0  # the fork's copy-on-write travelled to the other rank
@@ -111,7 +113,7 @@ def test_tp2_qwen2_bias_tied(tmp_path: Path) -> None:
 def test_killed_worker_names_its_rank() -> None:
     torch.set_num_threads(1)
     factory = functools.partial(model_from_shape, "tiny", num_layers=2)
-    tp = TensorParallel(factory, 2, timeout_s=20)
+    tp = TensorParallel(factory, 2, timeout_s=20, start_method=START)
     try:
         eng = tp.engine(CONFIG)
         reqs = _requests(512)

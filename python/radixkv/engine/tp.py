@@ -217,11 +217,12 @@ class TensorParallel:
 
     ``device``: cpu (gloo, every rank on the CPU) or cuda[:k] (NCCL, rank r on GPU k + r).
     ``timeout_s`` bounds every collective; ``keep_full`` keeps rank 0's full model (``full``),
-    e.g. as a verification reference. Use as a context manager or call ``close``."""
+    e.g. as a verification reference; ``start_timeout_s`` bounds the workers' start (imports,
+    model build). Use as a context manager or call ``close``."""
 
     def __init__(self, factory: ModelFactory, world: int, device: str | torch.device = "cpu",
                  timeout_s: float = 60.0, keep_full: bool = False, threads: int = 1,
-                 start_timeout_s: float = 600.0) -> None:
+                 start_timeout_s: float = 600.0, start_method: str = "spawn") -> None:
         if world < 1:
             raise rk.InvalidArgument(f"tensor parallel: world size must be >= 1, got {world}")
         if dist.is_initialized():
@@ -246,7 +247,11 @@ class TensorParallel:
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
         init = f"tcp://127.0.0.1:{_free_port()}"
-        ctx = mp.get_context("spawn")
+        # "forkserver" starts later sessions faster (the server has imported torch once); the
+        # factory must then be importable outside __main__.
+        ctx = mp.get_context(start_method)
+        if start_method == "forkserver":
+            ctx.set_forkserver_preload(["radixkv.engine.tp"])
         self._errors = ctx.SimpleQueue()
         self.procs = [ctx.Process(target=_worker, name=f"radixkv-tp-rank{r}", daemon=True,
                                   args=(r, world, init, self.backend, dev, factory, timeout_s,
@@ -356,9 +361,16 @@ class TensorParallel:
         self._collective(lambda: dist.broadcast(self._msg, 0))
 
     def _heartbeat(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
         period = self.timeout_s / 3
         while not self._closed and self._broken is None:
-            time.sleep(min(period, 1.0))
+            time.sleep(min(period, 0.5))
+            dead = self._dead()
+            if dead:
+                if self.device.type == "cuda":
+                    self._abort(dead)
+                continue  # gloo (CPU): rank 0's own collective fails and names the rank
             if time.monotonic() - self._last_send < period:
                 continue
             if not self._lock.acquire(timeout=0.1):
@@ -372,6 +384,18 @@ class TensorParallel:
                 self._lock.release()
 
     # -- failures -----------------------------------------------------------------------------
+
+    def _abort(self, dead: list[tuple[int, int]]) -> None:
+        """NCCL: a step in flight would wait for the dead rank until the group's timeout;
+        abort the communicators now, so it fails at once, and say which rank died."""
+        err = self._dead_error(dead, "noticed by rank 0's watchdog; process group aborted")
+        self._broken = err
+        sys.stderr.write(f"radixkv: {err}\n")
+        sys.stderr.flush()
+        try:
+            dist.distributed_c10d._abort_process_group()
+        except Exception:  # noqa: BLE001 - best effort: the group timeout still bounds the wait
+            pass
 
     def _dead(self) -> list[tuple[int, int]]:
         return [(r, p.exitcode) for r, p in enumerate(self.procs, 1) if p.exitcode is not None]
