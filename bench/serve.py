@@ -338,6 +338,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--tp", type=int, default=1,
                    help="tensor parallel ranks (NCCL on GPUs 0..N-1, gloo on cpu); runs each trace's "
                    "main configuration only, after the same runs at TP 1 (see --tp-baseline)")
+    p.add_argument("--pool-gib", type=float, default=None,
+                   help="with --tp: KV pool of this many GiB per GPU (TP N's shards hold fewer heads "
+                   "per token, so more tokens); emulates a KV budget too small for one GPU")
     p.add_argument("--tp-baseline", action=argparse.BooleanOptionalAction, default=True,
                    help="with --tp N > 1: also run TP 1 first, same process and settings")
     p.add_argument("--json", default=None)
@@ -442,6 +445,8 @@ def main(argv: Optional[list[str]] = None) -> int:
 def _default_pool(args: argparse.Namespace, model: Any, device: torch.device) -> int:
     if args.pool_tokens is not None:
         return int(args.pool_tokens)
+    if getattr(args, "pool_gib", None):
+        return int(args.pool_gib * GiB / model.config.kv_bytes_per_token(model.dtype)) // 256 * 256
     if device.type == "cpu":
         return 1 << 16
     free, _ = torch.cuda.mem_get_info(device)
@@ -462,10 +467,9 @@ def main_tp(args: argparse.Namespace, device: torch.device, shape: str, dtype: t
     traces = [t for t in args.traces.split(",") if t]
     ceil = measure_ceilings(device, dtype)
     results: list[dict[str, Any]] = []
-    fixed_pool = args.pool_tokens
 
     def runs(model: Any, tp: Any, label: str) -> None:
-        pool = _default_pool(args, model, device) if fixed_pool is None else fixed_pool
+        pool = _default_pool(args, model, device)
         bpt = model.config.kv_bytes_per_token(dtype)
         print(f"[serve] {label}: KV pool {pool} tokens ({pool * bpt / GiB:.1f} GiB per GPU)", flush=True)
         warm = argparse.Namespace(**{**vars(args), "requests": 8, "scale": min(args.scale, 0.125),

@@ -115,7 +115,7 @@ class AllReduceTimer:
 
     def start(self) -> Any:
         if self.device.type == "cuda":
-            e = torch.cuda.Event(enable_timing=True)
+            e = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
             e.record()
             return e
         return time.perf_counter()
@@ -123,7 +123,7 @@ class AllReduceTimer:
     def stop(self, token: Any) -> None:
         self.calls += 1
         if self.device.type == "cuda":
-            e = torch.cuda.Event(enable_timing=True)
+            e = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
             e.record()
             self._events.append((token, e))
         else:

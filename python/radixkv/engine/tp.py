@@ -249,7 +249,7 @@ class TensorParallel:
         init = f"tcp://127.0.0.1:{_free_port()}"
         # "forkserver" starts later sessions faster (the server has imported torch once); the
         # factory must then be importable outside __main__.
-        ctx = mp.get_context(start_method)
+        ctx: Any = mp.get_context(start_method)
         if start_method == "forkserver":
             ctx.set_forkserver_preload(["radixkv.engine.tp"])
         self._errors = ctx.SimpleQueue()
@@ -343,7 +343,9 @@ class TensorParallel:
                     at += part.numel()
             self.steps += 1
             self._collective(lambda: dist.broadcast(m, 0))
-            return self._collective(lambda: self.shard.forward(tokens, positions, attend, rows))
+            logits: torch.Tensor = self._collective(
+                lambda: self.shard.forward(tokens, positions, attend, rows))
+            return logits
 
     def _grow(self, total: int) -> None:
         cap = max(total, 2 * self._cap)
