@@ -73,7 +73,7 @@ def test_config_is_read_as_transformers_reads_it(checkpoints: dict[str, tuple[Pa
         hc = hf.config
         assert (c.num_layers, c.num_q_heads, c.num_kv_heads, c.head_dim, c.vocab_size) == (
             hc.num_hidden_layers, hc.num_attention_heads, hc.num_key_value_heads,
-            hc.head_dim if getattr(hc, "head_dim", None) else hc.hidden_size // hc.num_attention_heads,
+            getattr(hc, "head_dim", None) or hc.hidden_size // hc.num_attention_heads,
             hc.vocab_size), case
         assert c.tie_embeddings == hc.tie_word_embeddings and c.rms_eps == hc.rms_norm_eps
         # The inverse frequencies (theta and any scaling) are transformers' own, bit for bit.
@@ -223,7 +223,7 @@ def test_forward_logits_rows_select_rows() -> None:
     assert torch.allclose(model.forward(tokens, positions, attend, rows), full[rows], atol=1e-4)
 
 
-# -- bad checkpoints ---------------------------------------------------------------------------------
+# -- bad checkpoints ----------------------------------------------------------------------
 
 
 @pytest.fixture
@@ -318,8 +318,8 @@ def test_missing_and_unexpected_tensors(good: Path, no_alloc: None) -> None:
     name = "model.layers.1.self_attn.k_proj.bias"
     _rewrite_weights(good, lambda t: t.pop(name))
     _raises(good, "tensor missing", good, name)
-    _rewrite_weights(good, lambda t: t.update({name: torch.zeros(32),
-                                               "model.layers.2.mlp.up_proj.weight": torch.zeros(1)}))
+    extra = "model.layers.2.mlp.up_proj.weight"
+    _rewrite_weights(good, lambda t: t.update({name: torch.zeros(32), extra: torch.zeros(1)}))
     _raises(good, "unexpected tensor", good / "model.safetensors",
             "model.layers.2.mlp.up_proj.weight")
 

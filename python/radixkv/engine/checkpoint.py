@@ -1,6 +1,6 @@
-"""Building models: from a Hugging Face checkpoint folder, or seeded random weights of a named shape;
-and the way back to transformers (``to_hf_state_dict``, ``hf_config``) so the same weights can run
-there.
+"""Building models: from a Hugging Face checkpoint folder, or seeded random weights of a named
+shape; and the way back to transformers (``to_hf_state_dict``, ``hf_config``) so the same weights
+can run there.
 
 A checkpoint is a folder with ``config.json`` and ``*.safetensors`` (one file, or shards listed by
 ``model.safetensors.index.json``). ``inspect_checkpoint`` reads only the config and the safetensors
@@ -122,6 +122,8 @@ def _rope(cfg: dict[str, Any], file: Path) -> tuple[float, RopeScaling | None]:
             return float(theta), RopeScaling("linear", float(params["factor"]))
         original = params.get("original_max_position_embeddings",
                               cfg.get("max_position_embeddings"))
+        if original is None:
+            raise KeyError("original_max_position_embeddings")
         return float(theta), RopeScaling(
             "llama3", float(params["factor"]), float(params["low_freq_factor"]),
             float(params["high_freq_factor"]), int(original))
@@ -225,7 +227,7 @@ def _ignored(name: str) -> bool:
     return name.endswith("rotary_emb.inv_freq")
 
 
-# -- safetensors headers -----------------------------------------------------------------------------
+# -- safetensors headers ----------------------------------------------------------------------
 
 
 def read_header(file: Path) -> dict[str, TensorInfo]:
@@ -307,15 +309,15 @@ def inspect_checkpoint(path: str | os.PathLike[str], max_seq_len: int | None = N
             found[name] = info
     expected = expected_tensors(config)
     for name, shape in expected.items():
-        info = found.get(name)
-        if info is None:
+        got = found.get(name)
+        if got is None:
             raise CheckpointError("tensor missing from the checkpoint", root, name)
-        if info.dtype not in _DTYPES:
-            raise CheckpointError(f"dtype {info.dtype} is not supported (F32, F16, BF16)",
-                                  info.file, name)
-        if info.shape != shape:
-            raise CheckpointError(f"shape {list(info.shape)} disagrees with config.json, which "
-                                  f"implies {list(shape)}", info.file, name)
+        if got.dtype not in _DTYPES:
+            raise CheckpointError(f"dtype {got.dtype} is not supported (F32, F16, BF16)",
+                                  got.file, name)
+        if got.shape != shape:
+            raise CheckpointError(f"shape {list(got.shape)} disagrees with config.json, which "
+                                  f"implies {list(shape)}", got.file, name)
     for name, info in found.items():
         if name in expected or _ignored(name):
             continue
@@ -326,7 +328,7 @@ def inspect_checkpoint(path: str | os.PathLike[str], max_seq_len: int | None = N
     return CheckpointInfo(root, config, declared, found)
 
 
-# -- building models ---------------------------------------------------------------------------------
+# -- building models ----------------------------------------------------------------------
 
 
 def _empty_weights(c: ModelConfig, device: torch.device, dtype: torch.dtype,
@@ -520,8 +522,8 @@ def hf_model(model: LlamaModel, attn_implementation: str = "sdpa") -> Any:
     d = hf_config(model)
     cfg = AutoConfig.for_model(d.pop("model_type"), **d)
     with torch.device(model.device):
-        hf = AutoModelForCausalLM.from_config(cfg, dtype=model.dtype,
-                                              attn_implementation=attn_implementation)
+        hf = AutoModelForCausalLM.from_config(  # type: ignore[no-untyped-call]
+            cfg, dtype=model.dtype, attn_implementation=attn_implementation)
     state = to_hf_state_dict(model)
     if model.config.tie_embeddings:
         state.pop("lm_head.weight")
