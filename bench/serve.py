@@ -471,10 +471,12 @@ def main_tp(args: argparse.Namespace, device: torch.device, shape: str, dtype: t
     def runs(model: Any, tp: Any, label: str) -> None:
         pool = _default_pool(args, model, device)
         bpt = model.config.kv_bytes_per_token(dtype)
-        print(f"[serve] {label}: KV pool {pool} tokens ({pool * bpt / GiB:.1f} GiB per GPU)", flush=True)
+        print(f"[serve] {label}: KV pool {pool} tokens ({pool * bpt / GiB:.1f} GiB per GPU)",
+              flush=True)
         warm = argparse.Namespace(**{**vars(args), "requests": 8, "scale": min(args.scale, 0.125),
                                      "graphs": False})
-        run_trace(model, "parallel", warm, "warm-up", pool_tokens=min(pool, 1 << 16), ceil=ceil, tp=tp)
+        run_trace(model, "parallel", warm, "warm-up", pool_tokens=min(pool, 1 << 16), ceil=ceil,
+                  tp=tp)
         for name in traces:
             r = run_trace(model, name, args, f"{label} {name}", pool_tokens=pool, ceil=ceil, tp=tp)
             results.append(r)
@@ -497,12 +499,14 @@ def main_tp(args: argparse.Namespace, device: torch.device, shape: str, dtype: t
         one = next((r for r in results if r["label"] == f"tp1 {name}"), None)
         many = next(r for r in results if r["label"] == f"tp{args.tp} {name}")
         if one is not None:
-            ratios[f"tp{args.tp}/tp1 ({name})"] = many["total_tokens_per_s"] / one["total_tokens_per_s"]
-            ratios[f"scaling efficiency ({name})"] = ratios[f"tp{args.tp}/tp1 ({name})"] / args.tp
+            ratio = many["total_tokens_per_s"] / one["total_tokens_per_s"]
+            ratios[f"tp{args.tp}/tp1 ({name})"] = ratio
+            ratios[f"scaling efficiency ({name})"] = ratio / args.tp
     for k, v in ratios.items():
         print(f"[serve] {k}: {v:.2f}" + ("x" if "/" in k else ""), flush=True)
+    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
     report = {"model_shape": shape, "dtype": str(dtype).replace("torch.", ""), "device": str(device),
-              "tp": args.tp, "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+              "tp": args.tp, "gpu": gpu,
               "ceilings": ceil, "args": vars(args), "results": results, "ratios": ratios}
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)

@@ -135,6 +135,28 @@ def test_killed_worker_names_its_rank() -> None:
     assert not tp.procs[0].is_alive()
 
 
+def test_stuck_worker_times_out() -> None:
+    """A worker that stops answering (SIGSTOP: alive, silent) fails the step after the group's
+    timeout instead of hanging."""
+    torch.set_num_threads(1)
+    factory = functools.partial(model_from_shape, "tiny", num_layers=2)
+    tp = TensorParallel(factory, 2, timeout_s=3, start_method=START)
+    try:
+        eng = tp.engine(CONFIG)
+        for req in _requests(512):
+            eng.submit(req)
+        eng.step()
+        os.kill(tp.procs[0].pid, signal.SIGSTOP)  # type: ignore[arg-type]
+        t0 = time.monotonic()
+        with pytest.raises(TensorParallelError, match="timed out|failed"):
+            while not eng.idle:
+                eng.step()
+        assert time.monotonic() - t0 < 15.0
+    finally:
+        tp.close()
+    assert not tp.procs[0].is_alive()
+
+
 def test_shard_plan_splits_and_refuses() -> None:
     c = ModelConfig(num_q_heads=8, num_kv_heads=2, intermediate_size=10)
     plans = [shard_plan(c, r, 4) for r in range(4)]
