@@ -148,9 +148,10 @@ def test_stuck_worker_times_out() -> None:
         eng.step()
         os.kill(tp.procs[0].pid, signal.SIGSTOP)  # type: ignore[arg-type]
         t0 = time.monotonic()
-        with pytest.raises(TensorParallelError, match="timed out|failed"):
+        with pytest.raises(TensorParallelError, match=r"rank 1 .*stuck.*timed out") as info:
             while not eng.idle:
                 eng.step()
+        assert info.value.rank == 1
         assert time.monotonic() - t0 < 15.0
     finally:
         tp.close()

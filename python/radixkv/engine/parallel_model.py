@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 import torch.distributed as dist
@@ -139,6 +139,10 @@ class AllReduceTimer:
         return total, calls
 
 
+def _nothing() -> None:
+    pass
+
+
 class TPLlama(LlamaModel):
     """One rank's shard. ``forward`` is ``LlamaModel.forward`` with an all-reduce over ``group``
     after the output and down projections; every rank must call it with the same step."""
@@ -150,6 +154,7 @@ class TPLlama(LlamaModel):
         self.plan = plan
         self.group = group
         self.timer = AllReduceTimer(self.device)
+        self.progress: Callable[[], None] = _nothing  # called after each all-reduce
 
     @classmethod
     def from_model(cls, model: LlamaModel, rank: int, world: int, group: Any = None,
@@ -164,6 +169,7 @@ class TPLlama(LlamaModel):
         if self.plan.world > 1:
             t = self.timer.start() if self.timer.enabled else None
             dist.all_reduce(y, group=self.group)
+            self.progress()
             if t is not None:
                 self.timer.stop(t)
         return y if b is None else y + b

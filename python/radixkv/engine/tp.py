@@ -121,7 +121,8 @@ def _init_group(backend: str, init: str, rank: int, world: int, timeout_s: float
 
 
 def _worker(rank: int, world: int, init: str, backend: str, device: torch.device,
-            factory: ModelFactory, timeout_s: float, threads: int, errors: Any) -> None:
+            factory: ModelFactory, timeout_s: float, threads: int, errors: Any,
+            progress: Any) -> None:
     """A rank > 0: build the shard, then run what rank 0's messages say until STOP."""
     try:
         if threads > 0:
@@ -138,9 +139,11 @@ def _worker(rank: int, world: int, init: str, backend: str, device: torch.device
         msg = torch.zeros(_MIN_CAP, dtype=torch.int32, device=dev)
         pool: Optional[KVPool] = None
         dist.barrier()
+        model.progress = _counter(progress, rank)
         with torch.inference_mode():
             while True:
                 dist.broadcast(msg, 0)
+                model.progress()
                 hdr = msg[:_HDR].tolist()
                 cmd = hdr[0]
                 if cmd == _STOP:
@@ -167,6 +170,17 @@ def _worker(rank: int, world: int, init: str, backend: str, device: torch.device
         sys.stderr.write(f"radixkv tensor-parallel rank {rank}: {text}\n")
         sys.stderr.flush()
         os._exit(1)
+
+
+def _counter(progress: Any, rank: int) -> Callable[[], None]:
+    """Counts this rank's finished collectives in shared memory (``progress[rank]``): after a
+    timeout, a live rank that finished fewer than rank 0 is the one that is stuck. (Host-side
+    counts: exact for gloo; NCCL calls return before they finish.)"""
+
+    def bump() -> None:
+        progress[rank] += 1
+
+    return bump
 
 
 def _worker_step(model: TPLlama, pool: KVPool, ops: ModuleType, msg: torch.Tensor,
@@ -253,9 +267,10 @@ class TensorParallel:
         if start_method == "forkserver":
             ctx.set_forkserver_preload(["radixkv.engine.tp"])
         self._errors = ctx.SimpleQueue()
+        self._progress = ctx.Array("q", world, lock=False)  # per rank: collectives finished
         self.procs = [ctx.Process(target=_worker, name=f"radixkv-tp-rank{r}", daemon=True,
                                   args=(r, world, init, self.backend, dev, factory, timeout_s,
-                                        threads, self._errors))
+                                        threads, self._errors, self._progress))
                       for r in range(1, world)]
         for p in self.procs:
             p.start()
@@ -275,6 +290,7 @@ class TensorParallel:
             self._kill()
             raise
         self.model = _DriverModel(self, self.shard)
+        self.shard.progress = _counter(self._progress, 0)
         self._cap = _MIN_CAP
         self._msg = torch.zeros(self._cap, dtype=torch.int32, device=self.device)
         self._hdr = np.zeros(_HDR, np.int32)
@@ -343,6 +359,7 @@ class TensorParallel:
                     at += part.numel()
             self.steps += 1
             self._collective(lambda: dist.broadcast(m, 0))
+            self.shard.progress()
             logits: torch.Tensor = self._collective(
                 lambda: self.shard.forward(tokens, positions, attend, rows))
             return logits
@@ -361,6 +378,7 @@ class TensorParallel:
     def _send_locked(self, cmd: int, a: int = 0, b: int = 0) -> None:
         self._msg[:3].copy_(torch.tensor([cmd, a, b], dtype=torch.int32))
         self._collective(lambda: dist.broadcast(self._msg, 0))
+        self.shard.progress()
 
     def _heartbeat(self) -> None:
         if self.device.type == "cuda":
@@ -471,9 +489,19 @@ class TensorParallel:
         first = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
         if dead:
             return self._dead_error(dead, f"rank 0 saw: {first}")
+        # Alive but behind: a rank that finished fewer collectives than rank 0 is stuck.
+        mine = int(self._progress[0])
+        behind = sorted((int(self._progress[r]), r) for r in range(1, self.world)
+                        if int(self._progress[r]) < mine)
+        if behind:
+            d, r = behind[0]
+            return TensorParallelError(
+                f"tensor parallel: rank {r} (pid {self.procs[r - 1].pid}) is alive but stuck: it "
+                f"finished {d} collectives, rank 0 {mine}; a collective failed or timed out "
+                f"(timeout {self.timeout_s:g}s): {type(exc).__name__}: {first}", r)
         return TensorParallelError(
             f"tensor parallel: a collective failed or timed out (timeout {self.timeout_s:g}s) "
-            f"with every worker still running: {type(exc).__name__}: {first}")
+            f"with every worker running and caught up: {type(exc).__name__}: {first}")
 
     # -- shutdown -----------------------------------------------------------------------------
 
