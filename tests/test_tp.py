@@ -102,7 +102,6 @@ def test_tp2_gqa_fewer_kv_heads_than_ranks(tmp_path: Path) -> None:
     _check_tp(path, hf)
 
 
-@pytest.mark.slow
 def test_tp2_qwen2_bias_tied(tmp_path: Path) -> None:
     """q/k/v biases, tied embeddings, 2 KV heads split one per rank."""
     torch.set_num_threads(1)
@@ -183,3 +182,26 @@ def test_shards_sum_to_the_model() -> None:
         parts.append(torch.nn.functional.linear(x[:, lo:hi], s.weights.layers[0].w_down))
         assert s.weights.lm_head.shape[0] == (model.config.vocab_size if r == 0 else 0)
     assert torch.allclose(parts[0] + parts[1], full, atol=1e-5)
+
+
+def test_cli_refuses_a_tp_that_does_not_split(capsys: pytest.CaptureFixture[str]) -> None:
+    from radixkv.engine.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["demo", "--tp", "3", "--quiet"])
+    assert info.value.code == 2
+    assert "--tp 3: tensor parallel 3: 4 query heads do not split evenly" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_cli_demo_tp2_verifies(tmp_path: Path) -> None:
+    """``radixkv demo --tp 2`` on the CPU (spawned gloo ranks): every token verified."""
+    import json
+
+    from radixkv.engine.cli import main
+
+    out = tmp_path / "demo.json"
+    assert main(["demo", "--tp", "2", "--workload", "fewshot", "--quiet", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["verify"]["ok"] and report["verify"]["tokens"] > 0
+    assert report["tensor_parallel"]["ranks"] == 2
