@@ -293,7 +293,10 @@ class TensorParallel:
         self.shard.progress = _counter(self._progress, 0)
         self._cap = _MIN_CAP
         self._msg = torch.zeros(self._cap, dtype=torch.int32, device=self.device)
-        self._hdr = np.zeros(_HDR, np.int32)
+        # Pinned on a GPU so the header's copy does not wait; reused safely because each step
+        # ends with the sampled tokens' synchronising copy back.
+        self._hdr_t = torch.zeros(_HDR, dtype=torch.int32, pin_memory=self.device.type == "cuda")
+        self._hdr = self._hdr_t.numpy()
         self._beat = threading.Thread(target=self._heartbeat, name="radixkv-tp-heartbeat",
                                       daemon=True)
         self._beat.start()
@@ -349,7 +352,7 @@ class TensorParallel:
             if total > self._cap:
                 self._grow(total)
             m = self._msg
-            m[:_HDR].copy_(torch.from_numpy(h), non_blocking=False)
+            m[:_HDR].copy_(self._hdr_t, non_blocking=True)
             at = _HDR
             for part in (ext.buffer if ext is not None else None,
                          dec.buffer if dec is not None else None, tokens, positions,
