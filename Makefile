@@ -11,7 +11,8 @@ PINS   := .ci/pins.txt
 STAMP  := $(VENV)/.deps-stamp
 ARGS   ?=
 
-.PHONY: setup build demo test pytest cargo-test stubtest compile-kernels isa-report fuzz-smoke wheel wheel-smoke mutants mutants-shard lint clean
+.PHONY: setup build demo test pytest cargo-test stubtest compile-kernels isa-report fuzz-smoke wheel wheel-smoke \
+	mutants mutants-shard sglang-deps lint clean
 
 # Dependencies change rarely: install them once per pins file.
 $(STAMP): $(PINS)
@@ -21,6 +22,16 @@ $(STAMP): $(PINS)
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+# SGLang 0.5.23 without its dependencies, plus what its cache modules import (about 75 MB of
+# wheels): tests/test_sglang_plugin.py runs with it and skips without it.
+SGLANG_REQS  := .ci/sglang-requirements.txt
+SGLANG_STAMP := $(VENV)/.sglang-stamp
+$(SGLANG_STAMP): $(STAMP) $(SGLANG_REQS)
+	$(PIP) install -q --no-deps -r $(SGLANG_REQS)
+	touch $(SGLANG_STAMP)
+
+sglang-deps: $(SGLANG_STAMP)
 
 # Build the Rust extension into the venv (editable: python/radixkv is imported in place).
 build: $(STAMP)

@@ -4,11 +4,12 @@
 #
 #   .ci/mutants.sh                  the whole crate, in a scratch copy (make mutants; ~1,200
 #                                   mutants, the better part of an hour on 2 cores)
-#   .ci/mutants.sh --ci             one shard of MUTANTS_SHARDS (default 128: about 12 mutants,
-#                                   a few minutes), chosen from the commit, in place, no
+#   .ci/mutants.sh --ci             one shard of MUTANTS_SHARDS (default 256: 4-5 of the ~1,170
+#                                   mutants, ~25 s each), chosen from the commit, in place, no
 #                                   baseline (CI runs it after `make test`)
 #   MUTANTS_SHARD=k/N .ci/mutants.sh   shard k of N (0 <= k < N)
-#   .ci/mutants.sh -f src/radix/tree.rs   extra arguments go to cargo mutants
+#   .ci/mutants.sh -f rust/radixkv-core/src/radix/tree.rs   extra arguments go to cargo mutants
+#                                   (paths from the repository root)
 #
 # Fails when a mutant is missed that is not listed, with why, in .ci/mutants-accepted.txt
 # (entries are "file: mutation", without line numbers, so edits elsewhere do not stale them).
@@ -27,7 +28,7 @@ fi
 args=(--package radixkv-core --no-shuffle)
 if [[ "${1:-}" == "--ci" ]]; then
   shift
-  n="${MUTANTS_SHARDS:-128}"
+  n="${MUTANTS_SHARDS:-256}"
   k=$(( 0x$(git rev-parse --short=8 HEAD 2>/dev/null || date +%j) % n ))
   MUTANTS_SHARD="${MUTANTS_SHARD:-$k/$n}"
   # The tree is a throwaway CI clone and `make test` has just built and passed it.

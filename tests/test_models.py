@@ -348,3 +348,32 @@ def test_inspect_reads_headers_only(good: Path) -> None:
     with pytest.raises(CheckpointError, match="max_seq_len 5000 > the model's 1024"):
         inspect_checkpoint(good, max_seq_len=5000)
     assert inspect_checkpoint(good, max_seq_len=256).config.max_seq_len == 256
+
+
+def test_hf_baseline_cpu_smoke(tmp_path: Path) -> None:
+    """bench/hf_baseline.py end to end on the CPU: transformers' continuous batching serves two
+    traces (chat follow-ups, n = 4 forks) on the tiny shape's weights and writes its JSON."""
+    import importlib.util
+    import sys
+
+    bench = Path(__file__).resolve().parent.parent / "bench"
+    sys.path.insert(0, str(bench))
+    try:
+        spec = importlib.util.spec_from_file_location("hf_baseline", bench / "hf_baseline.py")
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        out = tmp_path / "hf.json"
+        assert mod.main(["--device", "cpu", "--requests", "4", "--layers", "1", "--scale", "0.05",
+                         "--traces", "chat,parallel", "--out", str(out)]) == 0
+    finally:
+        sys.path.remove(str(bench))
+    data = json.loads(out.read_text())
+    assert data["requests_per_trace"] == 4 and data["attn_implementation"] == "paged|sdpa"
+    rows = {r["trace"]: r for r in data["traces"]}
+    assert set(rows) == {"chat", "parallel"}
+    assert rows["parallel"]["sequences"] == 4 and rows["parallel"]["requests"] == 1
+    assert rows["chat"]["requests"] == 4  # one conversation, four turns, each after the last
+    for r in rows.values():
+        assert r["total_tokens_per_s"] > 0 and r["ttft_s"]["p50"] is not None
+        assert r["generated_tokens"] == r["sequences"] * max(1, round(128 * 0.05))

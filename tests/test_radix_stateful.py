@@ -215,6 +215,15 @@ class TreeModel:
     def total(self) -> int:
         return sum(len(v.slots) for v in self.nodes.values())
 
+    def next_victim_len(self) -> int:
+        """Tokens of the leaf `evict` would take first (0 if none)."""
+        leaves = [
+            (v.last, len(v.slots))
+            for (n, q), v in self.nodes.items()
+            if self.is_leaf(n, q) and self.lock_ref(n, q) == 0
+        ]
+        return min(leaves)[1] if leaves else 0
+
     def evict(self, want: int) -> list[int]:
         """Oldest unlocked leaves first, whole, until `want` tokens are freed or none is left."""
         freed: list[int] = []
@@ -477,11 +486,18 @@ class RadixMachine(RuleBasedStateMachine):
 
     @rule(n=st.integers(0, 40))
     def evict(self, n: int) -> None:
-        n *= max(1, self.PAGE // 4)
+        self.do_evict(n * max(1, self.PAGE // 4))
+
+    def do_evict(self, n: int) -> None:
         want = self.tree.evict(n)
         freed = self.cache.evict_slots(n).tolist()
         assert freed == want, f"evict({n}) freed {freed}, model {want}"
         self.note_evictions(want)
+
+    @rule()
+    def evict_one_leaf(self) -> None:
+        """Exactly the next victim's size: one leaf must go, and only that one."""
+        self.do_evict(self.tree.next_victim_len())
 
     @rule(pages=st.integers(0, 6))
     def alloc(self, pages: int) -> None:

@@ -400,18 +400,26 @@ def random_weights(config: ModelConfig, device: str | torch.device = "cpu",
                    dtype: torch.dtype = torch.float32, seed: int = 0) -> Weights:
     """Seeded random weights drawn directly on ``device`` in ``dtype`` (no host copy): an 8B
     model builds in about a second on a GPU. Scales as ``TinyLlama``'s: N(0, 1/fan_in)
-    projections (0.5x for o/down, 4x for lm_head), N(0, 1) embeddings, norms near 1."""
+    projections (0.5x for o/down, 4x for lm_head), N(0, 1) embeddings, norms near 1. A tied
+    embedding is small (norm 0.25) and the final norm 16x larger instead: a large embedding stays
+    in the residual stream, and its own logit (|e|^2 scale) would make the model repeat its input.
+    """
     dev = torch.device(device)
     gen = torch.Generator(device=dev).manual_seed(seed)
     scale = {"o_proj": 0.5, "down_proj": 0.5, "lm_head": 4.0}
+    tied = config.tie_embeddings
+    if tied:
+        scale["embed_tokens"] = 0.25
 
     def fill(name: str, t: torch.Tensor) -> None:
         t.normal_(0.0, 1.0, generator=gen)
         if name.endswith("norm.weight"):
             t.mul_(0.1).add_(1.0)
+            if tied and name == "model.norm.weight":
+                t.mul_(16.0)
         elif name.endswith(".bias"):
             t.mul_(0.1)
-        elif name != "model.embed_tokens.weight":
+        elif name != "model.embed_tokens.weight" or config.tie_embeddings:
             mult = next((v for k, v in scale.items() if k in name), 1.0)
             t.mul_(mult / math.sqrt(t.shape[-1]))
 

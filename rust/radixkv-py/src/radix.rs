@@ -332,7 +332,11 @@ impl PyRadixCache {
             let tail = cache
                 .tail(&ns, handle, &t.as_slice()[length..])
                 .map(|tl| -> PyResult<_> {
-                    Ok((tl.len, slots_to_array(py, &tl.slots, want, "tail_slots")?, tl.node))
+                    Ok((
+                        tl.len,
+                        slots_to_array(py, &tl.slots, want, "tail_slots")?,
+                        tl.node,
+                    ))
                 })
                 .transpose()?;
             let (slots, into_out) = match out {
@@ -360,7 +364,11 @@ impl PyRadixCache {
             (length, handle, slots, into_out, id, tail)
         };
         let (tail_length, tail_slots, tail_node) = match tail {
-            Some((k, a, h)) => (k, Some(a.unbind()), Some(Py::new(py, make_node(slf, h, id))?)),
+            Some((k, a, h)) => (
+                k,
+                Some(a.unbind()),
+                Some(Py::new(py, make_node(slf, h, id))?),
+            ),
             None => (0, None, None),
         };
         Ok(PyMatch {

@@ -272,7 +272,15 @@ impl RadixCache {
             pool.check_out(tail, "insert (partial last page)")?;
         }
         pool.take_for_cache(new)?;
-        Ok(self.commit_with_tail(ns, plan, tokens, slots, split_end, priority, Some(&mut pool)))
+        Ok(self.commit_with_tail(
+            ns,
+            plan,
+            tokens,
+            slots,
+            split_end,
+            priority,
+            Some(&mut pool),
+        ))
     }
 
     /// Commits the whole pages, then (partial pages on) the tail: stored as a partial leaf
@@ -306,7 +314,14 @@ impl RadixCache {
         if self.tree.tail_present(parent, tail) {
             self.tree.drop_root_if_empty_pub(parent);
             // All tokens were present: the caller keeps (frees) every slot it passed.
-            return (if present == usable { tokens.len() } else { present }, end);
+            return (
+                if present == usable {
+                    tokens.len()
+                } else {
+                    present
+                },
+                end,
+            );
         }
         if let Some(pool) = pool {
             pool.take_for_cache(&slots[usable..])
@@ -515,7 +530,10 @@ impl Drop for RadixCache {
 fn check_page_start(slots: &[Slot], p: usize) -> Result<()> {
     let first = slots[0];
     let ok = (first as u64).is_multiple_of(p as u64)
-        && slots.iter().enumerate().all(|(k, &s)| s == first + k as Slot);
+        && slots
+            .iter()
+            .enumerate()
+            .all(|(k, &s)| s == first + k as Slot);
     if !ok {
         return Err(CoreError::invalid(format!(
             "insert: the partial last page's slots {slots:?} are not the start of one pool page \

@@ -15,8 +15,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::cache::{lock_pool, shared_pool, CacheOptions, DumpRow, RadixCache, SharedPool};
-use super::policy::Policy;
 use super::node::NodeHandle;
+use super::policy::Policy;
 use crate::error::CoreError;
 use crate::pool::{SlotState, TokenPool};
 use crate::slot::Slot;
