@@ -178,7 +178,7 @@ def _pct(xs: list[float], q: float) -> float:
 def run_trace(model: Any, trace_name: str, args: argparse.Namespace, label: str, *,
               pool_tokens: int, page_size: int = 16, radix: bool = True,
               admission: str = "paged", contiguous_len: Optional[int] = None,
-              ceil: dict[str, float]) -> dict[str, Any]:
+              ceil: dict[str, float], tp: Any = None) -> dict[str, Any]:
     trace = make_trace(trace_name, args.requests, model.config.vocab_size, args.seed, args.scale)
     sched = SchedulerConfig(max_batch_tokens=args.max_batch_tokens, chunk_size=args.chunk_size,
                             max_running=args.max_running, admission=admission,  # type: ignore[arg-type]
@@ -186,7 +186,9 @@ def run_trace(model: Any, trace_name: str, args: argparse.Namespace, label: str,
     cfg = EngineConfig(pool_tokens=pool_tokens, page_size=page_size, radix=radix,
                        cuda_graphs=(None if args.graphs else False), graph_max_batch=args.max_running,
                        profile=args.profile, memory_samples=False, scheduler=sched)
-    engine = Engine(model, cfg)
+    engine = tp.engine(cfg) if tp is not None else Engine(model, cfg)
+    if tp is not None:
+        tp.all_reduce_time()  # starts (or resets) rank 0's all-reduce timer
     if engine.graphs is not None:
         t = time.perf_counter()
         engine.graphs.capture_all()
@@ -214,6 +216,7 @@ def run_trace(model: Any, trace_name: str, args: argparse.Namespace, label: str,
     if model.device.type == "cuda":
         torch.cuda.synchronize()
     wall = time.perf_counter() - t0
+    ar_s, ar_calls = tp.all_reduce_time() if tp is not None else (0.0, 0)
     s = engine.stats
     out_tokens = sum(len(o) for c in done for o in c.outputs)
     prompt_tokens = sum(int(c.request.prompt.size) for c in done)
@@ -224,8 +227,10 @@ def run_trace(model: Any, trace_name: str, args: argparse.Namespace, label: str,
     dec_big = [t for t in dec if t.batch >= 0.9 * big] if big else []
     host = [t.host_outside_forward for t in s.timings]
     roof = roofline_s(engine, ceil)
+    busy = max(1, s.steps - s.idle_steps)
     res = {
-        "label": label, "trace": trace_name, "page_size": page_size, "radix": radix,
+        "label": label, "trace": trace_name, "tp": tp.world if tp is not None else 1,
+        "allreduce_ms_per_step": 1e3 * ar_s / busy, "allreduce_calls": ar_calls, "page_size": page_size, "radix": radix,
         "admission": admission, "contiguous_len": contiguous_len, "pool_tokens": pool_tokens,
         "requests": len(done), "sequences": sum(len(c.outputs) for c in done),
         "prompt_tokens": prompt_tokens, "output_tokens": out_tokens,
@@ -330,6 +335,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--hf-baseline", action="store_true",
                    help="add transformers' numbers from bench/results/hf_baseline.json")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--tp", type=int, default=1,
+                   help="tensor parallel ranks (NCCL on GPUs 0..N-1, gloo on cpu); runs each trace's "
+                   "main configuration only, after the same runs at TP 1 (see --tp-baseline)")
+    p.add_argument("--pool-gib", type=float, default=None,
+                   help="with --tp: KV pool of this many GiB per GPU (TP N's shards hold fewer heads "
+                   "per token, so more tokens); emulates a KV budget too small for one GPU")
+    p.add_argument("--tp-baseline", action=argparse.BooleanOptionalAction, default=True,
+                   help="with --tp N > 1: also run TP 1 first, same process and settings")
     p.add_argument("--json", default=None)
     p.add_argument("--png", default=None)
     args = p.parse_args(argv)
@@ -346,6 +359,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         args.chunk_size = 256 if cpu else 8192
     if cpu:
         torch.set_num_threads(1)  # a tiny model: intra-op threads only contend
+    if args.tp > 1:
+        return main_tp(args, device, shape, dtype)
     t = time.perf_counter()
     model = build_model(shape, device, dtype, args.seed)
     print(f"[serve] model {shape} {str(dtype).replace('torch.', '')} on {device} in "
@@ -424,6 +439,78 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.png:
         Path(args.png).parent.mkdir(parents=True, exist_ok=True)
         plot(results, ratios, Path(args.png))
+    return 0
+
+
+def _default_pool(args: argparse.Namespace, model: Any, device: torch.device) -> int:
+    if args.pool_tokens is not None:
+        return int(args.pool_tokens)
+    if getattr(args, "pool_gib", None):
+        return int(args.pool_gib * GiB / model.config.kv_bytes_per_token(model.dtype)) // 256 * 256
+    if device.type == "cpu":
+        return 1 << 16
+    free, _ = torch.cuda.mem_get_info(device)
+    return int(0.80 * (free - 8 * GiB) / model.config.kv_bytes_per_token(model.dtype)) // 256 * 256
+
+
+def main_tp(args: argparse.Namespace, device: torch.device, shape: str, dtype: torch.dtype) -> int:
+    """--tp N: each trace's main configuration at TP 1 (unless --no-tp-baseline), then at TP N
+    (rank r on GPU r), equal per-GPU limits (max running, batch tokens; a pool sized from each
+    run's own free memory, so TP N holds more tokens per GPU byte). Reports tokens/s, the ratio,
+    the scaling efficiency (ratio / N) and rank 0's all-reduce time per step."""
+    import functools
+
+    from radixkv.engine.checkpoint import model_from_shape
+    from radixkv.engine.tp import TensorParallel
+
+    factory = functools.partial(model_from_shape, shape, dtype=dtype, seed=args.seed)
+    traces = [t for t in args.traces.split(",") if t]
+    ceil = measure_ceilings(device, dtype)
+    results: list[dict[str, Any]] = []
+
+    def runs(model: Any, tp: Any, label: str) -> None:
+        pool = _default_pool(args, model, device)
+        bpt = model.config.kv_bytes_per_token(dtype)
+        print(f"[serve] {label}: KV pool {pool} tokens ({pool * bpt / GiB:.1f} GiB per GPU)",
+              flush=True)
+        warm = argparse.Namespace(**{**vars(args), "requests": 8, "scale": min(args.scale, 0.125),
+                                     "graphs": False})
+        run_trace(model, "parallel", warm, "warm-up", pool_tokens=min(pool, 1 << 16), ceil=ceil,
+                  tp=tp)
+        for name in traces:
+            r = run_trace(model, name, args, f"{label} {name}", pool_tokens=pool, ceil=ceil, tp=tp)
+            results.append(r)
+            print(fmt(r) + f"  allreduce {r['allreduce_ms_per_step']:.2f} ms/step", flush=True)
+
+    print(HEADER, flush=True)
+    if args.tp_baseline:
+        model = factory(device)
+        runs(model, None, "tp1")
+        del model
+        gc.collect()
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    t = time.perf_counter()
+    with TensorParallel(factory, args.tp, device, timeout_s=600) as tp:
+        print(f"[serve] tp {args.tp}: ranks up in {time.perf_counter() - t:.1f}s", flush=True)
+        runs(tp.model, tp, f"tp{args.tp}")
+    ratios: dict[str, float] = {}
+    for name in traces:
+        one = next((r for r in results if r["label"] == f"tp1 {name}"), None)
+        many = next(r for r in results if r["label"] == f"tp{args.tp} {name}")
+        if one is not None:
+            ratio = many["total_tokens_per_s"] / one["total_tokens_per_s"]
+            ratios[f"tp{args.tp}/tp1 ({name})"] = ratio
+            ratios[f"scaling efficiency ({name})"] = ratio / args.tp
+    for k, v in ratios.items():
+        print(f"[serve] {k}: {v:.2f}" + ("x" if "/" in k else ""), flush=True)
+    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
+    report = {"model_shape": shape, "dtype": str(dtype).replace("torch.", ""), "device": str(device),
+              "tp": args.tp, "gpu": gpu,
+              "ceilings": ceil, "args": vars(args), "results": results, "ratios": ratios}
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(report, indent=2, default=str))
     return 0
 
 

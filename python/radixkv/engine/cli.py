@@ -7,6 +7,7 @@ stderr and exit status 2, as argparse's own errors do.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import json
 import os
@@ -106,6 +107,9 @@ def _parser() -> argparse.ArgumentParser:
                    "for a --model checkpoint when transformers is installed, else dense")
     d.add_argument("--threads", type=_int_at_least(0), default=1,
                    help="torch CPU threads; the model is tiny, so more threads mostly add overhead")
+    d.add_argument("--tp", type=_int_at_least(1), default=1,
+                   help="tensor parallel ranks: worker processes joined by torch.distributed "
+                   "(gloo on cpu, NCCL on cuda: rank r on GPU r)")
     d.add_argument("--quiet", action="store_true", help="no progress bar, no table")
     d.set_defaults(parser=d)  # checks after parsing report as "radixkv demo: error: ..."
     return p
@@ -230,6 +234,15 @@ def _plan(parser: argparse.ArgumentParser, args: argparse.Namespace) -> _Plan:
         if args.page_size not in radixkv.ops.SUPPORTED_PAGE_SIZES:
             fail(f"--page-size {args.page_size} has no GPU kernel (supported: "
                  f"{', '.join(map(str, radixkv.ops.SUPPORTED_PAGE_SIZES))})")
+    if args.tp > 1:
+        from radixkv.engine.parallel_model import shard_plan
+
+        try:
+            shard_plan(config, 0, args.tp)
+        except rk.InvalidArgument as e:
+            fail(f"--tp {args.tp}: {e}")
+        if device.type == "cuda" and (device.index or 0) + args.tp > torch.cuda.device_count():
+            fail(f"--tp {args.tp} from {device}: there are {torch.cuda.device_count()} GPUs")
     reference = None
     if args.verify:
         has_tf = importlib.util.find_spec("transformers") is not None
@@ -257,13 +270,19 @@ def _plan(parser: argparse.ArgumentParser, args: argparse.Namespace) -> _Plan:
     return _Plan(device, dtype, config, checkpoint, wl, reference, eos, engine)
 
 
-def _build_model(args: argparse.Namespace, plan: _Plan) -> LlamaModel:
+def _factory(args: argparse.Namespace, plan: _Plan) -> Callable[[torch.device], LlamaModel]:
+    """factory(device) -> the model (picklable: tensor-parallel ranks build their own)."""
     if plan.checkpoint is not None:
-        return load_model(plan.checkpoint.path, plan.device, plan.dtype)
+        return functools.partial(load_model, plan.checkpoint.path, dtype=plan.dtype)
     shape = args.model_shape or DEFAULT_SHAPE
     overrides = {k: v for k, v in (("num_layers", args.layers), ("hidden_size", args.hidden))
                  if v is not None}
-    return model_from_shape(shape, plan.device, plan.dtype, args.seed, **overrides)
+    return functools.partial(model_from_shape, shape, dtype=plan.dtype, seed=args.seed,
+                             **overrides)
+
+
+def _build_model(args: argparse.Namespace, plan: _Plan) -> LlamaModel:
+    return _factory(args, plan)(plan.device)
 
 
 def _reference(plan: _Plan, model: LlamaModel) -> Reference:
@@ -281,8 +300,27 @@ def demo(args: argparse.Namespace) -> int:
     plan = _plan(args.parser, args)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
-    model = _build_model(args, plan)
-    engine = Engine(model, plan.engine)
+    tp = None
+    if args.tp > 1:
+        from radixkv.engine.tp import TensorParallel
+
+        # The full model stays on rank 0 as the verification reference.
+        tp = TensorParallel(_factory(args, plan), args.tp, plan.device, keep_full=True,
+                            threads=args.threads)
+        assert tp.full is not None
+        model = tp.full
+        engine = tp.engine(plan.engine)
+    else:
+        model = _build_model(args, plan)
+        engine = Engine(model, plan.engine)
+    try:
+        return _serve(args, plan, model, engine)
+    finally:
+        if tp is not None:
+            tp.close()
+
+
+def _serve(args: argparse.Namespace, plan: _Plan, model: LlamaModel, engine: Engine) -> int:
     wl = plan.workload
     console = Console(stderr=True, quiet=args.quiet)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -304,6 +342,11 @@ def demo(args: argparse.Namespace) -> int:
         verify_s = time.perf_counter() - t0
     backend = "reference" if plan.device.type == "cpu" else _ops_backend(plan.device)
     report = build_report(engine, wl.name, args.seed, backend, result)
+    if args.tp > 1:  # the table's model is the whole model; memory figures are per rank
+        report["model"] = model.config.to_dict()
+        report["tensor_parallel"] = {"ranks": args.tp,
+                                     "kv_heads_per_rank": engine.model.config.num_kv_heads,
+                                     "memory_figures": "per rank"}
     report["model_source"] = (str(plan.checkpoint.path) if plan.checkpoint is not None
                               else f"random weights, shape {args.model_shape or DEFAULT_SHAPE}")
     if result is not None:

@@ -227,14 +227,19 @@ class LlamaModel:
             k = qk[:, hq:].contiguous()
             v = qkv[:, qk_dim:].reshape(n, hkv, d)
             o = attend(index, q, k, v)
-            h = h + F.linear(o.reshape(n, hq * d), layer.w_o, layer.b_o)
+            h = h + self._row_linear(o.reshape(n, hq * d), layer.w_o, layer.b_o)
             x = rms_norm(h, layer.mlp_norm, c.rms_eps)
             gate_up = F.linear(x, layer.w_gate_up, layer.b_gate_up)
             act = F.silu(gate_up[:, :inter]) * gate_up[:, inter:]
-            h = h + F.linear(act, layer.w_down, layer.b_down)
+            h = h + self._row_linear(act, layer.w_down, layer.b_down)
         if logits_rows is not None:
             h = h[logits_rows]
         return F.linear(rms_norm(h, w.final_norm, c.rms_eps), w.lm_head).float()
+
+    def _row_linear(self, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+        """The output and down projections. Tensor parallelism (``parallel_model``) overrides it:
+        each rank holds some of the input columns and the partial products are summed."""
+        return F.linear(x, w, b)
 
     def forward_dense(self, tokens: torch.Tensor) -> torch.Tensor:
         """float32 logits [L, V] of one whole sequence ``tokens`` int64 [L], recomputed with dense
