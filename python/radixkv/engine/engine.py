@@ -204,7 +204,7 @@ class Engine:
         lay = graph.layout
         buf = self.staging.buffer(lay.size)
         tok, pos = decode_inputs(seqs)
-        n = pack_decode(buf, lay, tok, pos, md.kv_indptr, md.kv_indices, md.kv_lens,
+        n = pack_decode(buf, lay, tok, pos, md.kv_indptr, md.kv_indices, md.seq_lens,
                         md.out_cache_loc, temps, lo, hi, np.asarray(copies, np.int32).reshape(-1))
         st = self.staging.send(n, graph.static)
         b = len(seqs)
