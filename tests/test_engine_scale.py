@@ -77,7 +77,8 @@ def test_tiny_pool_preempts_and_stays_exact(model: TinyLlama, page_size: int) ->
     reqs = _requests(1, 10, new=24) + _requests(2, 3, n=3, temperature=0.7, new=16)
     for i, r in enumerate(reqs):
         r.rid = f"q{i}"
-    sched = SchedulerConfig(max_batch_tokens=96, chunk_size=48, decode_reserve=0.0)
+    sched = SchedulerConfig(max_batch_tokens=96, chunk_size=48, decode_reserve=0.0,
+                            decode_reserve_init=0.0)
     engine, done = _run(model, reqs, pool_tokens=384, page_size=page_size, scheduler=sched)
     assert engine.scheduler.preemptions > 0
     assert engine.stats.recomputed_tokens > 0

@@ -4,10 +4,14 @@ Every step runs all decoding sequences (one token each), then the next chunk of 
 prefilled, then admits waiting sequences while the token budget lasts. KV is allocated as
 positions need it, never reserved for a request's worst case (``admission="paged"``): a request
 is admitted when the pool (free pages plus evictable cache) holds its remaining prefill plus a
-fraction ``decode_reserve`` of the tokens every running sequence may still generate. When a step
-cannot get the pages it needs after all, the newest running sequences are preempted
-(recompute): their KV goes to the radix cache unlocked, and they wait at the head of the queue
-with the tokens generated so far, so re-admission recomputes only what eviction took.
+fraction (the *reserve ratio*) of the tokens every running sequence, itself included, may still
+generate. The ratio adapts, as SGLang's new-token ratio does: it starts at
+``decode_reserve_init``, decays by ``decode_reserve_decay`` per step down to ``decode_reserve``,
+and jumps to 1 (every running sequence's whole remaining length) whenever a sequence is
+preempted, so a pool that turned out too small stops admitting until the running set has room to
+finish. When a step cannot get the pages it needs after all, the newest running sequences are
+preempted (recompute): their KV goes to the radix cache unlocked, and they wait at the head of
+the queue with the tokens generated so far, so re-admission recomputes only what eviction took.
 
 ``admission="contiguous"`` is the pre-paging baseline for comparisons: each sequence reserves
 ``prompt + max_new_tokens`` tokens (or ``contiguous_len``) up front and is admitted only if the
@@ -39,7 +43,9 @@ class SchedulerConfig:
     max_running: int = 64  # sequences running at once (each branch of n > 1 counts)
     defer_threshold: int = 32  # in-batch prefix sharing: defer if this many more tokens would be shared
     admission: Literal["paged", "contiguous"] = "paged"
-    decode_reserve: float = 0.25  # paged: share of running sequences' future tokens kept free
+    decode_reserve: float = 0.25  # paged: the floor of the reserve ratio (see the module doc)
+    decode_reserve_init: float = 0.7  # paged: the ratio at start (raised to the floor if below)
+    decode_reserve_decay: float = 0.001  # paged: per step, back towards the floor after a preemption
     contiguous_len: Optional[int] = None  # contiguous: tokens reserved per sequence (None: its own)
 
     def __post_init__(self) -> None:
@@ -50,8 +56,10 @@ class SchedulerConfig:
             )
         if self.admission not in ("paged", "contiguous"):
             raise rk.InvalidArgument(f"admission must be 'paged' or 'contiguous', got {self.admission!r}")
-        if not 0.0 <= self.decode_reserve <= 1.0:
-            raise rk.InvalidArgument(f"decode_reserve must be in [0, 1], got {self.decode_reserve}")
+        for name in ("decode_reserve", "decode_reserve_init", "decode_reserve_decay"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise rk.InvalidArgument(f"{name} must be in [0, 1], got {value}")
 
 
 @dataclass
@@ -99,6 +107,8 @@ class Scheduler:
         self.deferred = 0
         self.preemptions = 0
         self._order = 0
+        # Paged admission's reserve ratio (module doc); its peak is kept for reports.
+        self.reserve = max(config.decode_reserve, config.decode_reserve_init)
 
     # -- queue ---------------------------------------------------------------------------------
 
@@ -119,6 +129,8 @@ class Scheduler:
 
     def schedule(self, step: int) -> StepPlan:
         plan = StepPlan()
+        cfg = self.config
+        self.reserve = max(cfg.decode_reserve, self.reserve - cfg.decode_reserve_decay)
         while True:
             self._decodes(plan)
             budget = self.config.max_batch_tokens - len(plan.decodes)
@@ -174,16 +186,24 @@ class Scheduler:
 
     def _admit(self, step: int, budget: int, plan: StepPlan) -> None:
         cfg, kv = self.config, self.kv
+        if not self.waiting or budget <= 0 or len(self.running) >= cfg.max_running:
+            return
+        ps = kv.page_size
+        reserve = self.reserve
+        prefill_left = decode_left = 0
+        if cfg.admission == "paged":
+            # Tokens the running sequences are still committed to. When they alone leave no page
+            # free, nothing can be admitted: skip the queue's prefix lookups.
+            prefill_left = sum(s.target - s.kv_len for s in self.running)
+            prefill_left -= sum(len(w.tokens) for w in plan.extends)
+            decode_left = sum(s.remaining_new for s in self.running)
+            if ceil_div(int(prefill_left + 1 + reserve * decode_left), ps) > kv.free_pages():
+                return
         arrived = [s for s in self.waiting if s.req.arrival_step <= step]
-        if not arrived or budget <= 0 or len(self.running) >= cfg.max_running:
+        if not arrived:
             return
         hits = {id(s): kv.peek(s) for s in arrived}
         arrived.sort(key=lambda s: (s.preemptions == 0, -hits[id(s)], s.req.arrival_step, s.order))
-        ps = kv.page_size
-        # Paged admission: tokens the running sequences are still committed to.
-        prefill_left = sum(s.target - s.kv_len for s in self.running)
-        prefill_left -= sum(len(w.tokens) for w in plan.extends)
-        decode_left = sum(s.remaining_new for s in self.running)
         for seq in arrived:
             if budget <= 0 or len(self.running) >= cfg.max_running:
                 return
@@ -197,7 +217,7 @@ class Scheduler:
                     return  # the head waits; admitting smaller ones behind it could starve it
             else:
                 left = len(seq.tokens) - hit
-                future = prefill_left + left + cfg.decode_reserve * (decode_left + seq.remaining_new)
+                future = prefill_left + left + reserve * (decode_left + seq.remaining_new)
                 # Locking the hit takes its pages out of the evictable cache.
                 if ceil_div(int(future), ps) > kv.free_pages() - hit // ps:
                     return
@@ -213,8 +233,9 @@ class Scheduler:
             self.running.append(seq)
             n = self._chunk(seq, budget, plan)
             budget -= n
-            prefill_left += len(seq.tokens) - got - n
-            decode_left += seq.remaining_new
+            if cfg.admission == "paged":
+                prefill_left += len(seq.tokens) - got - n
+                decode_left += seq.remaining_new
 
     def _should_defer(self, seq: Seq, hit: int) -> bool:
         prompt = seq.req.prompt
@@ -235,6 +256,8 @@ class Scheduler:
         seq.preemptions += 1
         seq.group.preemptions += 1
         self.preemptions += 1
+        # The estimate was too low: admit nothing more until the running set can finish.
+        self.reserve = 1.0
         plan.preempted.append(seq)
         self.waiting.insert(0, seq)
 
