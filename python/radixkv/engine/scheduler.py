@@ -194,10 +194,13 @@ class Scheduler:
         if cfg.admission == "paged":
             # Tokens the running sequences are still committed to. When they alone leave no page
             # free, nothing can be admitted: skip the queue's prefix lookups.
-            prefill_left = sum(s.target - s.kv_len for s in self.running)
+            # (A decoding sequence's kv_len runs past its target: only prefills count here.)
+            prefill_left = sum(s.target - s.kv_len for s in self.running if s.kv_len < s.target)
             prefill_left -= sum(len(w.tokens) for w in plan.extends)
             decode_left = sum(s.remaining_new for s in self.running)
-            if ceil_div(int(prefill_left + 1 + reserve * decode_left), ps) > kv.free_pages():
+            # (+1 page per sequence: each may end inside a page.)
+            slack = len(self.running) + 1
+            if ceil_div(int(prefill_left + 1 + reserve * decode_left), ps) + slack > kv.free_pages():
                 return
         arrived = [s for s in self.waiting if s.req.arrival_step <= step]
         if not arrived:
@@ -219,7 +222,8 @@ class Scheduler:
                 left = len(seq.tokens) - hit
                 future = prefill_left + left + reserve * (decode_left + seq.remaining_new)
                 # Locking the hit takes its pages out of the evictable cache.
-                if ceil_div(int(future), ps) > kv.free_pages() - hit // ps:
+                slack = len(self.running) + 1
+                if ceil_div(int(future), ps) + slack > kv.free_pages() - hit // ps:
                     return
             self.waiting.remove(seq)
             got = kv.admit(seq)
