@@ -134,11 +134,12 @@ class Scheduler:
         while True:
             self._decodes(plan)
             budget = self.config.max_batch_tokens - len(plan.decodes)
-            for seq in self.running:
-                if budget <= 0:
-                    break
-                if seq.prefilling:
-                    budget -= self._chunk(seq, budget, plan)
+            if len(plan.decodes) < len(self.running):  # some are prefilling
+                for seq in self.running:
+                    if budget <= 0:
+                        break
+                    if seq.prefilling:
+                        budget -= self._chunk(seq, budget, plan)
             self._admit(step, budget, plan)
             if not plan.empty or not self.running:
                 return plan
