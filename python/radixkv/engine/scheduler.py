@@ -189,23 +189,22 @@ class Scheduler:
         cfg, kv = self.config, self.kv
         if not self.waiting or budget <= 0 or len(self.running) >= cfg.max_running:
             return
-        ps = kv.page_size
         reserve = self.reserve
-        prefill_left = decode_left = 0
+        committed = 0
         if cfg.admission == "paged":
-            # Tokens the running sequences are still committed to. When they alone leave no page
-            # free, nothing can be admitted: skip the queue's prefix lookups.
-            # (A decoding sequence's kv_len runs past its target: only prefills count here.)
-            prefill_left = sum(s.target - s.kv_len for s in self.running if s.kv_len < s.target)
-            prefill_left -= sum(len(w.tokens) for w in plan.extends)
-            decode_left = sum(s.remaining_new for s in self.running)
-            # (+1 page per sequence: each may end inside a page.)
-            slack = len(self.running) + 1
-            if ceil_div(int(prefill_left + 1 + reserve * decode_left), ps) + slack > kv.free_pages():
+            # Pages the running sequences still need: the rest of each prompt plus the reserve
+            # share of its remaining tokens, in whole pages, beyond the pages it holds (this
+            # step's allocations included). When they leave no page free, nothing can be
+            # admitted: skip the queue's prefix lookups.
+            committed = sum(self._still_needs(s, reserve) for s in self.running)
+            if committed + 1 > kv.free_pages():
                 return
         arrived = [s for s in self.waiting if s.req.arrival_step <= step]
         if not arrived:
             return
+        if cfg.admission == "contiguous" and (
+                self.reserved_pages + min(self.reservation(s) for s in arrived) > kv.num_pages):
+            return  # not even the smallest reservation fits: skip the prefix lookups
         hits = {id(s): kv.peek(s) for s in arrived}
         arrived.sort(key=lambda s: (s.preemptions == 0, -hits[id(s)], s.req.arrival_step, s.order))
         for seq in arrived:
@@ -220,11 +219,9 @@ class Scheduler:
                 if self.reserved_pages + need > kv.num_pages:
                     return  # the head waits; admitting smaller ones behind it could starve it
             else:
-                left = len(seq.tokens) - hit
-                future = prefill_left + left + reserve * (decode_left + seq.remaining_new)
-                # Locking the hit takes its pages out of the evictable cache.
-                slack = len(self.running) + 1
-                if ceil_div(int(future), ps) + slack > kv.free_pages() - hit // ps:
+                # Its whole length counts, the hit too: locking the hit takes its pages out of
+                # the evictable cache (an overestimate when others hold them locked already).
+                if committed + self._still_needs(seq, reserve) > kv.free_pages():
                     return
             self.waiting.remove(seq)
             got = kv.admit(seq)
@@ -239,8 +236,13 @@ class Scheduler:
             n = self._chunk(seq, budget, plan)
             budget -= n
             if cfg.admission == "paged":
-                prefill_left += len(seq.tokens) - got - n
-                decode_left += seq.remaining_new
+                committed += self._still_needs(seq, reserve)
+
+    def _still_needs(self, seq: Seq, reserve: float) -> int:
+        """Pages ``seq`` may still allocate: its prompt (all its tokens while waiting) plus
+        ``reserve`` of the tokens it may still sample, beyond the pages it holds."""
+        end = max(seq.kv_len, seq.target, len(seq.tokens) if seq.node is None else 0)
+        return max(0, ceil_div(int(end + reserve * seq.remaining_new), self.kv.page_size) - seq.npages)
 
     def _should_defer(self, seq: Seq, hit: int) -> bool:
         prompt = seq.req.prompt
