@@ -206,7 +206,8 @@ def test_bench_serve_cpu_smoke(tmp_path: Path) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         rc = serve.main(["--device", "cpu", "--model-shape", "tiny", "--requests", "8", "--scale",
-                         "0.04", "--quick", "--budget-seqs", "3", "--json", str(out), "--png", str(png)])
+                         "0.04", "--budget-seqs", "3", "--max-len", "128", "--json", str(out), "--png",
+                         str(png)])
     assert rc == 0
     rep = json.loads(out.read_text())
     labels = [r["label"] for r in rep["results"]]
@@ -217,7 +218,10 @@ def test_bench_serve_cpu_smoke(tmp_path: Path) -> None:
         assert r["roofline_fraction"] > 0
     assert rep["results"][0]["prefix_hit_rate"] > 0.5
     assert rep["results"][1]["prefix_hit_rate"] == 0.0
-    assert set(rep["ratios"]) >= {"radix on/off (a)", "paged/contiguous (b)"}
+    assert {"unique paged, budget", "unique contig max-len 128",
+            "unique contig exact (oracle)"} <= set(labels)
+    assert set(rep["ratios"]) >= {"radix on/off (a)", "paged/contiguous max-len 128 (b)",
+                                  "paged/contiguous exact-oracle (b)"}
     assert png.stat().st_size > 1000
 
 
