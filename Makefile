@@ -11,7 +11,8 @@ PINS   := .ci/pins.txt
 STAMP  := $(VENV)/.deps-stamp
 ARGS   ?=
 
-.PHONY: setup build demo test pytest cargo-test stubtest compile-kernels fuzz-smoke wheel wheel-smoke lint clean
+.PHONY: setup build demo test pytest cargo-test stubtest compile-kernels isa-report fuzz-smoke wheel wheel-smoke \
+	mutants mutants-shard sglang-deps lint clean
 
 # Dependencies change rarely: install them once per pins file.
 $(STAMP): $(PINS)
@@ -21,6 +22,16 @@ $(STAMP): $(PINS)
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+# SGLang 0.5.23 without its dependencies, plus what its cache modules import (about 75 MB of
+# wheels): tests/test_sglang_plugin.py runs with it and skips without it.
+SGLANG_REQS  := .ci/sglang-requirements.txt
+SGLANG_STAMP := $(VENV)/.sglang-stamp
+$(SGLANG_STAMP): $(STAMP) $(SGLANG_REQS)
+	$(PIP) install -q --no-deps -r $(SGLANG_REQS)
+	touch $(SGLANG_STAMP)
+
+sglang-deps: $(SGLANG_STAMP)
 
 # Build the Rust extension into the venv (editable: python/radixkv is imported in place).
 build: $(STAMP)
@@ -43,6 +54,10 @@ test: pytest cargo-test
 compile-kernels: $(STAMP)
 	. $(VENV)/bin/activate && bash hip/check_compile.sh
 
+# AMD only: every kernel's VGPR/AGPR/SGPR/LDS/scratch/spills/waves per target (clang-19).
+isa-report:
+	python3 hip/isa_report.py --all
+
 fuzz-smoke:
 	bash fuzz/smoke.sh
 
@@ -51,6 +66,15 @@ wheel: $(STAMP)
 
 wheel-smoke: $(STAMP)
 	bash .ci/wheel_smoke.sh
+
+# Mutation testing of radixkv-core (cargo-mutants): the whole crate, in a scratch copy.
+# Results in mutants.out/; misses not listed in .ci/mutants-accepted.txt fail it.
+mutants:
+	nice bash .ci/mutants.sh
+
+# The bounded slice CI runs: one shard of MUTANTS_SHARDS, chosen from the commit.
+mutants-shard:
+	nice bash .ci/mutants.sh --ci
 
 clean:
 	rm -rf target fuzz/target dist $(VENV)

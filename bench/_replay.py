@@ -101,10 +101,14 @@ class RadixkvDriver:
     """One pool, one cache, and a request-to-slots table like SGLang's ReqToTokenPool."""
 
     def __init__(self, rk: Any, capacity: int, max_running: int, max_context: int,
-                 split_prompt: bool = False):
+                 split_prompt: bool = False, events: bool = False):
         self.rk = rk
         self.pool = rk.TokenPool(capacity)
-        self.cache = rk.RadixCache(self.pool)
+        # with events on, each admission and finish also drains the cache's KV events (as a
+        # scheduler publishing them to a router would), inside the timed span
+        self.cache = rk.RadixCache(self.pool, events=events)
+        self.events = events
+        self.num_events = 0
         # the scheduler's per-request slot rows (the attention kernels read them)
         self.rows = np.zeros((max_running + 2, max_context), dtype=np.int32)
         self.free_rows = list(range(max_running + 2))
@@ -139,6 +143,8 @@ class RadixkvDriver:
         st.row, st.rowv, st.node, st.protected, st.prefix_len = row_id, row, node, pl, pl
         self.matched += pl
         self._checkpoint(st, plen)
+        if self.events:
+            self.num_events += len(cache.take_events())
         return True
 
     def finish(self, st: _Req) -> None:
@@ -147,6 +153,8 @@ class RadixkvDriver:
         if st.protected < owned:  # never at page size 1: the whole row went in
             self.pool.free(st.rowv[st.protected: owned])
         self.cache.unlock(st.node)
+        if self.events:
+            self.num_events += len(self.cache.take_events())
         st.node = st.rowv = None
         self.free_rows.append(st.row)
 
@@ -180,7 +188,8 @@ def replay(rk: Any, trace: Any, capacity: int, max_running: int = 16,
            split_prompt: bool = False, check: bool = False,
            instrument: Optional[Callable[[RadixkvDriver], None]] = None,
            before_loop: Optional[Callable[[RadixkvDriver], None]] = None,
-           after_loop: Optional[Callable[[RadixkvDriver], None]] = None) -> ReplayResult:
+           after_loop: Optional[Callable[[RadixkvDriver], None]] = None,
+           events: bool = False) -> ReplayResult:
     """Replay ``trace`` once; per-request µs of cache work, hit and eviction counts.
 
     ``instrument`` may wrap the driver's cache and pool (``_profile.py`` does, in a
@@ -189,7 +198,7 @@ def replay(rk: Any, trace: Any, capacity: int, max_running: int = 16,
     once the last one finished (``_memory.py`` reads the heap there).
     """
     longest = max(len(r.prompt) + r.output_len for r in trace.requests)
-    drv = RadixkvDriver(rk, capacity, max_running, longest + 8, split_prompt)
+    drv = RadixkvDriver(rk, capacity, max_running, longest + 8, split_prompt, events)
     if instrument is not None:
         instrument(drv)
     states = [drv.prepare(r) for r in trace.requests]
@@ -265,14 +274,16 @@ def median_of(results: List[ReplayResult]) -> Dict[str, Any]:
 
 def run_radixkv(rk: Any, traces: List[Any], capacities: List[int], repeats: int,
                 max_running: int, split_prompt: bool = False,
-                log: Optional[Any] = None) -> List[Dict[str, Any]]:
+                log: Optional[Any] = None, events: bool = False) -> List[Dict[str, Any]]:
     out = []
     for trace, cap in zip(traces, capacities):
-        runs = [replay(rk, trace, cap, max_running, split_prompt) for _ in range(repeats)]
+        runs = [replay(rk, trace, cap, max_running, split_prompt, events=events)
+                for _ in range(repeats)]
         med = median_of(runs)
         out.append(med)
         if log:
-            log(f"{trace.name:10s} radixkv          wall {med['wall_s']:7.3f}s cache "
+            tag = "radixkv+events" if events else "radixkv"
+            log(f"{trace.name:10s} {tag:16s} wall {med['wall_s']:7.3f}s cache "
                 f"{med['cache_s']:7.3f}s mean {med['mean_us']:8.2f}us p99 "
                 f"{med['p99_us']:8.2f}us hit {med['hit_rate']:.4f} evicted "
                 f"{med['evicted_tokens']} retries {med['admission_retries']}")

@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _anchors  # noqa: E402
 import _memory  # noqa: E402
 import _micro  # noqa: E402
+import _paged  # noqa: E402
 import _profile  # noqa: E402
 import _replay  # noqa: E402
 import _report  # noqa: E402
@@ -72,6 +73,21 @@ def _import_radixkv() -> Any:
     return rk
 
 
+def _events_table(off: List[Dict[str, Any]], on: List[Dict[str, Any]],
+                  anchors: List[Dict[str, Any]]) -> str:
+    """Mean µs per request with events off and on, and SGLang's Rust-cored cache over each."""
+    urc = {r["trace"]: r["mean_us"] for r in anchors if r["system"] == "sglang-urc-rust"}
+    lines = ["| trace | events off µs | events on µs | SGLang URC (Rust) µs | ratio off | "
+             "ratio on |", "|---|---:|---:|---:|---:|---:|"]
+    for a, b in zip(off, on):
+        s = urc.get(a["trace"])
+        ratio = (lambda x: f"**{s / x:.1f}x**") if s else (lambda x: "n/a")
+        lines.append(f"| {a['trace']} | {a['mean_us']:.2f} | {b['mean_us']:.2f} | "
+                     f"{s if s is None else round(s, 1)} | {ratio(a['mean_us'])} | "
+                     f"{ratio(b['mean_us'])} |")
+    return "\n".join(lines)
+
+
 def parse_args(argv: List[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--traces", default="all", help="comma list or 'all'")
@@ -88,6 +104,13 @@ def parse_args(argv: List[str]) -> argparse.Namespace:
     ap.add_argument("--no-anchors", action="store_true")
     ap.add_argument("--no-micro", action="store_true")
     ap.add_argument("--no-memory", action="store_true")
+    ap.add_argument("--no-events", action="store_true",
+                    help="skip the replay with KV events on (drained every request)")
+    ap.add_argument("--no-paged", action="store_true",
+                    help="skip the page-1 / page-16 / page-16 + partial pages hit rates")
+    ap.add_argument("--page", type=int, default=16, help="page size of the paged hit rates")
+    ap.add_argument("--kv-bytes-per-token", type=int, default=131072,
+                    help="K+V bytes per token for the copied-bytes column (Llama-3-8B bf16)")
     ap.add_argument("--anchor-memory", action="store_true",
                     help="also run the anchor's --memory report for SGLang (about 3 min)")
     ap.add_argument("--no-breakdown", action="store_true",
@@ -168,7 +191,18 @@ def main(argv: List[str]) -> int:
         _log(f"radixkv: variant with split_prompt={not a.split_prompt}")
         variant = _replay.run_radixkv(rk, traces, caps, a.repeats, a.max_running,
                                       not a.split_prompt, log=_log)
+    with_events: List[Dict[str, Any]] = []
+    if not a.no_events:
+        _log("radixkv: replay with KV events on")
+        with_events = _replay.run_radixkv(rk, traces, caps, a.repeats, a.max_running,
+                                          a.split_prompt, log=_log, events=True)
     info["loadavg_after_radixkv"] = _loadavg()
+
+    paged: List[Dict[str, Any]] = []
+    if not a.no_paged:
+        _log(f"radixkv: hit rates at page 1, page {a.page}, page {a.page} + partial pages")
+        paged = _paged.run(rk, traces, caps, a.max_running, a.page, a.kv_bytes_per_token,
+                           log=_log)
 
     breakdown: List[Dict[str, Any]] = []
     if not a.no_breakdown:
@@ -212,6 +246,17 @@ def main(argv: List[str]) -> int:
           _report.floor_line(mine), "",
           "Median µs per request (ratio: anchor / radixkv):", "",
           _report.median_table(comp, present), ""]
+    if with_events:
+        md += ["## KV events on (every request drains `take_events()` inside its timed span)", "",
+               _events_table(mine, with_events, anchors["results"]), ""]
+    if paged:
+        md += [f"## Hit rate on a paged pool: page 1 vs page {a.page} vs page {a.page} with "
+               "sub-page reuse", "",
+               "`_paged.py`: the same scheduling, inserting at finish only; with partial pages "
+               "a request reuses the tail of a cached page by copying it into a fresh page. "
+               "SGLang's page-16 anchor is not run here (its bench script drives page 1 only); "
+               "SGLang, like radixkv without partial pages, drops every partial page.", "",
+               _paged.table(paged, a.page, a.kv_bytes_per_token), ""]
     if breakdown:
         md += ["## Where radixkv's time goes (3 instrumented passes, median per call)", "",
                _profile.table(breakdown), ""]
@@ -229,6 +274,7 @@ def main(argv: List[str]) -> int:
     (out / f"{a.name}.md").write_text(text)
     _report.write_json(out / f"{a.name}.json", {
         "info": info, "anchors": anchors, "radixkv": mine, "radixkv_variant": variant,
+        "radixkv_events": with_events, "paged": paged,
         "comparison": comp,
         "breakdown": breakdown, "micro": micro, "memory": memory, "anchor_memory": anchor_mem,
         "targets": tgt})

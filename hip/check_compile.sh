@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # Compile every kernel translation unit (hip/*.cu; torch-free by rule) for AMD gfx906 and gfx90a
-# with hipcc, and for NVIDIA sm_90 with nvcc from PyPI. No GPU and no torch build needed.
+# with hipcc, and for NVIDIA sm_90 with nvcc from PyPI; then compile them for gfx906, gfx90a, gfx942
+# and gfx1100 down to ISA with Debian's clang-19 and print what each kernel costs
+# (hip/isa_report.py), failing on any spill to scratch on gfx906 / gfx90a / gfx942. No GPU and no
+# torch build needed.
 #
 # usage: bash hip/check_compile.sh          (from any directory; uses the active Python venv)
 # env:   RADIXKV_CHECK_TARGETS  space-separated subset of "gfx906 gfx90a sm_90 sm_90a" (default: all;
 #                               sm_90a is Hopper's arch-specific target: the wgmma path of extend)
 #        RADIXKV_CHECK_JOBS     parallel compiles (default: nproc)
+#        RADIXKV_ISA            0: skip the ISA report (default 1: needs clang++-19, apt clang-19 lld-19)
+#        RADIXKV_ISA_TARGETS    comma-separated ISA report targets (default gfx906,gfx90a,gfx942,gfx1100)
 # Needs: hipcc + libamdhip64-dev (apt), and pip for nvidia-cuda-nvcc/crt/cccl/nvvm 13.0, which the
 # script installs into the active environment when nvcc is missing. Exits non-zero on any failure.
 set -euo pipefail
@@ -83,3 +88,13 @@ if [[ $failed -ne 0 ]]; then
   exit 1
 fi
 echo "check_compile: all units compile for [$targets]"
+
+if [[ "${RADIXKV_ISA:-1}" != 0 ]]; then
+  if ! command -v clang++-19 >/dev/null; then
+    echo "check_compile: clang++-19 not found for the ISA report (apt-get install clang-19 lld-19;" \
+      "RADIXKV_ISA=0 skips it)" >&2
+    exit 1
+  fi
+  echo "check_compile: ISA report (clang-19)"
+  "$py" "$here/isa_report.py" --jobs "$jobs"
+fi

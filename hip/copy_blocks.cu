@@ -7,6 +7,8 @@
 #include "guard.h"
 #include "platform.h"
 
+#include <type_traits>
+
 namespace rk {
 namespace {
 
@@ -28,16 +30,19 @@ __global__ void __launch_bounds__(kThreads) copy_blocks_kernel(const CopyBlocksP
   const int64_t n = p.page_bytes / static_cast<int64_t>(sizeof(W));
   const int64_t per_slice = static_cast<int64_t>(kThreads) * kUnroll;
   for (int64_t start = blockIdx.z * per_slice; start < n; start += gridDim.z * per_slice) {
-    W buf[kUnroll];
+    // uint4, not vec16, in registers: clang kept an array of vec16 (a struct copied as bytes) in
+    // scratch on AMD (hip/isa_report.py).
+    using R = typename std::conditional<sizeof(W) == 16, uint4, W>::type;
+    R buf[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t i = start + u * kThreads + threadIdx.x;
-      if (i < n) buf[u] = from[i];
+      if (i < n) buf[u] = reinterpret_cast<const R*>(from)[i];
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t i = start + u * kThreads + threadIdx.x;
-      if (i < n) to[i] = buf[u];
+      if (i < n) reinterpret_cast<R*>(to)[i] = buf[u];
     }
   }
 }

@@ -170,7 +170,9 @@ template <int D>
 struct Tiling;
 #if RK_AMD
 template <> struct Tiling<64> { static constexpr int kWarps = 4, kMT = 1, kBN = 32; };
-template <> struct Tiling<128> { static constexpr int kWarps = 4, kMT = 1, kBN = 32; };
+// D = 128 takes 16-key tiles like D = 256: with 32 the bf16 kernel needed more than gfx906's 256
+// VGPRs and spilled ~185 of them to scratch (hip/isa_report.py); 16 needs 173.
+template <> struct Tiling<128> { static constexpr int kWarps = 4, kMT = 1, kBN = 16; };
 template <> struct Tiling<256> { static constexpr int kWarps = 2, kMT = 1, kBN = 16; };
 #else
 template <> struct Tiling<64> { static constexpr int kWarps = 4, kMT = 2, kBN = 64; };

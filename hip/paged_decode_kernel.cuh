@@ -44,6 +44,7 @@ constexpr int kElemsPerLane = 8;
 // asynchronous copy (AMD/Hygon) the copy is synchronous and one stage is all that makes sense.
 constexpr int kStages = kAsyncCopy ? 3 : 1;
 
+
 template <int D, int GC>
 struct Tile {
   static constexpr int kElems = kElemsPerLane;
@@ -60,8 +61,16 @@ struct Tile {
   static constexpr int kSmemVecs = kStages * kStageVecs > (kCombineFloats + 3) / 4
                                        ? kStages * kStageVecs
                                        : (kCombineFloats + 3) / 4;
+#if RK_AMD
+  // hip-clang reads __launch_bounds__'s second argument as waves per SIMD (amdgpu-waves-per-eu),
+  // not blocks per multiprocessor. The kernel needs 150-230 VGPRs at GC <= 2 (kMaxHeadChunk), so
+  // one wave per SIMD is what fits without spilling on gfx906 (256 VGPRs); asking for more made
+  // the compiler spill hundreds of VGPRs to scratch (hip/isa_report.py prints the counts).
+  static constexpr int kMinBlocks = 1;
+#else
   // Register cap from occupancy: 4 blocks (128 registers) while q + accumulators are small.
   static constexpr int kMinBlocks = GC * kElems <= 32 ? 4 : 2;
+#endif
 };
 
 // One level of the reduce-scatter per instantiation, so that every array index is a
@@ -410,10 +419,19 @@ void run(const PagedDecodeParams& p, Stream stream) {
   if (e != kSuccess) throw LaunchError(std::string("radixkv paged_decode launch: ") + error_string(e));
 }
 
-// The CUDA-core kernel for any GQA group: query heads in chunks of 8, 4, 2 or 1.
+// The CUDA-core kernel for any GQA group: query heads in chunks of 8, 4, 2 or 1 on NVIDIA; of 2
+// or 1 on AMD, where a chunk of 4 or 8 (q and the accumulators in registers: 16 per head) does not
+// fit gfx906's 256 VGPRs without spilling to scratch. python/radixkv/ops/_api.py (_head_chunk)
+// mirrors this choice. KV: the cache element (FP8: fp8_decode.h).
 template <typename T, int D, int PS, typename KV = T>
 void run_cuda_cores(const PagedDecodeParams& p, Stream stream) {
+#if RK_AMD
+  const int group = p.num_q_heads / p.num_kv_heads;
+  if (group % 2 == 0) return run<T, D, PS, 2, KV>(p, stream);
+  return run<T, D, PS, 1, KV>(p, stream);
+#else
   RK_DISPATCH_HEAD_CHUNK(p.num_q_heads / p.num_kv_heads, GC, [&] { run<T, D, PS, GC, KV>(p, stream); });
+#endif
 }
 
 #if RK_AMD

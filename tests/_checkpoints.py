@@ -31,7 +31,7 @@ CASES: dict[str, tuple[str, str, dict[str, Any]]] = {
 
 
 def build_hf(case: str, seed: int = 0) -> Any:
-    """A transformers model of ``case`` with random weights large enough for clear greedy margins."""
+    """A transformers model of ``case``, random weights scaled for clear greedy margins."""
     import transformers
 
     cfg_name, model_name, extra = CASES[case]

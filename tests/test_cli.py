@@ -114,18 +114,23 @@ def test_without_torch_one_line_and_exit_2() -> None:
     assert "pip install" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_checkpoint_demo_verifies_through_transformers(tmp_path: Path) -> None:
+def test_checkpoint_demo_verifies_through_transformers(tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """The user's proof that a checkpoint is served exactly: the demo on the CPU in float32,
-    every sequence recomputed by transformers' own model, named in the JSON."""
+    every sequence recomputed by transformers' own model, named in the report and the JSON."""
     pytest.importorskip("transformers")
     from _checkpoints import write_checkpoint
 
     ckpt = tmp_path / "ck"
     write_checkpoint("qwen2_untied", ckpt)
     out = tmp_path / "r.json"
+    monkeypatch.setenv("COLUMNS", "250")  # one table row per line
+    capsys.readouterr()
     rc = main(["demo", "--model", str(ckpt), "--dtype", "float32", "--workload", "fewshot",
-               "--json", str(out), "--quiet"])
+               "--json", str(out)])
     assert rc == 0
+    assert "sequences match transformers recomputation" in capsys.readouterr().out
     report = json.loads(out.read_text())
     assert report["verify"]["reference"] == "transformers" and report["verify"]["ok"]
     assert report["verify"]["tokens"] == report["requests"]["generated_tokens"] > 0

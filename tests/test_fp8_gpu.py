@@ -267,18 +267,23 @@ def test_opcheck_fp8_signatures():
     ws = torch.empty(4 * 2 * 8 * 130, dtype=torch.float32, device="cuda")
     counters = torch.zeros(4, dtype=torch.int32, device="cuda")
     status = torch.zeros(2, dtype=torch.int32, device="cuda")
+    # opcheck's test_schema compares tensors with arithmetic that torch does not implement for
+    # float8 dtypes; the schemas (the same ones the 16-bit caches use) get that check in
+    # tests/test_kernels_gpu.py. Fake tensors, autograd registration and AOT dispatch run here.
+    utils = ("test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")
     for splits in (1, 4):
         for kernel in (0, 2):
             torch.library.opcheck(torch.ops.radixkv.paged_decode.default,
                                   (q, pool.k, pool.v, indptr, indices, lens, out, ws, counters, 0.1,
-                                   0, splits, status, kernel, pool.k_scale, pool.v_scale))
+                                   0, splits, status, kernel, pool.k_scale, pool.v_scale),
+                                  test_utils=utils)
     kc = torch.zeros(8, 16, 2, 128, dtype=torch.uint8, device="cuda").view(E4M3)
     vc = torch.zeros_like(kc)
     k = torch.randn(5, 2, 128, dtype=torch.bfloat16, device="cuda")
     slots = torch.tensor([3, 17, 40, 127, 0], dtype=torch.int32, device="cuda")
     one = torch.tensor(0.01, device="cuda")
     torch.library.opcheck(torch.ops.radixkv.store_kv.default,
-                          (kc, vc, k, k, slots, 0, status, one, one))
+                          (kc, vc, k, k, slots, 0, status, one, one), test_utils=utils)
     assert int(status[0]) == 0  # good inputs: no fault recorded
 
 

@@ -228,3 +228,69 @@ def test_scales_with_a_16bit_cache_and_bad_kv_dtypes_rejected():
     with pytest.raises(radixkv.InvalidArgument, match="k_cache and v_cache must match"):
         ops.store_kv(fc, torch.zeros_like(fc, dtype=torch.float8_e5m2), k, k, slots, k_scale=one,
                      v_scale=one)
+
+
+# ----------------------------------------------------------------------------- platform.h's bit math
+# Python transliterations of hip/platform.h's fp8x4_to_f16x4 and float_to_fp8 (kept line by line
+# in step with the C++), checked against torch's own FP8 conversions: every code, and random
+# values from subnormal to saturating. The GPU tests check the compiled kernels themselves.
+
+
+def _f2u(f):
+    return int(torch.tensor([f], dtype=torch.float32).view(torch.int32)) & 0xFFFFFFFF
+
+
+def _u2f(u):
+    return float(torch.tensor([u & 0xFFFFFFFF], dtype=torch.int64).to(torch.int32).view(torch.float32))
+
+
+def _fp8x4_to_f16x4(w, shifted):
+    a = ((w & 0xFF) << 8) | ((w & 0xFF00) << 16)
+    b = ((w >> 8) & 0xFF00) | (w & 0xFF000000)
+    if not shifted:
+        return a, b
+    return ((a & 0x80008000) | ((a >> 1) & 0x3F803F80),
+            (b & 0x80008000) | ((b >> 1) & 0x3F803F80))
+
+
+def _float_to_fp8(f, e4):
+    man, bias = (3, 7) if e4 else (2, 15)
+    vmax, max_code = (448.0, 0x7E) if e4 else (57344.0, 0x7B)
+    min_normal, sub_scale = (2.0**-6, 2.0**9) if e4 else (2.0**-14, 2.0**16)
+    u = _f2u(f)
+    sign = (u >> 24) & 0x80
+    a = _u2f(u & 0x7FFFFFFF)
+    if (u & 0x7FFFFFFF) > 0x7F800000:
+        code = 0x7F
+    elif a >= vmax:
+        code = max_code
+    elif a < min_normal:
+        code = int(torch.tensor(a * sub_scale, dtype=torch.float32).round())  # round half even
+    else:
+        b = _f2u(a)
+        b = (b + (1 << (22 - man)) - 1 + ((b >> (23 - man)) & 1)) & 0xFFFFFFFF
+        e = (b >> 23) - 127 + bias
+        code = min((e << man) | ((b >> (23 - man)) & ((1 << man) - 1)), max_code)
+    return code | sign
+
+
+@pytest.mark.parametrize("dtype", FP8)
+def test_platform_bit_math_matches_torch(dtype):
+    e4 = dtype == torch.float8_e4m3fn
+    unit = 256.0 if e4 else 1.0
+    for code in range(256):
+        w = code | (((code * 7) & 0xFF) << 8) | (((code * 13) & 0xFF) << 16) | (((code * 29) & 0xFF) << 24)
+        lo, hi = _fp8x4_to_f16x4(w, e4)
+        halves = torch.tensor([lo & 0xFFFF, lo >> 16, hi & 0xFFFF, hi >> 16], dtype=torch.int32)
+        got = halves.to(torch.int16).view(torch.float16).float() * unit
+        src = torch.tensor([(w >> (8 * i)) & 0xFF for i in range(4)], dtype=torch.uint8)
+        want = src.view(dtype).float()
+        ok = want.isnan() | (got == want)
+        assert bool(ok.all()), (hex(w), got.tolist(), want.tolist())
+    gen = torch.Generator().manual_seed(0)
+    lim = R.FP8_MAX[dtype]
+    xs = torch.cat([torch.randn(300, generator=gen) * s for s in (1e-4, 1e-2, 1.0, 30.0, 300.0, 3e4, 1e6)]
+                   + [torch.tensor([0.0, 2.0**-10, 2.0**-17, 447.9, 448.0, 464.0, 1e30, -1e30])])
+    want = xs.clamp(-lim, lim).to(dtype).view(torch.uint8)
+    got = torch.tensor([_float_to_fp8(float(x), e4) for x in xs.tolist()], dtype=torch.uint8)
+    assert torch.equal(got, want), xs[got != want][:5].tolist()

@@ -73,7 +73,7 @@ def test_config_is_read_as_transformers_reads_it(checkpoints: dict[str, tuple[Pa
         hc = hf.config
         assert (c.num_layers, c.num_q_heads, c.num_kv_heads, c.head_dim, c.vocab_size) == (
             hc.num_hidden_layers, hc.num_attention_heads, hc.num_key_value_heads,
-            hc.head_dim if getattr(hc, "head_dim", None) else hc.hidden_size // hc.num_attention_heads,
+            getattr(hc, "head_dim", None) or hc.hidden_size // hc.num_attention_heads,
             hc.vocab_size), case
         assert c.tie_embeddings == hc.tie_word_embeddings and c.rms_eps == hc.rms_norm_eps
         # The inverse frequencies (theta and any scaling) are transformers' own, bit for bit.
@@ -223,7 +223,7 @@ def test_forward_logits_rows_select_rows() -> None:
     assert torch.allclose(model.forward(tokens, positions, attend, rows), full[rows], atol=1e-4)
 
 
-# -- bad checkpoints ---------------------------------------------------------------------------------
+# -- bad checkpoints ----------------------------------------------------------------------
 
 
 @pytest.fixture
@@ -318,8 +318,8 @@ def test_missing_and_unexpected_tensors(good: Path, no_alloc: None) -> None:
     name = "model.layers.1.self_attn.k_proj.bias"
     _rewrite_weights(good, lambda t: t.pop(name))
     _raises(good, "tensor missing", good, name)
-    _rewrite_weights(good, lambda t: t.update({name: torch.zeros(32),
-                                               "model.layers.2.mlp.up_proj.weight": torch.zeros(1)}))
+    extra = "model.layers.2.mlp.up_proj.weight"
+    _rewrite_weights(good, lambda t: t.update({name: torch.zeros(32), extra: torch.zeros(1)}))
     _raises(good, "unexpected tensor", good / "model.safetensors",
             "model.layers.2.mlp.up_proj.weight")
 
@@ -348,3 +348,32 @@ def test_inspect_reads_headers_only(good: Path) -> None:
     with pytest.raises(CheckpointError, match="max_seq_len 5000 > the model's 1024"):
         inspect_checkpoint(good, max_seq_len=5000)
     assert inspect_checkpoint(good, max_seq_len=256).config.max_seq_len == 256
+
+
+def test_hf_baseline_cpu_smoke(tmp_path: Path) -> None:
+    """bench/hf_baseline.py end to end on the CPU: transformers' continuous batching serves two
+    traces (chat follow-ups, n = 4 forks) on the tiny shape's weights and writes its JSON."""
+    import importlib.util
+    import sys
+
+    bench = Path(__file__).resolve().parent.parent / "bench"
+    sys.path.insert(0, str(bench))
+    try:
+        spec = importlib.util.spec_from_file_location("hf_baseline", bench / "hf_baseline.py")
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        out = tmp_path / "hf.json"
+        assert mod.main(["--device", "cpu", "--requests", "4", "--layers", "1", "--scale", "0.05",
+                         "--traces", "chat,parallel", "--out", str(out)]) == 0
+    finally:
+        sys.path.remove(str(bench))
+    data = json.loads(out.read_text())
+    assert data["requests_per_trace"] == 4 and data["attn_implementation"] == "paged|sdpa"
+    rows = {r["trace"]: r for r in data["traces"]}
+    assert set(rows) == {"chat", "parallel"}
+    assert rows["parallel"]["sequences"] == 4 and rows["parallel"]["requests"] == 1
+    assert rows["chat"]["requests"] == 4  # one conversation, four turns, each after the last
+    for r in rows.values():
+        assert r["total_tokens_per_s"] > 0 and r["ttft_s"]["p50"] is not None
+        assert r["generated_tokens"] == r["sequences"] * max(1, round(128 * 0.05))

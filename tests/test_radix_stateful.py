@@ -181,33 +181,48 @@ class TreeModel:
         self.touch(ns, end, hit=True)
         return k, self.full_slots(ns, end), end
 
-    def insert(self, ns: Any, toks: list[int], slots: list[int]) -> int:
+    def insert(self, ns: Any, toks: list[int], slots: list[int], split_end: bool = False) -> tuple[int, Optional[Path]]:
+        """Returns the tokens already cached and the path end `insert_node` names (`()`: the
+        root; None: plain `insert` on a path ending inside a node, which names nothing)."""
         usable = len(toks) - len(toks) % self.page
         has_root = any(n == ns for (n, _) in self.nodes)
         k, holder = self.matched(ns, toks)
         if not has_root or k < usable:
             if usable == 0:
-                return k
+                return k, ()
             self.clock += 1
             if holder is not None and len(holder) > k:
                 self.split(ns, holder, k)
             leaf = tuple(toks[:usable])
             self.nodes[(ns, leaf)] = NodeModel(tuple(slots[k:usable]), self.clock)
             self.touch(ns, leaf, hit=False)
-            return k
+            return k, leaf
         if k == 0:
-            return 0
+            return 0, ()
         self.clock += 1
-        # Everything present: the access stamps the node the path ends in, whole (no split).
         assert holder is not None
+        end = tuple(toks[:k])
+        if len(holder) > k and split_end:
+            self.split(ns, holder, k)
+            holder = end
+        # Everything present: the access stamps the node the path ends in, whole.
         self.touch(ns, holder, hit=False)
-        return k
+        return k, end if holder == end else None
 
     def evictable(self) -> int:
         return sum(len(v.slots) for (n, q), v in self.nodes.items() if self.lock_ref(n, q) == 0)
 
     def total(self) -> int:
         return sum(len(v.slots) for v in self.nodes.values())
+
+    def next_victim_len(self) -> int:
+        """Tokens of the leaf `evict` would take first (0 if none)."""
+        leaves = [
+            (v.last, len(v.slots))
+            for (n, q), v in self.nodes.items()
+            if self.is_leaf(n, q) and self.lock_ref(n, q) == 0
+        ]
+        return min(leaves)[1] if leaves else 0
 
     def evict(self, want: int) -> list[int]:
         """Oldest unlocked leaves first, whole, until `want` tokens are freed or none is left."""
@@ -323,23 +338,51 @@ class RadixMachine(RuleBasedStateMachine):
 
     # ---- rules ------------------------------------------------------------------------------
 
-    def do_insert(self, toks: list[int], ns: Any) -> bool:
-        """Allocates slots for `toks`, inserts, frees the duplicates; False if the pool is short."""
+    def do_insert(self, toks: list[int], ns: Any, node: bool = False) -> Optional[int]:
+        """Allocates slots for `toks`, inserts (with `insert_node` if `node`: then the end's
+        handle is recorded), frees the duplicates. Returns the handle's index, -1 without one,
+        None if the pool is short."""
         usable = len(toks) - len(toks) % self.PAGE
         freed = self.evict_for_alloc(usable)
         if freed is None:
             with pytest.raises(rk.OutOfSlots):
                 self.cache.alloc(usable)
             reached("out of slots")
-            return False
+            return None
         slots = self.cache.alloc(usable)
         self.note_evictions(freed)
         tail = np.zeros(len(toks) - usable, dtype=np.int32)
-        k_expected = self.tree.insert(ns, toks, [int(s) for s in slots])
-        k = self.cache.insert(toks, np.concatenate([slots, tail]), namespace=ns)
+        k_expected, end = self.tree.insert(ns, toks, [int(s) for s in slots], split_end=node)
+        both = np.concatenate([slots, tail])
+        if node:
+            k, handle = self.cache.insert_node(toks, both, namespace=ns)
+            assert end is not None
+            assert handle.is_root == (end == ())
+            self.handles.append([ns, end, handle, True])
+        else:
+            k = self.cache.insert(toks, both, namespace=ns)
         assert k == k_expected, f"insert returned {k}, model {k_expected}"
         self.pool.free(slots[:k])
-        return True
+        return len(self.handles) - 1 if node else -1
+
+    def do_move_lock(self, i: int, j: int) -> None:
+        """move_lock(handle i -> handle j) against the model's direct locks."""
+        ns, path, node, alive = self.handles[i]
+        ns2, path2, node2, alive2 = self.handles[j]
+        if not (alive and alive2):
+            with pytest.raises(rk.StaleHandle):
+                self.cache.move_lock(node, node2)
+            return
+        if path and self.tree.nodes[(ns, path)].direct == 0:
+            with pytest.raises(rk.NotLocked):
+                self.cache.move_lock(node, node2)
+            return
+        self.cache.move_lock(node, node2)
+        reached("moved a lock")
+        if path:
+            self.tree.nodes[(ns, path)].direct -= 1
+        if path2:
+            self.tree.nodes[(ns2, path2)].direct += 1
 
     def do_match(self, toks: list[int], ns: Any) -> int:
         """match_prefix against the model; returns the new handle's index."""
@@ -386,11 +429,15 @@ class RadixMachine(RuleBasedStateMachine):
 
     @rule(data=st.data(), ns=st.sampled_from(NAMESPACES))
     def request(self, data: st.DataObject, ns: Any) -> None:
-        """A scheduler's request: match its prompt, lock the hit, then cache the whole prompt
-        (the lock stays until an `unlock` step, as while the request runs)."""
+        """A scheduler's request: match its prompt, lock the hit, cache the whole prompt (with
+        `insert_node` then `move_lock` to its end, or a plain insert); the lock stays until an
+        `unlock` step, as while the request runs."""
         toks = self.draw_tokens(data)
-        self.do_lock(self.do_match(toks, ns))
-        self.do_insert(toks, ns)
+        i = self.do_match(toks, ns)
+        self.do_lock(i)
+        j = self.do_insert(toks, ns, node=data.draw(st.booleans(), label="insert_node"))
+        if j is not None and j >= 0:
+            self.do_move_lock(i, j)
 
     @rule(data=st.data(), ns=st.sampled_from(NAMESPACES))
     def peek(self, data: st.DataObject, ns: Any) -> None:
@@ -439,11 +486,18 @@ class RadixMachine(RuleBasedStateMachine):
 
     @rule(n=st.integers(0, 40))
     def evict(self, n: int) -> None:
-        n *= max(1, self.PAGE // 4)
+        self.do_evict(n * max(1, self.PAGE // 4))
+
+    def do_evict(self, n: int) -> None:
         want = self.tree.evict(n)
         freed = self.cache.evict_slots(n).tolist()
         assert freed == want, f"evict({n}) freed {freed}, model {want}"
         self.note_evictions(want)
+
+    @rule()
+    def evict_one_leaf(self) -> None:
+        """Exactly the next victim's size: one leaf must go, and only that one."""
+        self.do_evict(self.tree.next_victim_len())
 
     @rule(pages=st.integers(0, 6))
     def alloc(self, pages: int) -> None:
@@ -506,6 +560,7 @@ MUST_REACH = [
     "evicted a leaf under a locked path",
     "alloc had to evict",
     "cross-namespace miss",
+    "moved a lock",
 ]
 
 

@@ -6,18 +6,24 @@
 
 use libfuzzer_sys::fuzz_target;
 use radixkv_core::radix::replay::{Harness, RadixOp};
+use radixkv_core::radix::Policy;
 
 #[derive(Debug, arbitrary::Arbitrary)]
 struct Input {
     page_shift: u8,
     pool_pages: u8,
+    /// Eviction policy (index into `Policy::NAMES`) and whether events are recorded.
+    policy: u8,
+    events: bool,
     ops: Vec<RadixOp>,
 }
 
 fuzz_target!(|input: Input| {
-    let page = 1usize << (input.page_shift % 3); // 1, 2, 4
+    let page = [1usize, 2, 4, 16][usize::from(input.page_shift % 4)];
     let pages = 4 + usize::from(input.pool_pages % 29);
-    let mut h = Harness::new(pages * page, page);
+    let policy = Policy::parse(Policy::NAMES[usize::from(input.policy) % Policy::NAMES.len()])
+        .expect("a listed name");
+    let mut h = Harness::with_options(pages * page, page, policy, input.events);
     for (i, op) in input.ops.iter().take(256).enumerate() {
         if let Err(e) = h.apply(op) {
             panic!("op {i} {op:?}: {e}");

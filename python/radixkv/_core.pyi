@@ -122,6 +122,20 @@ class Match:
         ``dtype``), or a view of ``out[:length]`` when ``match_prefix`` wrote into ``out``."""
     @property
     def node(self) -> Node: ...
+    @property
+    def tail_length(self) -> int:
+        """With ``partial_pages``: tokens after ``length`` (fewer than a page) that equal the
+        start of a cached page; 0 otherwise."""
+    @property
+    def tail_slots(self) -> _SlotArray | None:
+        """Those tokens' slots: the first ``tail_length`` slots of the page to copy (its page
+        id is ``tail_slots[0] // page_size``). Allocate a fresh page, copy the source page into
+        it (``ops.copy_blocks``), and the request owns the copy and reuses
+        ``length + tail_length`` tokens. None without a tail."""
+    @property
+    def tail_node(self) -> Node | None:
+        """The node holding that page; ``lock`` it while the copy is pending if an allocation
+        could evict it in between (the match itself does not touch or split it)."""
 
 @final
 class BlockStored:
@@ -172,6 +186,15 @@ class RadixCache:
       then lru), ``"slru"`` (leaves hit fewer than 2 times before the others, lru within each).
       Locked paths are never evicted; each evicted leaf costs O(log n).
     - ``events``: record KV events for ``take_events()`` (off: no hashing, no cost).
+    - ``partial_pages`` (``page_size > 1``): sub-page reuse. ``insert`` also caches the partial
+      last page (its slots must be the first ones of one pool page) unless a child there
+      already starts with those tokens, and ``match_prefix`` reports a ``tail`` to copy on
+      write (see ``Match.tail_slots``), so a paged cache keeps a page-1 cache's hit rate.
+      ``insert`` then returns ``len(tokens)`` when everything, the partial page included, was
+      cached already; otherwise the cache takes ``slots[returned:len(tokens)]``. A shadowed
+      partial page (a longer one or a whole page came later) stays until evicted. With a pool,
+      a partial page holds only part of a pool page, so ``alloc`` may evict and still raise
+      ``OutOfSlots``. Partial pages never appear in KV events.
     - ``slot_dtype``: ``"int32"`` (default) or ``"int64"`` (also a NumPy or torch dtype): the
       dtype of slot arrays handed out when a call gives no ``dtype=``. Slot inputs may be int32
       or int64 either way. Without a pool, ids up to 2**63 - 1 are accepted; once an id above
@@ -187,6 +210,7 @@ class RadixCache:
         policy: _Policy = "lru",
         events: bool = False,
         slot_dtype: _SlotDtype = None,
+        partial_pages: bool = False,
     ) -> RadixCache: ...
     def match_prefix(
         self,
@@ -267,6 +291,8 @@ class RadixCache:
     def events(self) -> bool: ...
     @property
     def slot_dtype(self) -> str: ...
+    @property
+    def partial_pages(self) -> bool: ...
     @property
     def evicted_tokens(self) -> int:
         """Tokens evicted since the cache was made, by ``evict`` / ``evict_slots`` and by

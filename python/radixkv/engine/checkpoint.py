@@ -1,6 +1,6 @@
-"""Building models: from a Hugging Face checkpoint folder, or seeded random weights of a named shape;
-and the way back to transformers (``to_hf_state_dict``, ``hf_config``) so the same weights can run
-there.
+"""Building models: from a Hugging Face checkpoint folder, or seeded random weights of a named
+shape; and the way back to transformers (``to_hf_state_dict``, ``hf_config``) so the same weights
+can run there.
 
 A checkpoint is a folder with ``config.json`` and ``*.safetensors`` (one file, or shards listed by
 ``model.safetensors.index.json``). ``inspect_checkpoint`` reads only the config and the safetensors
@@ -122,6 +122,8 @@ def _rope(cfg: dict[str, Any], file: Path) -> tuple[float, RopeScaling | None]:
             return float(theta), RopeScaling("linear", float(params["factor"]))
         original = params.get("original_max_position_embeddings",
                               cfg.get("max_position_embeddings"))
+        if original is None:
+            raise KeyError("original_max_position_embeddings")
         return float(theta), RopeScaling(
             "llama3", float(params["factor"]), float(params["low_freq_factor"]),
             float(params["high_freq_factor"]), int(original))
@@ -225,7 +227,7 @@ def _ignored(name: str) -> bool:
     return name.endswith("rotary_emb.inv_freq")
 
 
-# -- safetensors headers -----------------------------------------------------------------------------
+# -- safetensors headers ----------------------------------------------------------------------
 
 
 def read_header(file: Path) -> dict[str, TensorInfo]:
@@ -307,15 +309,15 @@ def inspect_checkpoint(path: str | os.PathLike[str], max_seq_len: int | None = N
             found[name] = info
     expected = expected_tensors(config)
     for name, shape in expected.items():
-        info = found.get(name)
-        if info is None:
+        got = found.get(name)
+        if got is None:
             raise CheckpointError("tensor missing from the checkpoint", root, name)
-        if info.dtype not in _DTYPES:
-            raise CheckpointError(f"dtype {info.dtype} is not supported (F32, F16, BF16)",
-                                  info.file, name)
-        if info.shape != shape:
-            raise CheckpointError(f"shape {list(info.shape)} disagrees with config.json, which "
-                                  f"implies {list(shape)}", info.file, name)
+        if got.dtype not in _DTYPES:
+            raise CheckpointError(f"dtype {got.dtype} is not supported (F32, F16, BF16)",
+                                  got.file, name)
+        if got.shape != shape:
+            raise CheckpointError(f"shape {list(got.shape)} disagrees with config.json, which "
+                                  f"implies {list(shape)}", got.file, name)
     for name, info in found.items():
         if name in expected or _ignored(name):
             continue
@@ -326,7 +328,7 @@ def inspect_checkpoint(path: str | os.PathLike[str], max_seq_len: int | None = N
     return CheckpointInfo(root, config, declared, found)
 
 
-# -- building models ---------------------------------------------------------------------------------
+# -- building models ----------------------------------------------------------------------
 
 
 def _empty_weights(c: ModelConfig, device: torch.device, dtype: torch.dtype,
@@ -398,18 +400,26 @@ def random_weights(config: ModelConfig, device: str | torch.device = "cpu",
                    dtype: torch.dtype = torch.float32, seed: int = 0) -> Weights:
     """Seeded random weights drawn directly on ``device`` in ``dtype`` (no host copy): an 8B
     model builds in about a second on a GPU. Scales as ``TinyLlama``'s: N(0, 1/fan_in)
-    projections (0.5x for o/down, 4x for lm_head), N(0, 1) embeddings, norms near 1."""
+    projections (0.5x for o/down, 4x for lm_head), N(0, 1) embeddings, norms near 1. A tied
+    embedding is small (norm 0.25) and the final norm 16x larger instead: a large embedding stays
+    in the residual stream, and its own logit (|e|^2 scale) would make the model repeat its input.
+    """
     dev = torch.device(device)
     gen = torch.Generator(device=dev).manual_seed(seed)
     scale = {"o_proj": 0.5, "down_proj": 0.5, "lm_head": 4.0}
+    tied = config.tie_embeddings
+    if tied:
+        scale["embed_tokens"] = 0.25
 
     def fill(name: str, t: torch.Tensor) -> None:
         t.normal_(0.0, 1.0, generator=gen)
         if name.endswith("norm.weight"):
             t.mul_(0.1).add_(1.0)
+            if tied and name == "model.norm.weight":
+                t.mul_(16.0)
         elif name.endswith(".bias"):
             t.mul_(0.1)
-        elif name != "model.embed_tokens.weight":
+        elif name != "model.embed_tokens.weight" or config.tie_embeddings:
             mult = next((v for k, v in scale.items() if k in name), 1.0)
             t.mul_(mult / math.sqrt(t.shape[-1]))
 
@@ -520,8 +530,8 @@ def hf_model(model: LlamaModel, attn_implementation: str = "sdpa") -> Any:
     d = hf_config(model)
     cfg = AutoConfig.for_model(d.pop("model_type"), **d)
     with torch.device(model.device):
-        hf = AutoModelForCausalLM.from_config(cfg, dtype=model.dtype,
-                                              attn_implementation=attn_implementation)
+        hf = AutoModelForCausalLM.from_config(  # type: ignore[no-untyped-call]
+            cfg, dtype=model.dtype, attn_implementation=attn_implementation)
     state = to_hf_state_dict(model)
     if model.config.tie_embeddings:
         state.pop("lm_head.weight")

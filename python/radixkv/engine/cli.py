@@ -252,7 +252,8 @@ def _plan(parser: argparse.ArgumentParser, args: argparse.Namespace) -> _Plan:
     )
     wl = workloads.build(args.workload, args.seed, config.vocab_size)
     _check_fits(fail, engine, config, _all_requests(wl))
-    wl = workloads.build(args.workload, args.seed, config.vocab_size)  # fresh: follow-ups keep state
+    # A fresh workload to serve: the dry run above advanced its follow-up state.
+    wl = workloads.build(args.workload, args.seed, config.vocab_size)
     return _Plan(device, dtype, config, checkpoint, wl, reference, eos, engine)
 
 

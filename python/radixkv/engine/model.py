@@ -31,7 +31,8 @@ ROPE_TYPES = ("default", "llama3", "linear")
 class RopeScaling:
     """RoPE frequency scaling, as the config's ``rope_scaling`` / ``rope_parameters`` give it.
 
-    ``llama3``: Llama 3.1's band-wise scaling (uses every field); ``linear``: all frequencies / factor.
+    ``llama3``: Llama 3.1's band-wise scaling (uses every field); ``linear``: every frequency
+    divided by ``factor``.
     """
 
     rope_type: str
@@ -47,8 +48,8 @@ class RopeScaling:
         if not self.factor > 0:
             raise ValueError(f"RoPE scaling factor must be > 0, got {self.factor}")
         if self.rope_type == "llama3" and not self.high_freq_factor > self.low_freq_factor > 0:
-            raise ValueError("llama3 RoPE scaling needs high_freq_factor > low_freq_factor > 0, got "
-                             f"{self.high_freq_factor} and {self.low_freq_factor}")
+            raise ValueError("llama3 RoPE scaling needs high_freq_factor > low_freq_factor > 0, "
+                             f"got {self.high_freq_factor} and {self.low_freq_factor}")
 
 
 @dataclass(frozen=True)
@@ -141,7 +142,7 @@ class Weights:
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    # As transformers' LlamaRMSNorm: normalise in float32, cast back, then scale in the weight dtype.
+    # As transformers' LlamaRMSNorm: normalise in float32, cast back, scale in the weight dtype.
     xf = x.float()
     xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
     return weight * xf.to(x.dtype)
@@ -290,7 +291,8 @@ class TinyLlama(LlamaModel):
         layers = []
         for _ in range(c.num_layers):
             attn_norm = norm(c.hidden_size)
-            wq, wk, wv = w(c.hidden_size, c.q_dim), w(c.hidden_size, c.kv_dim), w(c.hidden_size, c.kv_dim)
+            wq = w(c.hidden_size, c.q_dim)
+            wk, wv = w(c.hidden_size, c.kv_dim), w(c.hidden_size, c.kv_dim)
             wo = w(c.q_dim, c.hidden_size, 0.5)
             mlp_norm = norm(c.hidden_size)
             wg, wu = w(c.hidden_size, c.intermediate_size), w(c.hidden_size, c.intermediate_size)
@@ -299,7 +301,8 @@ class TinyLlama(LlamaModel):
                 attn_norm=attn_norm, w_qkv=put(torch.cat([wq, wk, wv])),
                 b_qkv=bias(c.q_dim + 2 * c.kv_dim, c.qkv_bias), w_o=put(wo),
                 b_o=bias(c.hidden_size, c.o_bias), mlp_norm=mlp_norm,
-                w_gate_up=put(torch.cat([wg, wu])), b_gate_up=bias(2 * c.intermediate_size, c.mlp_bias),
+                w_gate_up=put(torch.cat([wg, wu])),
+                b_gate_up=bias(2 * c.intermediate_size, c.mlp_bias),
                 w_down=put(wd), b_down=bias(c.hidden_size, c.mlp_bias),
             ))
         final_norm = norm(c.hidden_size)

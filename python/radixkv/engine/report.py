@@ -188,8 +188,8 @@ def render(report: dict[str, Any], console: Console) -> None:
             verdict = f"[yellow]{report['dtype']}: not exact[/yellow]"
         diff = ver["max_abs_logit_diff"]
         table.add_row("verify", f"{verdict}: {ver['tokens'] - ver['mismatched_tokens']}/"
-                      f"{ver['tokens']} tokens of {ver['sequences']} sequences match dense "
-                      f"recomputation" + (f"; max |logit diff| {diff:.2e}" if diff is not None else ""))
+                      f"{ver['tokens']} tokens of {ver['sequences']} sequences match "
+                      f"{ver.get('reference', 'dense')} recomputation" + (f"; max |logit diff| {diff:.2e}" if diff is not None else ""))
         for line in ver["first_mismatches"]:
             table.add_row("", f"[red]{line}[/red]")
     console.print(table)

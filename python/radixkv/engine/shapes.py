@@ -57,4 +57,5 @@ def shape_config(name: str) -> ModelConfig:
     try:
         return _SHAPES[name]
     except KeyError:
-        raise rk.InvalidArgument(f"unknown model shape {name!r} (known: {', '.join(SHAPES)})") from None
+        raise rk.InvalidArgument(
+            f"unknown model shape {name!r} (known: {', '.join(SHAPES)})") from None

@@ -56,12 +56,13 @@ class TransformersReference:
         from transformers import AutoModelForCausalLM
 
         hf = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
-        return cls(hf.to(device).eval())
+        return cls(hf.to(device).eval())  # type: ignore[arg-type]
 
     def logits(self, tokens: torch.Tensor) -> torch.Tensor:
         with torch.inference_mode():
             out = self.hf(input_ids=tokens.to(self.device)[None], use_cache=False)
-        return out.logits[0].float().cpu()
+        logits: torch.Tensor = out.logits[0]
+        return logits.float().cpu()
 
 
 @dataclass
@@ -70,7 +71,7 @@ class VerifyResult:
     tokens: int = 0
     mismatched_sequences: int = 0
     mismatched_tokens: int = 0
-    max_abs_logit_diff: float | None = None  # engine logits vs reference, where the engine kept them
+    max_abs_logit_diff: float | None = None  # engine logits vs reference, where kept
     first_mismatches: list[str] = field(default_factory=list)
     reference: str = "dense"
 
@@ -104,7 +105,8 @@ def verify(model: LlamaModel, completions: list[Completion], eos_token_id: int |
                         bad += 1
                         if len(result.first_mismatches) < 5:
                             result.first_mismatches.append(
-                                f"{req.rid}[{branch}] token {i}: engine {token}, {ref.name} {expect}"
+                                f"{req.rid}[{branch}] token {i}: engine {token}, "
+                                f"{ref.name} {expect}"
                             )
                 stopped_early = len(output) < p.max_new_tokens
                 if eos_token_id is not None and (

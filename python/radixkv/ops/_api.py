@@ -325,8 +325,9 @@ def decode_num_splits(batch: int, kv_heads: int, head_chunks: int, est_len: int,
 
 
 def _head_chunk(group: int) -> int:
-    """Query heads one CUDA-core decode block serves (divides the GQA group; paged_decode_kernel.cuh)."""
-    for c in (8, 4, 2, 1):
+    """Query heads one CUDA-core decode block serves (divides the GQA group; paged_decode_kernel.cuh,
+    run_cuda_cores: at most 2 on AMD, 8 on NVIDIA)."""
+    for c in ((2, 1) if torch.version.hip is not None else (8, 4, 2, 1)):
         if group % c == 0:
             return c
     return 1

@@ -243,6 +243,19 @@ impl TokenPool {
         }
     }
 
+    /// Whether every slot (range-checked by the caller) is `Out` and listed once; names the
+    /// first that is not.
+    pub(crate) fn check_out(&self, slots: &[Slot], what: &str) -> Result<()> {
+        for (i, &s) in slots.iter().enumerate() {
+            if self.state[s as usize] != SlotState::Out || slots[..i].contains(&s) {
+                return Err(CoreError::invalid(format!(
+                    "{what}: slot {s} is not allocated (or listed twice)"
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// `Out` -> `Cached` for slots a radix cache takes over (insert). All or nothing. The
     /// caller has range-checked the ids (insert checks all of its slots in one pass).
     pub(crate) fn take_for_cache(&mut self, slots: &[Slot]) -> Result<()> {

@@ -182,6 +182,14 @@ pub struct PyMatch {
     into_out: bool,
     #[pyo3(get)]
     node: Py<PyNode>,
+    /// Partial-page tail (caches made with `partial_pages=True`): tokens after `length` that
+    /// equal the start of a cached page, that page's first slots, and the node holding it.
+    #[pyo3(get)]
+    tail_length: usize,
+    #[pyo3(get)]
+    tail_slots: Option<Py<PyAny>>,
+    #[pyo3(get)]
+    tail_node: Option<Py<PyNode>>,
 }
 
 #[pymethods]
@@ -256,13 +264,17 @@ fn finite(p: f64) -> PyResult<f64> {
 #[pymethods]
 impl PyRadixCache {
     #[new]
-    #[pyo3(signature = (pool, page_size = None, *, policy = "lru", events = false, slot_dtype = None))]
+    #[pyo3(signature = (
+        pool, page_size = None, *, policy = "lru", events = false, slot_dtype = None,
+        partial_pages = false
+    ))]
     fn new(
         pool: Option<Bound<'_, PyTokenPool>>,
         page_size: Option<i64>,
         policy: &str,
         events: bool,
         slot_dtype: Option<&Bound<'_, PyAny>>,
+        partial_pages: bool,
     ) -> PyResult<Self> {
         let page_size = match page_size {
             Some(p) => Some(
@@ -275,6 +287,7 @@ impl PyRadixCache {
             page_size,
             policy: Policy::parse(policy).py()?,
             events,
+            partial_pages,
         };
         let dtype = SlotDtype::parse(slot_dtype, SlotDtype::I32)?;
         let shared = pool.as_ref().map(|p| p.get().inner.clone());
@@ -304,7 +317,7 @@ impl PyRadixCache {
         encode_namespace(namespace, &mut ns)?;
         // Checked before the match changes anything.
         let out = out.map(|o| out_array(o, t.as_slice().len())).transpose()?;
-        let (length, handle, slots, into_out, id) = {
+        let (length, handle, slots, into_out, id, tail) = {
             let mut this = busy_mut(slf)?;
             let want = match &out {
                 Some(o) => o.dtype(),
@@ -316,6 +329,16 @@ impl PyRadixCache {
             let id = this.id;
             let cache = &mut this.inner;
             let (length, handle) = cache.match_end(&ns, t.as_slice()).py()?;
+            let tail = cache
+                .tail(&ns, handle, &t.as_slice()[length..])
+                .map(|tl| -> PyResult<_> {
+                    Ok((
+                        tl.len,
+                        slots_to_array(py, &tl.slots, want, "tail_slots")?,
+                        tl.node,
+                    ))
+                })
+                .transpose()?;
             let (slots, into_out) = match out {
                 Some(OutArray::I32(mut rw)) => {
                     let buf = rw.as_slice_mut().expect("contiguous, checked");
@@ -338,13 +361,24 @@ impl PyRadixCache {
                     ),
                 },
             };
-            (length, handle, slots, into_out, id)
+            (length, handle, slots, into_out, id, tail)
+        };
+        let (tail_length, tail_slots, tail_node) = match tail {
+            Some((k, a, h)) => (
+                k,
+                Some(a.unbind()),
+                Some(Py::new(py, make_node(slf, h, id))?),
+            ),
+            None => (0, None, None),
         };
         Ok(PyMatch {
             length,
             slots: slots.unbind(),
             into_out,
             node: Py::new(py, make_node(slf, handle, id))?,
+            tail_length,
+            tail_slots,
+            tail_node,
         })
     }
 
@@ -578,6 +612,12 @@ impl PyRadixCache {
     #[getter]
     fn events(&self) -> bool {
         self.inner.tree().events_enabled()
+    }
+
+    /// Whether partial last pages are cached and tails reported (`page_size` > 1 only).
+    #[getter]
+    fn partial_pages(&self) -> bool {
+        self.inner.partial_pages()
     }
 
     /// The dtype of slot arrays handed out when a call gives none: "int32" or "int64".

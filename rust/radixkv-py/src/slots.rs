@@ -92,6 +92,22 @@ fn type_name(obj: &Bound<'_, PyAny>) -> String {
 
 /// Reads `obj` as a 1-D sequence of slot ids (int64). `what` names the argument in errors.
 pub fn slot_input<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<SlotInput<'py>> {
+    if let Ok(a) = obj.cast::<PyArray1<i32>>() {
+        let aligned = (a.data() as usize).is_multiple_of(std::mem::align_of::<i32>());
+        if a.is_c_contiguous() && aligned && a.len() > 0 {
+            // SAFETY: contiguous and aligned, checked just above; read once, here, while the
+            // GIL is held, and no Rust code in this extension writes input arrays. Skips
+            // rust-numpy's borrow tracking, as `convert::i32_input` does.
+            let v = unsafe { a.as_slice() }.expect("contiguous");
+            let mut out = Vec::with_capacity(v.len());
+            out.extend(v.iter().map(|&x| Slot::from(x)));
+            return Ok(SlotInput::Owned(out));
+        }
+        let ro = a.readonly();
+        return Ok(SlotInput::Owned(
+            ro.as_array().iter().map(|&x| Slot::from(x)).collect(),
+        ));
+    }
     if let Ok(a) = obj.cast::<PyArray1<i64>>() {
         let aligned = (a.data() as usize).is_multiple_of(std::mem::align_of::<i64>());
         if a.is_c_contiguous() && aligned && a.len() > 0 {
@@ -99,12 +115,6 @@ pub fn slot_input<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<SlotInpu
         }
         return Ok(SlotInput::Owned(
             a.readonly().as_array().iter().copied().collect(),
-        ));
-    }
-    if let Ok(a) = obj.cast::<PyArray1<i32>>() {
-        let ro = a.readonly();
-        return Ok(SlotInput::Owned(
-            ro.as_array().iter().map(|&x| Slot::from(x)).collect(),
         ));
     }
     if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {

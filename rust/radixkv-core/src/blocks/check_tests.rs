@@ -53,7 +53,7 @@ fn ref_counts_equal_table_references() {
     caught("ref_count", |a| c::set_ref_count(a, 0, 1)); // shared by 1 and 2: 2 references
     caught("ref_count", |a| c::set_ref_count(a, 2, 2));
     caught("ref_count", |a| c::set_ref_count(a, 5, 1)); // a free block
-    // A table entry moved to another block, counts not following.
+                                                        // A table entry moved to another block, counts not following.
     caught("ref_count", |a| c::set_table_entry(a, 3, 0, 4));
 }
 

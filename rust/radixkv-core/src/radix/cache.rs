@@ -14,7 +14,8 @@ use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::events::KvEvent;
-use super::node::NodeHandle;
+use super::node::{NodeHandle, NIL};
+use super::partial::Tail;
 use super::policy::Policy;
 use super::tree::{
     check_lengths, check_priority, check_slots_nonneg, check_tokens, plan_matched, NodeInfo,
@@ -44,6 +45,8 @@ pub struct CacheOptions {
     pub policy: Policy,
     /// Record KV events (off: no hashing, no event storage).
     pub events: bool,
+    /// Cache partial last pages and report partial-page tails (partial.rs); `page_size` > 1.
+    pub partial_pages: bool,
 }
 
 #[derive(Debug)]
@@ -55,6 +58,7 @@ pub struct RadixCache {
     /// The largest slot id ever inserted (-1: none). An int32 output is refused, before
     /// anything changes, once this no longer fits: cheaper than a check per id per call.
     max_slot: Slot,
+    partial_pages: bool,
 }
 
 /// One row of `dump`: a node as (namespace, full path key, own value, `lock_ref`, `last_access`,
@@ -95,7 +99,22 @@ impl RadixCache {
             pool,
             evicted_buf: Vec::new(),
             max_slot: -1,
+            partial_pages: opts.partial_pages && page_size.get() > 1,
         })
+    }
+
+    /// Whether partial last pages are cached (and tails reported).
+    pub fn partial_pages(&self) -> bool {
+        self.partial_pages
+    }
+
+    /// The partial-page tail below path end `end` for the request's tokens after the match
+    /// (`rest`); `None` unless partial pages are on. Read-only.
+    pub fn tail(&self, ns: &[u8], end: NodeHandle, rest: &[i32]) -> Option<Tail> {
+        if !self.partial_pages {
+            return None;
+        }
+        self.tree.tail(ns, end, rest)
     }
 
     pub fn tree(&self) -> &RadixTree {
@@ -225,26 +244,91 @@ impl RadixCache {
         let plan = self.tree.plan_insert(ns, tokens);
         let matched = plan_matched(plan.as_ref());
         check_tokens(&tokens[matched..])?;
-        let new = &slots[matched..self.tree.usable(tokens.len())];
+        let usable = self.tree.usable(tokens.len());
+        let new = &slots[matched..usable];
+        // With partial pages the tail page goes in too (if it is new: decided after the
+        // whole pages are in, so validated now as if it were).
+        let tail = if self.partial_pages && usable < tokens.len() {
+            &slots[usable..]
+        } else {
+            &[][..]
+        };
         let Some(pool) = &self.pool else {
             check_slots_nonneg(slots)?;
-            let top = new.iter().copied().max().unwrap_or(-1);
+            let top = new.iter().chain(tail).copied().max().unwrap_or(-1);
             self.max_slot = self.max_slot.max(top);
-            return Ok(self
-                .tree
-                .commit_insert(ns, plan, tokens, slots, split_end, priority));
+            return Ok(self.commit_with_tail(ns, plan, tokens, slots, split_end, priority, None));
         };
-        let mut pool = lock_pool(pool);
+        let pool = pool.clone();
+        let mut pool = lock_pool(&pool);
         // One pass decides sign and range together; the detailed checks only name the offender.
         if !pool.in_range(slots) {
             check_slots_nonneg(slots)?;
             pool.check_range(slots, "insert")?;
         }
         check_whole_pages(new, pool.page_size())?;
+        if !tail.is_empty() {
+            check_page_start(tail, pool.page_size())?;
+            pool.check_out(tail, "insert (partial last page)")?;
+        }
         pool.take_for_cache(new)?;
-        Ok(self
-            .tree
-            .commit_insert(ns, plan, tokens, slots, split_end, priority))
+        Ok(self.commit_with_tail(
+            ns,
+            plan,
+            tokens,
+            slots,
+            split_end,
+            priority,
+            Some(&mut pool),
+        ))
+    }
+
+    /// Commits the whole pages, then (partial pages on) the tail: stored as a partial leaf
+    /// under the path's end unless a child there starts with it. Returns (tokens the caller
+    /// keeps, end): with the tail already present the caller keeps every slot.
+    #[allow(clippy::too_many_arguments)] // the insert's arguments plus the locked pool
+    fn commit_with_tail(
+        &mut self,
+        ns: &[u8],
+        plan: Option<super::tree::Walk>,
+        tokens: &[i32],
+        slots: &[Slot],
+        split_end: bool,
+        priority: f64,
+        pool: Option<&mut TokenPool>,
+    ) -> (usize, u32) {
+        let usable = self.tree.usable(tokens.len());
+        let with_tail = self.partial_pages && usable < tokens.len();
+        let (present, end) =
+            self.tree
+                .commit_insert(ns, plan, tokens, slots, split_end || with_tail, priority);
+        if !with_tail {
+            return (present, end);
+        }
+        let parent = if end == NIL {
+            self.tree.root_or_create(ns)
+        } else {
+            end
+        };
+        let tail = &tokens[usable..];
+        if self.tree.tail_present(parent, tail) {
+            self.tree.drop_root_if_empty_pub(parent);
+            // All tokens were present: the caller keeps (frees) every slot it passed.
+            return (
+                if present == usable {
+                    tokens.len()
+                } else {
+                    present
+                },
+                end,
+            );
+        }
+        if let Some(pool) = pool {
+            pool.take_for_cache(&slots[usable..])
+                .expect("checked before the commit");
+        }
+        self.tree.add_partial_leaf(parent, tail, &slots[usable..]);
+        (present, end)
     }
 
     /// Returns the tokens that became protected.
@@ -331,6 +415,25 @@ impl RadixCache {
             )));
         }
         let available = g.available();
+        if available < n && self.partial_pages {
+            // Partial-page leaves hold part of a page: evicting a token need not free a whole
+            // page, so evict until the pool has enough (or nothing is left), then allocate.
+            // Unlike below, this may evict and still fail with `OutOfSlots`.
+            if available + self.tree.evictable_size() < n {
+                return Err(CoreError::OutOfSlots {
+                    requested: n,
+                    available: available + self.tree.evictable_size(),
+                });
+            }
+            while g.available() < n && self.tree.evictable_size() > 0 {
+                let buf = &mut self.evicted_buf;
+                buf.clear();
+                let short = n - g.available();
+                self.tree.evict_into(short, buf);
+                g.release_from_cache(buf);
+            }
+            return g.alloc_into(out);
+        }
         if available < n {
             // Cached slots are whole pool pages, so each evicted token frees its slot's page
             // share exactly: evicting `n - available` tokens is enough.
@@ -421,6 +524,23 @@ impl Drop for RadixCache {
             g.detach();
         }
     }
+}
+
+/// A partial page's slots: the first ones of one pool page, in order.
+fn check_page_start(slots: &[Slot], p: usize) -> Result<()> {
+    let first = slots[0];
+    let ok = (first as u64).is_multiple_of(p as u64)
+        && slots
+            .iter()
+            .enumerate()
+            .all(|(k, &s)| s == first + k as Slot);
+    if !ok {
+        return Err(CoreError::invalid(format!(
+            "insert: the partial last page's slots {slots:?} are not the start of one pool page \
+             (page_size {p})"
+        )));
+    }
+    Ok(())
 }
 
 fn check_whole_pages(slots: &[Slot], p: usize) -> Result<()> {

@@ -5,14 +5,17 @@ use super::corrupt::{self as c, node_at};
 use super::*;
 use crate::error::CoreError;
 use crate::pool::TokenPool;
+use std::num::NonZeroUsize;
 
 /// Page size 2; namespaces "" and "x"; two retired arena slots; a locked path; a sibling chain
 /// (two first pages starting with token 1). Nodes of "": V=[1,2] -> U=[3,4] -> {A=[5,6] (locked
 /// end), B=[7,8]}, V -> C=[9,9], D=[1,3,5,5] (V's sibling under the same first token).
 fn fixture() -> RadixTree {
-    let mut t = RadixTree::new(2).unwrap();
+    // Events on, so that the page-hash chains are checked too.
+    let mut t = RadixTree::with_options(NonZeroUsize::new(2).unwrap(), Policy::Lru, true);
     t.insert(b"z", &[30, 31], &[40, 41]).unwrap();
-    t.insert(b"", &[1, 2, 3, 4, 5, 6], &[0, 1, 2, 3, 4, 5]).unwrap();
+    t.insert(b"", &[1, 2, 3, 4, 5, 6], &[0, 1, 2, 3, 4, 5])
+        .unwrap();
     t.insert(b"", &[1, 2, 3, 4, 7, 8], &[0, 1, 2, 3, 10, 11])
         .unwrap();
     t.insert(b"", &[1, 2, 9, 9], &[0, 1, 12, 13]).unwrap();
@@ -55,7 +58,9 @@ fn caught(want: &str, corrupt: impl FnOnce(&mut RadixTree)) {
 
 #[test]
 fn arena_free_list() {
-    caught("free-list entry", |t| c::push_free_list(t, node_at(t, b"", A)));
+    caught("free-list entry", |t| {
+        c::push_free_list(t, node_at(t, b"", A))
+    });
     caught("free-list entry", |t| c::push_free_list(t, c::arena_len(t)));
     caught("free-list entry", |t| {
         let f = c::some_free_slot(t);
@@ -80,7 +85,7 @@ fn edges_lead_to_live_nodes_filed_correctly() {
     });
     caught("filed under", |t| {
         let i = node_at(t, b"", C);
-        c::node(t, i).data[0] = 8;
+        c::node(t, i).key[0] = 8;
     });
 }
 
@@ -88,7 +93,7 @@ fn edges_lead_to_live_nodes_filed_correctly() {
 fn siblings_differ_in_first_page() {
     caught("same first page", |t| {
         let d = node_at(t, b"", D);
-        c::node(t, d).data[1] = 2; // D's first page becomes V's
+        c::node(t, d).key[1] = 2; // D's first page becomes V's
     });
 }
 
@@ -122,8 +127,14 @@ fn child_counts() {
 #[test]
 fn key_lengths_are_whole_pages() {
     caught("key length", |t| {
-        let b = node_at(t, b"", B);
-        c::truncate_node(t, b, 1);
+        let d = node_at(t, b"", D);
+        c::truncate_node(t, d, 3);
+    });
+    caught("key length", |t| {
+        // A value shorter than the key.
+        let d = node_at(t, b"", D);
+        let n = c::node(t, d);
+        n.value = n.value[..2].into();
     });
 }
 
@@ -147,13 +158,45 @@ fn lock_ref_is_direct_plus_children() {
 
 #[test]
 fn access_times() {
-    caught("after the clock", |t| {
+    caught("created / last_access out of order", |t| {
         let (v, now) = (node_at(t, b"", V), c::clock(t));
         c::node(t, v).last_access = now + 1;
     });
     caught("accessed after its parent", |t| {
+        // U's access time back to its creation, below its children's (the last match).
         let u = node_at(t, b"", U);
-        c::node(t, u).last_access = 0;
+        let n = c::node(t, u);
+        n.last_access = n.created;
+    });
+}
+
+#[test]
+fn creation_time_and_priority() {
+    caught("created / last_access out of order", |t| {
+        let b = node_at(t, b"", B);
+        let n = c::node(t, b);
+        n.created = n.last_access + 1;
+    });
+    caught(": priority NaN", |t| {
+        let b = node_at(t, b"", B);
+        c::node(t, b).priority = f64::NAN;
+    });
+    caught("of higher priority", |t| {
+        let b = node_at(t, b"", B);
+        c::node(t, b).priority = 1.0; // above its parent's 0
+    });
+}
+
+#[test]
+fn page_hashes_follow_the_path() {
+    caught("page hashes differ", |t| {
+        let b = node_at(t, b"", B);
+        c::flip_page_hash(t, b);
+    });
+    caught("page hashes differ", |t| {
+        // The key changes under unchanged hashes (same first token, so still filed right).
+        let b = node_at(t, b"", B);
+        c::node(t, b).key[1] = 9;
     });
 }
 
@@ -190,16 +233,16 @@ fn sizes_are_recomputed() {
 
 #[test]
 fn lru_is_exactly_the_unlocked_leaves() {
-    caught("LRU index", |t| {
+    caught("eviction index", |t| {
         let b = node_at(t, b"", B);
         c::lru_forget(t, b);
     });
-    caught("LRU index", |t| {
+    caught("eviction index", |t| {
         // A locked leaf listed as evictable.
         let a = node_at(t, b"", A);
-        c::lru_add(t, 0, a);
+        c::lru_add_as_is(t, a);
     });
-    caught("LRU index", |t| {
+    caught("eviction index", |t| {
         // The right leaf under a stale access time (same count of entries).
         let b = node_at(t, b"", B);
         let n = c::lru_len(t);
@@ -214,7 +257,7 @@ fn lru_is_exactly_the_unlocked_leaves() {
 fn slots_are_non_negative() {
     caught("negative slot", |t| {
         let i = node_at(t, b"", C);
-        c::node(t, i).data[3] = -1; // second slot of [9, 9]
+        c::node(t, i).value[1] = -1; // second slot of [9, 9]
     });
 }
 
@@ -222,7 +265,11 @@ fn slots_are_non_negative() {
 fn fixture_names_real_nodes() {
     // The hooks address what the fixture built: the node chain and the parent links.
     let t = fixture();
-    let (v, u, a) = (node_at(&t, b"", V), node_at(&t, b"", U), node_at(&t, b"", A));
+    let (v, u, a) = (
+        node_at(&t, b"", V),
+        node_at(&t, b"", U),
+        node_at(&t, b"", A),
+    );
     assert_eq!((c::parent(&t, a), c::parent(&t, u)), (u, v));
     assert_ne!(v, c::NO_NODE);
 }
@@ -231,11 +278,13 @@ fn fixture_names_real_nodes() {
 
 fn pooled_fixture() -> (RadixCache, SharedPool) {
     let pool = shared_pool(TokenPool::new(16, 1).unwrap());
-    let mut cache = RadixCache::new(Some(pool.clone()), 0).unwrap();
+    let mut cache = RadixCache::new(Some(pool.clone()), None).unwrap();
     let s = cache.alloc(6).unwrap();
     cache.insert(b"", &[1, 2, 3, 4, 5, 6], &s).unwrap();
     let s2 = cache.alloc(2).unwrap();
-    cache.insert(b"", &[1, 2, 3, 9, 9], &[&s[..3], &s2[..]].concat()).unwrap();
+    cache
+        .insert(b"", &[1, 2, 3, 9, 9], &[&s[..3], &s2[..]].concat())
+        .unwrap();
     cache.check().expect("healthy");
     (cache, pool)
 }
@@ -276,20 +325,21 @@ fn cache_check_requires_tree_slots_cached_once() {
     cache_caught("held twice", |cache, _| {
         let t = cache_tree_mut(cache);
         let i = node_at(t, b"", &[1, 2, 3, 9, 9]);
-        let dup = c::node(t, node_at(t, b"", &[1, 2, 3])).data[3]; // the slot of token 1
-        let n = c::node(t, i);
-        let len = n.len();
-        n.data[len] = dup;
+        let dup = c::node(t, node_at(t, b"", &[1, 2, 3])).value[0]; // the slot of token 1
+        c::node(t, i).value[0] = dup;
     });
     // A tree slot the pool counts as free.
     cache_caught("held twice", |cache, pool| {
         let free = {
             let g = lock_pool(pool);
-            (0..16).rev().find(|&s| g.state(s) == Some(crate::pool::SlotState::Free)).unwrap()
+            (0..16)
+                .rev()
+                .find(|&s| g.state(s) == Some(crate::pool::SlotState::Free))
+                .unwrap()
         };
         let t = cache_tree_mut(cache);
         let i = node_at(t, b"", &[1, 2, 3]);
-        c::node(t, i).data[3] = free as i32;
+        c::node(t, i).value[0] = free as Slot;
     });
 }
 

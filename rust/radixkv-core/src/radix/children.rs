@@ -18,7 +18,8 @@ impl RadixTree {
         }
         loop {
             let n = self.node(c);
-            if n.key()[..page.len()] == *page {
+            // Partial-page leaves (shorter than a page) share the chain but are never a match.
+            if n.len() >= page.len() && n.key()[..page.len()] == *page {
                 return Some(c);
             }
             if n.next_sibling == NIL {

@@ -2,7 +2,7 @@
 //! in `check_tests.rs` can show `check` noticing each invariant it claims. Nothing here keeps the
 //! tree consistent: that is the point.
 
-use super::node::{Node, NIL};
+use super::node::{Node, Slot, NIL};
 use super::tree::RadixTree;
 
 /// Arena index of the node whose path from `ns`'s root is exactly `tokens` (whole nodes).
@@ -33,20 +33,20 @@ pub(crate) fn clock(t: &RadixTree) -> u64 {
 }
 
 pub(crate) fn arena_len(t: &RadixTree) -> u32 {
-    t.nodes.len() as u32
+    t.arena.nodes.len() as u32
 }
 
 /// A free arena slot (the fixture evicts something so that one exists).
 pub(crate) fn some_free_slot(t: &RadixTree) -> u32 {
-    *t.free_nodes.last().expect("a retired node")
+    *t.arena.free.last().expect("a retired node")
 }
 
 pub(crate) fn push_free_list(t: &mut RadixTree, i: u32) {
-    t.free_nodes.push(i);
+    t.arena.free.push(i);
 }
 
 pub(crate) fn bump_live_count(t: &mut RadixTree) {
-    t.live_nodes += 1;
+    t.arena.live += 1;
 }
 
 /// Points the edge (parent, first token) at `to`.
@@ -57,8 +57,8 @@ pub(crate) fn set_edge(t: &mut RadixTree, parent: u32, first: i32, to: u32) {
 /// Replaces a node's key and value with the first `n` tokens of each (n may be odd).
 pub(crate) fn truncate_node(t: &mut RadixTree, i: u32, n: usize) {
     let node = t.node_mut(i);
-    let (k, v) = (node.key()[..n].to_vec(), node.value()[..n].to_vec());
-    node.data = super::node::pack(&k, &v);
+    node.key = node.key[..n].into();
+    node.value = node.value[..n].into();
 }
 
 pub(crate) fn remap_namespace(t: &mut RadixTree, root: u32, ns: &[u8]) {
@@ -80,8 +80,8 @@ pub(crate) fn empty_namespace(t: &mut RadixTree, ns: &[u8]) -> u32 {
 
 /// A live node no edge leads to (allocated, never linked).
 pub(crate) fn orphan_node(t: &mut RadixTree, parent: u32) -> u32 {
-    let data = super::node::pack(&[7, 7], &[0, 0]);
-    t.alloc_node(RadixTree::new_node(data, parent, 0))
+    let value: Box<[Slot]> = Box::new([0, 0]);
+    t.arena.alloc(Node::new(Box::new([7, 7]), value, parent, 0))
 }
 
 pub(crate) fn shift_sizes(t: &mut RadixTree, evictable: isize, protected: isize) {
@@ -89,17 +89,24 @@ pub(crate) fn shift_sizes(t: &mut RadixTree, evictable: isize, protected: isize)
     t.protected = t.protected.wrapping_add_signed(protected);
 }
 
-/// Removes `i` from the LRU index (whatever its key there).
+/// Removes `i` from the eviction index (whatever its key there).
 pub(crate) fn lru_forget(t: &mut RadixTree, i: u32) {
-    t.lru.retain(|&(_, j)| j != i);
+    t.index.retain(|&(_, _, j)| j != i);
 }
 
+/// Lists `i` in the eviction index under the policy's key for its node as it is.
+pub(crate) fn lru_add_as_is(t: &mut RadixTree, i: u32) {
+    let key = t.policy.key(t.node(i), i);
+    t.index.insert(key);
+}
+
+/// Lists `i` under an access time `access` (LRU keys are (last_access, 0, id)).
 pub(crate) fn lru_add(t: &mut RadixTree, access: u64, i: u32) {
-    t.lru.insert((access, i));
+    t.index.insert((access, 0, i));
 }
 
 pub(crate) fn lru_len(t: &RadixTree) -> usize {
-    t.lru.len()
+    t.index.len()
 }
 
 pub(crate) const NO_NODE: u32 = NIL;
@@ -107,4 +114,12 @@ pub(crate) const NO_NODE: u32 = NIL;
 /// The tree behind a cache, for corrupting it in place.
 pub(crate) fn tree_of(cache: &mut super::RadixCache) -> &mut RadixTree {
     cache.tree_mut_for_tests()
+}
+
+/// Flips a bit of node `i`'s first page hash (events on).
+pub(crate) fn flip_page_hash(t: &mut RadixTree, i: u32) {
+    let log = t.events.as_mut().expect("events on");
+    let mut h = log.get(i).to_vec();
+    h[0] ^= 1;
+    log.set(i, h.into());
 }

@@ -17,6 +17,7 @@ mod children;
 mod events;
 mod namespace;
 mod node;
+mod partial;
 mod policy;
 #[cfg(any(test, feature = "testing"))]
 pub mod replay;
@@ -26,6 +27,7 @@ pub use crate::slot::{Slot, SlotOut};
 pub use cache::{lock_pool, shared_pool, CacheOptions, DumpRow, RadixCache, SharedPool};
 pub use events::KvEvent;
 pub use node::NodeHandle;
+pub use partial::Tail;
 pub use policy::{Policy, SLRU_PROTECTED_HITS};
 pub use tree::{NodeInfo, NodeView, PrefixMatch, RadixTree};
 
@@ -33,6 +35,8 @@ pub use tree::{NodeInfo, NodeView, PrefixMatch, RadixTree};
 mod check_tests;
 #[cfg(test)]
 mod corrupt;
+#[cfg(test)]
+mod edge_tests;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]

@@ -1,15 +1,17 @@
 //! Property test: random sequences of `RadixOp`s replayed by the shared harness, which checks
 //! the cache against its reference model and runs `check()` after every op. The same op enum
-//! drives the cargo-fuzz target. Budget: `PROPTEST_CASES` (default 256 sequences per page size).
+//! drives the cargo-fuzz target. Page sizes 1, 2 and 16 (each with pools smaller than what the
+//! ops insert), three namespaces. Budget: `PROPTEST_CASES` (default 256 sequences per test).
 
-use proptest::prelude::*;
 use super::replay::{Harness, RadixOp, Seq};
+use super::Policy;
+use proptest::prelude::*;
 
 fn seq() -> impl Strategy<Value = Seq> {
     (
         any::<u8>(),
         any::<u8>(),
-        proptest::collection::vec(0u8..3, 0..12),
+        proptest::collection::vec(0u8..3, 0..40),
     )
         .prop_map(|(base, keep, tail)| Seq { base, keep, tail })
 }
@@ -65,44 +67,78 @@ proptest! {
     fn ops_match_model_page4_tight_pool(ops in proptest::collection::vec(op(), 1..80)) {
         run(4, 32, &ops)?;
     }
+
+    #[test]
+    fn ops_match_model_page16(ops in proptest::collection::vec(op(), 1..80)) {
+        run(16, 16 * 10, &ops)?;
+    }
+
+    /// Every eviction policy, with events on (`check()` recomputes the page-hash chains).
+    #[test]
+    fn ops_match_model_each_policy_with_events(
+        policy in 0usize..Policy::NAMES.len(),
+        page in prop_oneof![Just(1usize), Just(2)],
+        ops in proptest::collection::vec(op(), 1..60),
+    ) {
+        let policy = Policy::parse(Policy::NAMES[policy]).unwrap();
+        let mut h = Harness::with_options(32, page, policy, true);
+        for (i, op) in ops.iter().enumerate() {
+            if let Err(e) = h.apply(op) {
+                return Err(TestCaseError::fail(format!("{policy:?} op {i} {op:?}: {e}")));
+            }
+        }
+    }
 }
 
-/// The generators are not vacuous: over a fixed-seed batch of random op sequences, every
-/// interesting outcome (hits, splits, locks, refused unlocks, stale handles, eviction, pool
-/// exhaustion) happens.
+/// The generators are not vacuous: over a fixed-seed batch of random op sequences at each page
+/// size, every interesting outcome happens: hits, splits, locks, refused unlocks, stale
+/// handles, evictions (also of pages under a locked path), pool exhaustion, cross-namespace
+/// misses and (page > 1) matches that stop inside a page the cache holds.
 #[test]
 fn generators_reach_every_case() {
     use proptest::strategy::ValueTree;
     use proptest::test_runner::{Config, TestRng, TestRunner};
-    let mut runner = TestRunner::new_with_rng(
-        Config::default(),
-        TestRng::deterministic_rng(Config::default().rng_algorithm),
-    );
-    let strategy = proptest::collection::vec(op(), 40..80);
-    let mut total = super::replay::Stats::default();
-    for _ in 0..100 {
-        let ops = strategy.new_tree(&mut runner).unwrap().current();
-        let mut h = Harness::new(32, 1);
-        for op in &ops {
-            h.apply(op).unwrap();
+    for (page, slots) in [(1, 32), (2, 48), (16, 16 * 10)] {
+        let mut runner = TestRunner::new_with_rng(
+            Config::default(),
+            TestRng::deterministic_rng(Config::default().rng_algorithm),
+        );
+        let strategy = proptest::collection::vec(op(), 40..80);
+        let mut t = super::replay::Stats::default();
+        for _ in 0..100 {
+            let ops = strategy.new_tree(&mut runner).unwrap().current();
+            let mut h = Harness::new(slots, page);
+            for op in &ops {
+                h.apply(op).unwrap();
+            }
+            let s = h.stats;
+            t.nonempty_matches += s.nonempty_matches;
+            t.partial_page_matches += s.partial_page_matches;
+            t.cross_namespace_misses += s.cross_namespace_misses;
+            t.evicted_under_lock += s.evicted_under_lock;
+            t.splits += s.splits;
+            t.locks += s.locks;
+            t.not_locked += s.not_locked;
+            t.stale += s.stale;
+            t.evicted_tokens += s.evicted_tokens;
+            t.out_of_slots += s.out_of_slots;
         }
-        let s = h.stats;
-        total.nonempty_matches += s.nonempty_matches;
-        total.splits += s.splits;
-        total.locks += s.locks;
-        total.not_locked += s.not_locked;
-        total.stale += s.stale;
-        total.evicted_tokens += s.evicted_tokens;
-        total.out_of_slots += s.out_of_slots;
+        println!("page {page}: {t:?}");
+        assert!(
+            t.nonempty_matches > 50 && t.splits > 20 && t.locks > 20,
+            "page {page}: {t:?}"
+        );
+        assert!(
+            t.not_locked > 0 && t.stale > 0 && t.evicted_tokens > 0 && t.out_of_slots > 0,
+            "page {page}: {t:?}"
+        );
+        assert!(
+            t.cross_namespace_misses > 10 && t.evicted_under_lock > 0,
+            "page {page}: {t:?}"
+        );
+        assert!(
+            page == 1 || t.partial_page_matches > 10,
+            "page {page}: {t:?}"
+        );
     }
-    println!("{total:?}");
-    assert!(
-        total.nonempty_matches > 100 && total.splits > 20 && total.locks > 50,
-        "{total:?}"
-    );
-    assert!(
-        total.not_locked > 0 && total.stale > 0 && total.evicted_tokens > 0,
-        "{total:?}"
-    );
-    assert!(total.out_of_slots > 0, "{total:?}");
 }

@@ -685,8 +685,11 @@ impl RadixTree {
             freed += len;
             self.evictable -= len;
             if let Some(ev) = &mut self.events {
+                // A partial-page leaf has no whole page, so no hash a router knows.
                 let hashes = ev.take(i).into_vec();
-                ev.pending.push(KvEvent::Removed { hashes });
+                if !hashes.is_empty() {
+                    ev.pending.push(KvEvent::Removed { hashes });
+                }
             }
             self.remove_child(parent, i);
             self.arena.retire(i);

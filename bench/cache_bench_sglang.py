@@ -1,0 +1,177 @@
+"""Cache work per request through the SGLang plugin, against SGLang's own caches, in one run.
+
+Replays the serving traces of ``shared/bench/cache_traces.py`` with the protocol of
+``shared/bench/cache_anchor_bench.py`` (requests in trace order, at most ``--max-running`` in
+flight, the oldest finished before a new admission and on a failed admission, which is retried;
+timed per request: admission plus finish, retries included) at the request level: real
+``Req`` objects through SGLang 0.5.23's scheduler helpers on SGLang's CPU pools
+(``_sglang_replay.Lifecycle``). The same driver and pools serve every system, so only the tree
+cache differs:
+
+    radixkv-plugin   radixkv.integrations.sglang.RadixKVPrefixCache (this repository)
+    sglang-urc-rust  UnifiedRadixCache, FULL component, Rust tree core (SGLang's default)
+    sglang-radix     RadixCache (SGLang's Python tree)
+
+sglang-urc-rust needs torch 2.14.1 (``bench/setup_anchors.sh``'s venv with radixkv built into it):
+in the torch 2.11 ``.venv`` SGLang's Rust tree core extension crashes the process (segfault,
+seen on chat), so run it there or leave it out of ``--systems``.
+
+Usage (radixkv built into the venv; ``make sglang-deps`` for SGLang):
+    python bench/cache_bench_sglang.py --traces chat,fewshot --repeats 3
+
+Prints per trace and system the mean / p99 µs per request, the hit rate and the tokens evicted,
+and the ratio of each SGLang cache's mean to the plugin's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import math
+import os
+import statistics
+import sys
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any, Callable, Dict, List
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tests"))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import _traces  # noqa: E402
+
+SYSTEMS = ("radixkv-plugin", "sglang-radix", "sglang-urc-rust")
+
+
+def cache_factory(system: str) -> Callable[[Any], Any]:
+    if system == "radixkv-plugin":
+        from radixkv.integrations.sglang.cache import RadixKVPrefixCache
+
+        return RadixKVPrefixCache
+    if system == "sglang-radix":
+        from sglang.srt.mem_cache.radix_cache import RadixCache
+
+        return RadixCache
+    if system == "sglang-urc-rust":
+        from sglang.srt.mem_cache.unified_cache.component_type import ComponentType
+        from sglang.srt.mem_cache.unified_radix_cache import UnifiedRadixCache
+
+        def make(params: Any) -> Any:
+            params.tree_components = (ComponentType.FULL,)
+            params.tree_core_backend = "rust"
+            cache = UnifiedRadixCache(params)
+            core = type(cache.tree_core).__name__
+            if core != "RustUnifiedTreeCore":
+                raise RuntimeError(f"sglang-urc-rust: SGLang fell back to {core}")
+            return cache
+
+        return make
+    raise SystemExit(f"cache_bench_sglang: unknown system {system!r}")
+
+
+def replay(system: str, trace: Any, capacity: int, max_running: int) -> Dict[str, Any]:
+    from _sglang_replay import Lifecycle
+
+    longest = max(len(r.prompt) + r.output_len for r in trace.requests)
+    lc = Lifecycle(cache_factory(system), capacity, max_running, longest + 8)
+    reqs = [lc.make_req(str(r.id), r.prompt, r.output_len) for r in trace.requests]
+    per = [0] * len(reqs)
+    running: deque[int] = deque()
+    clock = time.perf_counter_ns
+    retries = 0
+
+    def finish_oldest() -> None:
+        j = running.popleft()
+        lc.decode(reqs[j], trace.requests[j].output)  # untimed, as in the anchor
+        t0 = clock()
+        lc.finish(reqs[j])
+        per[j] += clock() - t0
+
+    gc.collect()
+    t_start = clock()
+    for i, req in enumerate(reqs):
+        if len(running) >= max_running:
+            finish_oldest()
+        while True:
+            t0 = clock()
+            ok = lc.admit(req, trace.requests[i].output_len)
+            per[i] += clock() - t0
+            if ok:
+                break
+            if not running:
+                raise RuntimeError(f"{system}: request {req.rid} cannot fit an empty pool")
+            retries += 1
+            finish_oldest()
+        running.append(i)
+    while running:
+        finish_oldest()
+    wall = (clock() - t_start) / 1e9
+    lc.leak_check()
+    us = sorted(x / 1e3 for x in per)
+    prompt_tokens = sum(len(r.prompt) for r in trace.requests)
+    return {
+        "system": system, "trace": trace.name, "wall_s": wall,
+        "mean_us": statistics.fmean(us),
+        "p99_us": us[max(0, math.ceil(0.99 * len(us)) - 1)],
+        "hit_rate": lc.matched / prompt_tokens, "retries": retries,
+        "tree_tokens_end": lc.cache.evictable_size() + lc.cache.protected_size(),
+    }
+
+
+def main(argv: List[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--traces", default="all")
+    ap.add_argument("--systems", default=",".join(SYSTEMS))
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--max-running", type=int, default=16)
+    ap.add_argument("--shared", default=None)
+    ap.add_argument("--limit", type=int, default=0, help="replay only the first N requests")
+    a = ap.parse_args(argv)
+    import _sglang_env
+
+    _sglang_env.prepare()
+    import logging
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    logging.disable(logging.WARNING)
+    shared = _traces.shared_dir(a.shared)
+    names = list(_traces.trace_names(shared)) if a.traces == "all" else a.traces.split(",")
+    systems = [s for s in a.systems.split(",") if s]
+    rows: List[Dict[str, Any]] = []
+    for name in names:
+        trace = _traces.load_trace(shared, name)
+        cap = _traces.capacity_tokens(shared, trace, a.max_running)
+        if a.limit:
+            trace.requests = trace.requests[: a.limit]
+        for system in systems:
+            # one untimed pass first: SGLang imports modules lazily on its first requests
+            replay(system, trace, cap, a.max_running)
+            runs = [replay(system, trace, cap, a.max_running) for _ in range(a.repeats)]
+            med = {k: statistics.median(r[k] for r in runs) if isinstance(v, (int, float))
+                   else v for k, v in runs[0].items()}
+            rows.append(med)
+            print(f"{name:10s} {system:16s} mean {med['mean_us']:8.1f} us  p99 "
+                  f"{med['p99_us']:8.1f} us  hit {med['hit_rate']:.4f}  retries "
+                  f"{med['retries']}", flush=True)
+    print("\nratio of each SGLang cache's mean µs per request to the plugin's (same run):")
+    for name in names:
+        mine = next((r for r in rows if r["trace"] == name and r["system"] == "radixkv-plugin"),
+                    None)
+        if mine is None:
+            continue
+        for r in rows:
+            if r["trace"] == name and r["system"] != "radixkv-plugin":
+                same = "same hit rate" if abs(r["hit_rate"] - mine["hit_rate"]) < 1e-9 else (
+                    f"hit rate differs: {r['hit_rate']:.4f}")
+                print(f"  {name:10s} {r['system']:16s} {r['mean_us'] / mine['mean_us']:6.2f}x"
+                      f"  ({same})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

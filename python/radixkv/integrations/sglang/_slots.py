@@ -1,0 +1,43 @@
+"""Slot and token conversions at the SGLang boundary.
+
+SGLang keeps slot ids as int64 tensors on the KV device (``req_to_token`` rows are int32);
+radixkv's tree (built with ``slot_dtype="int64"``) takes int32 or int64 NumPy ids and returns
+int64 ones on the host. Everything here copies at most
+once, and not at all where a CPU int32 tensor already is the NumPy array radixkv wants.
+"""
+
+from __future__ import annotations
+
+from array import array
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import torch
+
+def tokens_view(token_ids: Any, n: int) -> npt.NDArray[np.int64]:
+    """The first ``n`` token ids as a 1-D int64 array: a view of an ``array('q')`` (what
+    ``RadixKey`` and ``Req`` hold), else a converted copy."""
+    if isinstance(token_ids, array) and token_ids.typecode == "q":
+        return np.frombuffer(token_ids, dtype=np.int64, count=n) if n else _EMPTY_I64
+    if isinstance(token_ids, torch.Tensor):
+        return token_ids[:n].to("cpu", torch.int64).numpy()
+    return np.asarray(token_ids[:n], dtype=np.int64)
+
+
+def slots_to_host(slots: torch.Tensor) -> npt.NDArray[np.signedinteger]:
+    """A 1-D slot tensor (int32 or int64, any device) as host ids radixkv takes as they are.
+
+    Zero-copy for a contiguous CPU tensor (a ``req_to_token`` row on CPU)."""
+    if slots.device.type != "cpu" or slots.dtype not in (torch.int32, torch.int64):
+        slots = slots.to("cpu", torch.int64)
+    return slots.contiguous().numpy()
+
+
+def slots_to_device(slots: npt.NDArray[np.int64], device: torch.device) -> torch.Tensor:
+    """Host int64 ids as the contiguous int64 tensor on ``device`` that SGLang's kernels read
+    (no copy on the CPU)."""
+    return torch.from_numpy(slots).to(device=device, dtype=torch.int64)
+
+
+_EMPTY_I64: npt.NDArray[np.int64] = np.empty(0, dtype=np.int64)

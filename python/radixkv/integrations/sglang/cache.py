@@ -1,0 +1,287 @@
+"""``RadixKVPrefixCache``: SGLang 0.5.23's ``BasePrefixCache`` over radixkv's Rust radix tree.
+
+The tree (``radixkv.RadixCache`` built without a pool) keeps token ids, slot ids, lock counts and
+LRU order; SGLang keeps its own ``TokenToKVPoolAllocator`` and ``ReqToTokenPool``. Slots flow
+between them exactly as in SGLang's ``RadixCache``: ``checkpoint`` inserts a request's row and
+frees the row's duplicates through the allocator, ``evict`` hands the freed leaves' slots back to
+the allocator, and ``release_kv_cache`` (SGLang's) frees what the tree does not own.
+
+Node handles are ``radixkv.Node`` objects: they survive splits made by later matches and inserts
+(the deeper half keeps the handle, as in SGLang's tree) and raise ``radixkv.StaleHandle`` once
+evicted.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, List, Optional, Tuple, Union, cast
+
+import numpy as np
+import torch
+from sglang.srt.mem_cache.base_prefix_cache import (
+    BasePrefixCache,
+    DecLockRefParams,
+    DecLockRefResult,
+    EvictParams,
+    EvictResult,
+    IncLockRefResult,
+    InsertParams,
+    InsertResult,
+    MatchPrefixParams,
+    MatchResult,
+    TreeLock,
+)
+
+import radixkv
+
+from ._slots import slots_to_device, slots_to_host, tokens_view
+
+if TYPE_CHECKING:
+    from sglang.srt.managers.schedule_batch import Req
+    from sglang.srt.mem_cache.cache_init_params import CacheInitParams
+    from sglang.srt.mem_cache.radix_cache import RadixKey
+
+Namespace = Union[None, Tuple[Optional[str], Optional[str]]]
+
+# SGLang's --radix-eviction-policy values that map one to one onto radixkv's policies
+# (tlru exists only in SGLang's UnifiedRadixCache).
+SUPPORTED_POLICIES = ("lru", "lfu", "fifo", "mru", "filo", "priority", "slru")
+
+
+def namespace_of(extra_key: Optional[str], cache_salt: Optional[str]) -> Namespace:
+    """SGLang's namespace is the pair (``extra_key``, ``cache_salt``); None differs from ""."""
+    if extra_key is None and not cache_salt:
+        return None
+    return (extra_key, cache_salt or None)
+
+
+class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is untyped here
+    """Prefix cache for SGLang's scheduler, backed by ``radixkv.RadixCache``.
+
+    Full-attention models only (no SWA, Mamba, HiCache or EAGLE bigram keys); the factory in
+    ``radixkv.integrations.sglang`` refuses the rest before building one.
+    """
+
+    def __init__(self, params: CacheInitParams) -> None:
+        policy = (params.eviction_policy or "lru").lower()
+        if policy not in SUPPORTED_POLICIES:
+            raise ValueError(
+                f"radixkv radix-cache backend: eviction policy {policy!r} is not supported "
+                f"(supported: {', '.join(SUPPORTED_POLICIES)})"
+            )
+        if params.is_eagle:
+            raise ValueError(
+                "radixkv radix-cache backend: EAGLE bigram keys are not supported"
+            )
+        if params.page_size < 1:
+            raise ValueError(f"radixkv radix-cache backend: page_size {params.page_size} < 1")
+        self.disable = bool(params.disable)
+        self.req_to_token_pool = params.req_to_token_pool
+        self.token_to_kv_pool_allocator = params.token_to_kv_pool_allocator
+        self.page_size = int(params.page_size)
+        self.is_eagle = False
+        self.eviction_policy = policy
+        self.events_on = bool(params.enable_kv_cache_events) and not self.disable
+        dev = getattr(self.token_to_kv_pool_allocator, "device", "cpu")
+        self.device = torch.device(dev) if isinstance(dev, (str, torch.device)) else (
+            torch.device("cpu"))
+        if params.enable_metrics:
+            self.init_metrics_collector()
+        self.reset()
+
+    # ---- state ---------------------------------------------------------------------------
+    def reset(self) -> None:
+        """Drop every cached prefix. Like SGLang's caches, this frees no slot: the scheduler's
+        ``flush_cache`` clears the allocator alongside."""
+        old = getattr(self, "tree", None)
+        # events still undrained, then "all cleared", as SGLang's recorder reports a reset
+        self._pending: List[Any] = self.take_events() if old is not None else []
+        if self.events_on:
+            from sglang.srt.disaggregation.kv_events import AllBlocksCleared
+
+            self._pending.append(AllBlocksCleared())
+        # int64 ids in and out: SGLang's slot dtype, so path slots need no conversion
+        self.tree = radixkv.RadixCache(None, self.page_size, policy=cast(Any, self.eviction_policy),
+                                       events=self.events_on, slot_dtype="int64")
+        self.root_node = self.tree.root
+        self._empty_indices = torch.empty((0,), dtype=torch.int64, device=self.device)
+        self._empty_match = MatchResult(
+            device_prefix_len=0,
+            last_device_node=self.root_node,
+            last_host_node=self.root_node,
+            best_match_node=self.root_node,
+        )
+
+    def evictable_size(self) -> int:
+        return self.tree.evictable_size
+
+    def full_evictable_size(self) -> int:
+        return self.tree.evictable_size
+
+    def protected_size(self) -> int:
+        return self.tree.protected_size
+
+    def full_protected_size(self) -> int:
+        return self.tree.protected_size
+
+    def total_size(self) -> int:
+        return self.tree.total_size
+
+    def supports_prefix_sharing(self) -> bool:
+        return not self.disable
+
+    def sanity_check(self) -> None:
+        """Every invariant of the tree (``radixkv.InvariantViolation`` names a broken one)."""
+        self.tree.check()
+
+    def pretty_print(self) -> None:
+        print(
+            f"radixkv tree: {self.tree.num_nodes} nodes, #tokens: {self.tree.total_size} "
+            f"(evictable {self.tree.evictable_size}, protected {self.tree.protected_size})"
+        )
+
+    def all_values_flatten(self) -> torch.Tensor:
+        """Every cached slot (int64, on the KV device), in the tree's node order."""
+        own = [np.asarray(s, dtype=np.int64) for _ns, _tok, s, *_ in self.tree.dump()]
+        flat = np.concatenate(own) if own else np.empty(0, dtype=np.int64)
+        return torch.from_numpy(flat).to(self.device)
+
+    # ---- lookups ---------------------------------------------------------------------------
+    def _aligned_len(self, n: int) -> int:
+        return n - n % self.page_size
+
+    def _key_arrays(self, key: RadixKey) -> Tuple[np.ndarray, Namespace]:
+        if key.is_bigram:
+            raise ValueError("radixkv radix-cache backend: bigram keys are not supported")
+        n = self._aligned_len(len(key))  # len() honours key.limit
+        return tokens_view(key.token_ids, n), namespace_of(key.extra_key, key.cache_salt)
+
+    def match_prefix(self, params: MatchPrefixParams) -> MatchResult:
+        """Longest cached whole-page prefix of ``params.key`` (capped at ``key.limit``) in its
+        namespace; splits the node the match ends inside and refreshes the path's LRU time.
+        Slots are not returned: SGLang reads them through ``prefix_device_indices``."""
+        if self.disable:
+            return self._empty_match
+        tokens, ns = self._key_arrays(params.key)
+        if len(tokens) == 0:
+            return self._empty_match
+        m = self.tree.match_prefix(tokens, ns)
+        node = m.node
+        return MatchResult(
+            device_prefix_len=m.length,
+            last_device_node=node,
+            last_host_node=node,
+            best_match_node=node,
+        )
+
+    def touch_prefix(self, key: RadixKey) -> None:
+        if self.disable:
+            return
+        tokens, ns = self._key_arrays(key)
+        if len(tokens):
+            self.tree.match_prefix(tokens, ns)
+
+    def path_device_indices(self, node: Any) -> torch.Tensor:
+        """Slots of the path root -> ``node``: contiguous int64 [depth] on the KV device."""
+        if node == self.root_node:
+            return self._empty_indices
+        return slots_to_device(self.tree.path_slots(node), self.device)
+
+    # ---- inserts ---------------------------------------------------------------------------
+    def insert(self, params: InsertParams) -> InsertResult:
+        """Insert the whole pages of ``params.key`` with ``params.value`` (int slots; the token
+        ids themselves when None, as SGLang's tests use it). ``prefix_len``: tokens already
+        cached, whose slots in ``value`` the caller still owns and frees."""
+        if self.disable:
+            return InsertResult(prefix_len=0)
+        tokens, ns = self._key_arrays(params.key)
+        if params.value is None:
+            slots = tokens.astype(np.int32)
+        else:
+            slots = slots_to_host(params.value[: len(tokens)])
+        present, node = self.tree.insert_node(tokens, slots, ns,
+                                              priority=float(params.priority or 0))
+        return InsertResult(prefix_len=present, total_len=len(tokens), last_device_node=node)
+
+    def checkpoint(self, req: Req, *, up_to: int, **kwargs: Any) -> None:
+        """Insert ``req``'s KV up to row position ``up_to`` (whole pages), free the row's
+        duplicates of what others inserted meanwhile, point the row at the tree's slots, move
+        ``req.lock`` to the inserted path's end and advance ``req.kv.cache_protected_len``."""
+        if self.disable:
+            return
+        kv = req.kv
+        n = self._aligned_len(up_to)
+        tokens = tokens_view(req.full_untruncated_fill_ids, n)
+        row = self.req_to_token_pool.req_to_token[kv.req_pool_idx]
+        ns = namespace_of(req.extra_key, req.cache_salt)
+        slots = slots_to_host(row[:n])
+        priority = float(req.priority or 0)
+        present, node = self.tree.insert_node(tokens, slots, ns, priority=priority)
+        kv.cache_inserted_len = max(kv.cache_inserted_len, n)
+        prompt = self._aligned_len(len(req.origin_input_ids))
+        if 0 < prompt < n:
+            # as SGLang's RadixCache: split at the prompt boundary, one priority step up, so
+            # the output tail can be evicted without the prompt
+            self.tree.insert(tokens[:prompt], slots[:prompt], ns, priority=priority + 1)
+        protected = kv.cache_protected_len
+        if present > protected:
+            # another request inserted [protected, present) first: the row's copies are
+            # duplicates; free them and read the tree's slots instead
+            self.token_to_kv_pool_allocator.free_segment(
+                row[protected:present].to(torch.int64), start_pos=protected
+            )
+            path = self.tree.path_slots(node)
+            self.req_to_token_pool.write(
+                (kv.req_pool_idx, slice(protected, present)),
+                torch.from_numpy(path[protected:present]).to(row.device),
+            )
+        kv.cache_protected_len = n
+        old = req.lock
+        req.lock = self.lock(node)
+        self.unlock(old)
+        req.last_node = node
+
+    # ---- eviction --------------------------------------------------------------------------
+    def evict(self, params: EvictParams) -> EvictResult:
+        """Evict unlocked leaves (LRU first) until ``params.num_tokens`` are freed or nothing
+        is evictable; their slots go back to SGLang's allocator."""
+        if self.disable or params.num_tokens <= 0:
+            return EvictResult()
+        freed = self.tree.evict_slots(params.num_tokens)
+        if len(freed):
+            self.token_to_kv_pool_allocator.free(slots_to_device(freed, self.device))
+        return EvictResult(num_tokens_evicted=len(freed))
+
+    # ---- locks -----------------------------------------------------------------------------
+    def inc_lock_ref(self, node: Any) -> IncLockRefResult:
+        """Protect the path to ``node``; ``delta`` is the change in evictable tokens (<= 0)."""
+        if self.disable:
+            return IncLockRefResult(delta=0)
+        return IncLockRefResult(delta=-self.tree.lock(node))
+
+    def dec_lock_ref(
+        self, node: Any, params: Optional[DecLockRefParams] = None
+    ) -> DecLockRefResult:
+        """Undo one ``inc_lock_ref(node)``; ``delta`` is the change in evictable tokens (>= 0)."""
+        if self.disable:
+            return DecLockRefResult(delta=0)
+        return DecLockRefResult(delta=-self.tree.unlock(node))
+
+    # ---- KV events -------------------------------------------------------------------------
+    def take_events(self) -> List[Any]:
+        """KV events since the last call as SGLang's ``BlockStored`` / ``BlockRemoved`` /
+        ``AllBlocksCleared`` (radixkv's chained 64-bit page hashes); empty unless
+        ``--enable-kv-cache-events``."""
+        if not self.events_on:
+            return []
+        from ._events import to_sglang_events
+
+        out, self._pending = self._pending, []
+        return out + to_sglang_events(self.tree.take_events())
+
+    def lock(self, node: Any) -> Optional[TreeLock]:
+        self.inc_lock_ref(node)
+        return TreeLock(node, _RECEIPT)
+
+
+# Legacy caches carry no per-lock receipt; one shared empty receipt serves every TreeLock.
+_RECEIPT = DecLockRefParams()

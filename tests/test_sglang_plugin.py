@@ -1,0 +1,263 @@
+"""radixkv as SGLang 0.5.23's radix-cache backend, driven as SGLang's scheduler drives it.
+
+Skipped unless ``sglang`` is installed (``make sglang-deps`` installs it without its dependencies,
+plus the few its cache modules import). Checks: the plugin is found and registered by SGLang's
+own ``load_plugins()`` through the ``sglang.srt.plugins`` entry point; the request lifecycle
+(match, lock, evict, alloc, checkpoint, release) on SGLang's CPU pools at page sizes 1 and 16
+keeps SGLang's idle leak check after every step of random traces, with ``extra_key``
+namespaces, and agrees with SGLang's own ``RadixCache`` on hit lengths and sizes step by step.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("sglang")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import _sglang_env  # noqa: E402
+
+_sglang_env.prepare()
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+import radixkv  # noqa: E402
+from radixkv.integrations import sglang as rk_sglang  # noqa: E402
+from radixkv.integrations.sglang.cache import RadixKVPrefixCache  # noqa: E402
+
+plugins = pytest.importorskip("sglang.srt.plugins")
+registry = pytest.importorskip("sglang.srt.mem_cache.registry")
+from _sglang_replay import Lifecycle  # noqa: E402
+from sglang.srt.mem_cache.radix_cache import RadixCache  # noqa: E402
+
+EXAMPLES = int(os.environ.get("RADIXKV_HYPOTHESIS_EXAMPLES", "100")) // 4 or 1
+
+
+def test_sglang_load_plugins_registers_the_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    # SGLang's loader, restricted to this plugin, run as a fresh scheduler process would
+    monkeypatch.setattr(plugins, "_plugins_loaded", False)
+    monkeypatch.setenv("SGLANG_PLUGINS", rk_sglang.BACKEND_NAME)
+    monkeypatch.setattr(registry, "_RADIX_CACHE_REGISTRY", {})
+    assert registry.get_radix_cache_factory("radixkv") is None
+    plugins.load_plugins()
+    assert registry.get_radix_cache_factory("radixkv") is rk_sglang.build
+    plugins.load_plugins()  # idempotent, as SGLang calls it in several processes
+    monkeypatch.setattr(plugins, "_plugins_loaded", False)
+    plugins.load_plugins()  # a second registration attempt must not raise
+    assert registry.registered_radix_cache_backends() == ["radixkv"]
+
+
+def _ctx(lc: Lifecycle, **over: object) -> object:
+    from sglang.srt.mem_cache.cache_init_params import CacheInitParams
+
+    params = CacheInitParams(disable=False, req_to_token_pool=lc.r2t,
+                             token_to_kv_pool_allocator=lc.alloc, page_size=lc.page_size)
+    fields = dict(server_args=None, params=params, is_hybrid_swa=False, is_hybrid_ssm=False,
+                  enable_hierarchical_cache=False, disable_radix_cache=False, tp_worker=None,
+                  model_config=None, tp_size=1, tp_rank=0, tp_group=None)
+    fields.update(over)
+    return registry.TreeCacheBuildContext(**fields)
+
+
+def _lifecycle(page_size: int = 1, capacity: int = 512, factory=RadixKVPrefixCache) -> Lifecycle:
+    return Lifecycle(factory, capacity=capacity, max_running=8, max_context=256,
+                     page_size=page_size)
+
+
+def test_factory_builds_and_refuses_with_named_reasons() -> None:
+    lc = _lifecycle()
+    cache = rk_sglang.build(_ctx(lc))
+    assert isinstance(cache, RadixKVPrefixCache) and cache.supports_prefix_sharing()
+    assert isinstance(rk_sglang.build(_ctx(lc, disable_radix_cache=True)), RadixKVPrefixCache)
+    with pytest.raises(ValueError, match="sliding-window"):
+        rk_sglang.build(_ctx(lc, is_hybrid_swa=True))
+    with pytest.raises(ValueError, match="HiCache"):
+        rk_sglang.build(_ctx(lc, enable_hierarchical_cache=True))
+    params = _ctx(lc).params  # type: ignore[attr-defined]
+    params.eviction_policy = "lfu"
+    if "lfu" not in rk_sglang.cache.SUPPORTED_POLICIES:
+        with pytest.raises(ValueError, match="lfu"):
+            RadixKVPrefixCache(params)
+
+
+@pytest.mark.parametrize("page_size", [1, 16])
+def test_lifecycle_shares_prefixes_and_frees_everything(page_size: int) -> None:
+    lc = _lifecycle(page_size)
+    system = list(range(1000, 1000 + 40))
+    reqs = []
+    for i in range(3):
+        r = lc.make_req(f"r{i}", system + [i] * 5, output_len=4)
+        assert lc.admit(r, 4)
+        lc.leak_check(reqs + [r])
+        reqs.append(r)
+    shared = len(system) // page_size * page_size
+    assert [lc.prefix_of[r.rid] for r in reqs] == [0, shared, shared]
+    # row slots of the shared prefix are the tree's, int64 on the KV device
+    idx = lc.cache.path_device_indices(reqs[2].last_node)
+    assert len(idx) == reqs[2].kv.cache_protected_len == len(system + [2] * 5) // page_size * (
+        page_size)
+    assert str(idx.dtype) == "torch.int64"
+    assert idx.device.type == "cpu" and idx.is_contiguous()
+    row0 = lc.r2t.req_to_token[reqs[0].kv.req_pool_idx, :shared]
+    row2 = lc.r2t.req_to_token[reqs[2].kv.req_pool_idx, :shared]
+    assert (row0 == row2).all()
+    for r in reqs:
+        lc.decode(r, [7, 8, 9, 10])
+        lc.finish(r)
+        reqs_left = [x for x in reqs if x is not r and x.kv.holds_kv]
+        lc.leak_check(reqs_left)
+    assert lc.cache.protected_size() == 0
+    lc.cache.sanity_check()
+    got = lc.cache.evict(radixkv_evict_all(lc))
+    assert got.num_tokens_evicted == lc.total - lc.alloc.available_size() + got.num_tokens_evicted
+    assert lc.alloc.available_size() == lc.total and lc.cache.total_size() == 0
+
+
+def radixkv_evict_all(lc: Lifecycle) -> object:
+    from sglang.srt.mem_cache.base_prefix_cache import EvictParams
+
+    return EvictParams(num_tokens=lc.cache.evictable_size())
+
+
+def test_extra_key_namespaces_never_share() -> None:
+    lc = _lifecycle()
+    prompt = list(range(50, 90))
+    a = lc.make_req("a", prompt, 2, extra_key="lora-a")
+    assert lc.admit(a, 2)
+    b = lc.make_req("b", prompt, 2, extra_key="lora-b")
+    assert lc.admit(b, 2)
+    c = lc.make_req("c", prompt, 2, extra_key="lora-a")
+    assert lc.admit(c, 2)
+    d = lc.make_req("d", prompt, 2)  # None differs from any string
+    assert lc.admit(d, 2)
+    assert [lc.prefix_of[r.rid] for r in (a, b, c, d)] == [0, 0, len(prompt) - 1, 0]
+    lc.leak_check([a, b, c, d])
+
+
+# A trace step: admit a new request (prompt from a few shared stems, a namespace, an output
+# length) or finish the oldest running one.
+_step = st.one_of(
+    st.tuples(st.just("admit"), st.integers(0, 3), st.integers(1, 70),
+              st.sampled_from([None, None, "ns"]), st.integers(1, 30)),
+    st.tuples(st.just("finish")),
+)
+
+
+@pytest.mark.parametrize("page_size", [1, 16])
+@settings(max_examples=EXAMPLES, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(_step, min_size=1, max_size=40), data=st.data())
+def test_random_traces_keep_the_idle_leak_check(page_size: int, steps: list, data) -> None:
+    # radixkv and SGLang's own RadixCache side by side on identical pools and requests
+    mine, ref = (_lifecycle(page_size, capacity=384, factory=f)
+                 for f in (RadixKVPrefixCache, RadixCache))
+    stems = [[s * 1000 + j for j in range(64)] for s in range(4)]
+    running: list = []
+    for n, step in enumerate(steps):
+        if step[0] == "finish" or len(running) >= 6:
+            if not running:
+                continue
+            pair, out = running.pop(0)
+            for lc, r in zip((mine, ref), pair):
+                lc.decode(r, out)
+                lc.finish(r)
+        else:
+            _, stem, cut, ns, olen = step
+            tail = data.draw(st.lists(st.integers(0, 5), max_size=12))
+            prompt = stems[stem][:cut] + tail
+            if len(prompt) < 2:
+                continue
+            out = list(range(9000, 9000 + olen))
+            pair = (mine.make_req(f"m{n}", prompt, olen, ns), ref.make_req(f"r{n}", prompt,
+                                                                        olen, ns))
+            ok = [lc.admit(r, olen) for lc, r in zip((mine, ref), pair)]
+            assert ok[0] == ok[1]
+            if ok[0]:
+                assert mine.prefix_of[pair[0].rid] == ref.prefix_of[pair[1].rid]
+                running.append((pair, out))
+        for k, lc in enumerate((mine, ref)):
+            lc.leak_check([p[0][k] for p in running])
+        assert mine.cache.evictable_size() == ref.cache.evictable_size()
+        assert mine.cache.protected_size() == ref.cache.protected_size()
+        mine.cache.sanity_check()
+    while running:
+        pair, out = running.pop(0)
+        for lc, r in zip((mine, ref), pair):
+            lc.decode(r, out)
+            lc.finish(r)
+    mine.leak_check()
+    assert mine.cache.protected_size() == 0
+
+
+def test_bad_node_handle_is_refused_and_changes_nothing() -> None:
+    lc = _lifecycle()
+    before = (lc.cache.evictable_size(), lc.cache.protected_size())
+    with pytest.raises((radixkv.RadixKVError, TypeError)):
+        lc.cache.inc_lock_ref(object())
+    assert (lc.cache.evictable_size(), lc.cache.protected_size()) == before
+
+
+@pytest.mark.parametrize("policy", rk_sglang.cache.SUPPORTED_POLICIES)
+def test_every_policy_evicts_only_unlocked_and_keeps_the_leak_check(policy: str) -> None:
+    def make(params: object) -> RadixKVPrefixCache:
+        params.eviction_policy = policy  # type: ignore[attr-defined]
+        return RadixKVPrefixCache(params)
+
+    lc = _lifecycle(capacity=160, factory=make)
+    held = lc.make_req("held", list(range(500, 540)), 2)
+    assert lc.admit(held, 2)
+    done = []
+    for i in range(12):  # distinct prompts: the pool (160) runs short and must evict
+        r = lc.make_req(f"x{i}", [i * 100 + j for j in range(30)], 2)
+        assert lc.admit(r, 2)
+        lc.decode(r, [1, 2])
+        lc.finish(r)
+        done.append(r)
+        lc.leak_check([held])
+    assert lc.alloc.available_size() < lc.total  # evictions happened and the pool still balances
+    # the running request's prefix was never evicted
+    again = lc.make_req("again", list(range(500, 540)), 2)
+    assert lc.admit(again, 2) and lc.prefix_of["again"] == 39
+    lc.cache.sanity_check()
+
+
+def test_kv_events_reach_sglang_as_its_event_types() -> None:
+    from sglang.srt.disaggregation.kv_events import AllBlocksCleared, BlockRemoved, BlockStored
+
+    def make(params: object) -> RadixKVPrefixCache:
+        params.enable_kv_cache_events = True  # type: ignore[attr-defined]
+        return RadixKVPrefixCache(params)
+
+    lc = _lifecycle(page_size=16, factory=make)
+    assert [type(e) for e in lc.cache.take_events()] == [AllBlocksCleared]
+    r = lc.make_req("r", list(range(64)) + [7], 2)
+    assert lc.admit(r, 2)
+    stored = lc.cache.take_events()
+    assert stored and all(isinstance(e, BlockStored) for e in stored)
+    assert [t for e in stored for t in e.token_ids] == list(range(64))
+    # one event a page, each chained to the one before
+    assert all(len(e.token_ids) == 16 and e.block_size == 16 for e in stored)
+    assert stored[0].parent_block_hash is None
+    assert [e.parent_block_hash for e in stored[1:]] == [e.block_hashes[0] for e in stored[:-1]]
+    lc.decode(r, [5, 6])
+    lc.finish(r)
+    lc.cache.take_events()
+    from sglang.srt.mem_cache.base_prefix_cache import EvictParams
+
+    freed = lc.cache.evict(EvictParams(num_tokens=lc.cache.evictable_size()))
+    assert freed.num_tokens_evicted > 0
+    removed = lc.cache.take_events()
+    assert removed and all(isinstance(e, BlockRemoved) for e in removed)
+    hashes = {h for e in stored for h in e.block_hashes}
+    assert hashes <= {h for e in removed for h in e.block_hashes}
+    lc.cache.reset()
+    assert [type(e) for e in lc.cache.take_events()] == [AllBlocksCleared]
+    lc.leak_check()
