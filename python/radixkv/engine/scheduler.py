@@ -3,9 +3,10 @@
 Every step runs all decoding sequences (one token each), then the next chunk of prompts being
 prefilled, then admits waiting sequences while the token budget lasts. KV is allocated as
 positions need it, never reserved for a request's worst case (``admission="paged"``): a request
-is admitted when the pool (free pages plus evictable cache) holds its remaining prefill plus a
-fraction (the *reserve ratio*) of the tokens every running sequence, itself included, may still
-generate. The ratio adapts, as SGLang's new-token ratio does: it starts at
+is admitted when the pool (free pages plus evictable cache) holds, in whole pages per sequence,
+what every running sequence (itself included) may still allocate: the rest of its prompt plus a
+fraction (the *reserve ratio*) of the tokens it may still generate; at ratio 1 that is exact, so
+without end-of-sequence tokens nothing is preempted. The ratio adapts, as SGLang's new-token ratio does: it starts at
 ``decode_reserve_init``, decays by ``decode_reserve_decay`` per step down to ``decode_reserve``,
 and jumps to 1 (every running sequence's whole remaining length) whenever a sequence is
 preempted, so a pool that turned out too small stops admitting until the running set has room to
