@@ -3,8 +3,9 @@
 # no reference fallback), the demo on cuda, then bench/serve.py. Logs, JSON and PNG go to $OUT.
 #
 # usage (device tool, repository root, same carry as bench/gpu_run.sh):
-#   bash bench/gpu_serve.sh              # serve.py --quick (about 3-4 min on an H200, estimated)
-#   RADIXKV_SERVE_ARGS="" bash bench/gpu_serve.sh   # the full run (page size 1, max-length baseline)
+#   bash bench/gpu_serve.sh              # about 4-5 min on an H200 (estimated): every run of
+#                                        # serve.py, the max-length contiguous baseline included
+#   RADIXKV_SERVE_ARGS="--hf-baseline" bash bench/gpu_serve.sh   # + vs-transformers ratios
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"

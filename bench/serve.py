@@ -12,10 +12,14 @@ Per trace and engine configuration it reports wall time, output and total tokens
 p50/p99, prefix hit rate, peak KV in use, preemptions, host (CPU) time per step outside the
 forward, and the fraction of a roofline measured in the same process: prefill FLOPs over a timed
 bf16 matmul, plus every decode step's weight and KV bytes over a timed read stream. Side by side on
-the same weights and trace: radix reuse on vs off (trace a), paged allocation vs contiguous
-reservation of prompt + max_new_tokens and of a fixed maximum length, at a KV budget that limits
-the contiguous batch (trace b). With ``--hf-baseline`` the transformers numbers kept in
-``bench/results/hf_baseline.json`` (written by ``bench/hf_baseline.py``) become another column.
+the same weights and trace: radix reuse on vs off (trace a); on trace (b), at one KV budget
+(``--budget-seqs`` prompt + max_new_tokens reservations) that limits the contiguous batch, paged
+allocation vs a server that reserves each request's maximum length contiguously (the model's
+context, ``--max-len``; the PagedAttention comparison and the headline ratio), and vs an "oracle"
+contiguous server that knows each request's exact final length. With ``--hf-baseline`` the
+transformers numbers kept in ``bench/results/hf_baseline.json`` (written by
+``bench/hf_baseline.py``) give a "vs transformers" ratio per trace, with the request count each side
+ran.
 """
 
 from __future__ import annotations
@@ -232,6 +236,7 @@ def run_trace(model: Any, trace_name: str, args: argparse.Namespace, label: str,
         "label": label, "trace": trace_name, "tp": tp.world if tp is not None else 1,
         "allreduce_ms_per_step": 1e3 * ar_s / busy, "allreduce_calls": ar_calls, "page_size": page_size, "radix": radix,
         "admission": admission, "contiguous_len": contiguous_len, "pool_tokens": pool_tokens,
+        "reserve_ratio_end": engine.scheduler.reserve,
         "requests": len(done), "sequences": sum(len(c.outputs) for c in done),
         "prompt_tokens": prompt_tokens, "output_tokens": out_tokens,
         "wall_s": wall, "graph_capture_s": capture_s,
@@ -294,19 +299,20 @@ def plot(results: list[dict[str, Any]], ratios: dict[str, float], path: Path) ->
     fig.savefig(path, dpi=110)
 
 
-def load_hf(path: Path) -> dict[str, float]:
-    """trace name -> transformers' total tokens/s from hf_baseline.py's JSON (best effort)."""
+def load_hf(path: Path) -> dict[str, dict[str, Any]]:
+    """trace name -> transformers' row (``total_tokens_per_s``, ``requests``, ...) from
+    hf_baseline.py's JSON; rows without a numeric total tokens/s are skipped."""
     if not path.is_file():
         return {}
     data = json.loads(path.read_text())
-    out: dict[str, float] = {}
+    out: dict[str, dict[str, Any]] = {}
     items = data.get("traces", data.get("results", data))
     if isinstance(items, dict):
         items = [dict(v, trace=k) if isinstance(v, dict) else {} for k, v in items.items()]
     for it in items if isinstance(items, list) else []:
         name, tps = it.get("trace"), it.get("total_tokens_per_s")
         if name in TRACES and isinstance(tps, (int, float)):
-            out[name] = float(tps)
+            out[name] = it
     return out
 
 
@@ -319,10 +325,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--scale", type=float, default=None, help="trace length scale (default 1, 1/16 on cpu)")
     p.add_argument("--traces", default=",".join(TRACES))
     p.add_argument("--quick", action="store_true",
-                   help="skip the contiguous baseline that reserves the model's maximum length")
+                   help="accepted for older command lines; every run is included either way")
     p.add_argument("--pool-tokens", type=int, default=None, help="KV pool (default: from free memory)")
     p.add_argument("--budget-seqs", type=int, default=64,
-                   help="paged vs contiguous on (b): a KV budget of this many prompt+max_new reservations")
+                   help="paged vs contiguous on (b): a KV budget of this many exact "
+                        "(prompt + max_new_tokens) reservations")
     p.add_argument("--max-len", type=int, default=None,
                    help="the 'maximum length' a contiguous server reserves (default: the model's context)")
     p.add_argument("--max-batch-tokens", type=int, default=None)
@@ -333,7 +340,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--graphs", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--profile", action="store_true", help="synchronise around forwards (GPU time)")
     p.add_argument("--hf-baseline", action="store_true",
-                   help="add transformers' numbers from bench/results/hf_baseline.json")
+                   help="add transformers' numbers (--hf-json, written by bench/hf_baseline.py)")
+    p.add_argument("--hf-json", default=str(HERE / "results" / "hf_baseline.json"))
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tp", type=int, default=1,
                    help="tensor parallel ranks (NCCL on GPUs 0..N-1, gloo on cpu); runs each trace's "
@@ -405,14 +413,22 @@ def main(argv: Optional[list[str]] = None) -> int:
             tr = make_trace(name, 1, model.config.vocab_size, args.seed, args.scale).initial()[0]
             per = len(tr.prompt) + tr.max_new_tokens
             budget = -(-args.budget_seqs * per // 16) * 16
-            paged = go(name, f"{name} paged @{args.budget_seqs}", pool_tokens=budget)
-            cont = go(name, f"{name} contig @{args.budget_seqs}", pool_tokens=budget, admission="contiguous")
-            ratios["paged/contiguous (b)"] = paged["total_tokens_per_s"] / cont["total_tokens_per_s"]
-            if not args.quick and max_len <= budget:
-                cmax = go(name, f"{name} contig max {max_len}", pool_tokens=budget,
+            print(f"[serve] (b) KV budget {budget} tokens: {budget // per} exact reservations of "
+                  f"{per}, {budget // max_len} of the maximum length {max_len}", flush=True)
+            paged = go(name, f"{name} paged, budget", pool_tokens=budget)
+            if max_len <= budget:
+                cmax = go(name, f"{name} contig max-len {max_len}", pool_tokens=budget,
                           admission="contiguous", contiguous_len=max_len)
-                ratios["paged/contiguous max-len (b)"] = paged["total_tokens_per_s"] / cmax["total_tokens_per_s"]
-    hf_path = HERE / "results" / "hf_baseline.json"
+                ratios[f"paged/contiguous max-len {max_len} (b)"] = (
+                    paged["total_tokens_per_s"] / cmax["total_tokens_per_s"])
+            else:
+                print(f"[serve] max length {max_len} exceeds the budget: no max-length baseline",
+                      flush=True)
+            cont = go(name, f"{name} contig exact (oracle)", pool_tokens=budget,
+                      admission="contiguous")
+            ratios["paged/contiguous exact-oracle (b)"] = (
+                paged["total_tokens_per_s"] / cont["total_tokens_per_s"])
+    hf_path = Path(args.hf_json)
     hf = load_hf(hf_path) if args.hf_baseline else {}
     hf_meta = {}
     if hf:  # what the kept transformers run measured (its request count may differ from ours)
@@ -422,17 +438,28 @@ def main(argv: Optional[list[str]] = None) -> int:
                    if k in data}
     elif args.hf_baseline:
         print(f"[serve] --hf-baseline: no usable {hf_path} (run bench/hf_baseline.py)", flush=True)
-    for name, tps in hf.items():
+    vs_hf: dict[str, dict[str, Any]] = {}
+    for name, row in hf.items():
         mine = next((r for r in results if r["label"] == name), None)
         if mine is not None:
-            ratios[f"vs transformers ({name})"] = mine["total_tokens_per_s"] / tps
+            ratio = mine["total_tokens_per_s"] / float(row["total_tokens_per_s"])
+            ratios[f"vs transformers ({name})"] = ratio
+            vs_hf[name] = {"ratio": ratio, "engine_total_tokens_per_s": mine["total_tokens_per_s"],
+                           "engine_requests": mine["requests"],
+                           "transformers_total_tokens_per_s": row["total_tokens_per_s"],
+                           "transformers_requests": row.get("requests")}
+            print(f"[serve] vs transformers ({name}): {ratio:.1f}x total tokens/s "
+                  f"({mine['total_tokens_per_s']:.0f} over {mine['requests']} requests vs "
+                  f"{float(row['total_tokens_per_s']):.0f} over {row.get('requests', '?')} requests; "
+                  f"target >= 10x)", flush=True)
     for k, v in ratios.items():
         print(f"[serve] {k}: {v:.2f}x", flush=True)
     report = {"model_shape": shape, "dtype": str(dtype).replace("torch.", ""), "device": str(device),
               "gpu": torch.cuda.get_device_name(device) if not cpu else None,
               "model": model.config.to_dict() if hasattr(model.config, "to_dict") else {},
               "ceilings": ceil, "args": vars(args), "results": results, "ratios": ratios,
-              "transformers_total_tokens_per_s": hf, "transformers_run": hf_meta}
+              "transformers_total_tokens_per_s": {k: v["total_tokens_per_s"] for k, v in hf.items()},
+              "vs_transformers": vs_hf, "transformers_run": hf_meta}
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(report, indent=2, default=str))

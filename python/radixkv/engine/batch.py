@@ -103,12 +103,18 @@ def sample_entries(plan: StepPlan) -> list[tuple[Seq, int]]:
     return out
 
 
-def sample_params(entries: list[tuple[Seq, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
-    """float32 temperatures and the two int32 words of each row's noise key."""
-    temps = np.fromiter((s.temperature for s, _ in entries), np.float32, len(entries))
+def sample_params(entries: list[tuple[Seq, int]],
+                  temps: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+    """float32 temperatures (``temps`` if given: the entries' own, in order) and the two int32
+    words of each row's noise key."""
+    if temps is None:
+        temps = np.fromiter((s.temperature for s, _ in entries), np.float32, len(entries))
+    any_t = bool(temps.any())
+    if not any_t:  # greedy rows: the key words are never read
+        zero = np.zeros(len(entries), np.int32)
+        return temps, zero, zero, False
     lo = np.zeros(len(entries), np.int64)
     hi = np.zeros(len(entries), np.int64)
-    any_t = bool(temps.any())
     if any_t:
         for i, (s, b) in enumerate(entries):
             if s.temperature > 0:
@@ -139,18 +145,20 @@ def pages_of(w: Work, page_size: int) -> np.ndarray:
     return w.seq.pages[: ceil_div(w.end, page_size)]
 
 
-def decode_metadata(decodes: list[Seq], page_size: int) -> DecodeMetadata[np.ndarray]:
+def decode_metadata(decodes: list[Seq], page_size: int,
+                    positions: Optional[np.ndarray] = None) -> DecodeMetadata[np.ndarray]:
     """Rust-built CSR metadata of a decode batch (each sequence's pages already cover its new
-    position, so ``pages`` is exactly its page list)."""
-    return rk.build_decode_metadata([s.pages for s in decodes], [s.kv_len + 1 for s in decodes],
-                                    page_size)
+    position, so ``pages`` is exactly its page list). ``positions``: the int32 positions from
+    ``decode_inputs``, if already built (the lengths are one more)."""
+    lens = positions + 1 if positions is not None else [s.kv_len + 1 for s in decodes]
+    return rk.build_decode_metadata([s.pages for s in decodes], lens, page_size)
 
 
 def decode_inputs(decodes: list[Seq]) -> tuple[np.ndarray, np.ndarray]:
     """int32 token ids and positions of a decode batch."""
     n = len(decodes)
-    pos = np.fromiter((s.kv_len for s in decodes), np.int32, n)
-    tok = np.fromiter((s.tokens[s.kv_len] for s in decodes), np.int32, n)
+    pos = np.array([s.kv_len for s in decodes], np.int32).reshape(n)
+    tok = np.array([s.tokens[s.kv_len] for s in decodes], np.int32).reshape(n)
     return tok, pos
 
 
@@ -162,11 +170,11 @@ def build_step(plan: StepPlan, copies: list[tuple[int, int]], page_size: int,
         ext = rk.build_paged_extend_metadata(
             [pages_of(w, page_size) for w in plan.extends], [w.end for w in plan.extends],
             [len(w.tokens) for w in plan.extends], page_size)
+    dec_tokens, dec_pos = decode_inputs(plan.decodes)
     if plan.decodes:
-        dec = decode_metadata(plan.decodes, page_size)
+        dec = decode_metadata(plan.decodes, page_size, dec_pos)
     n_ext = ext.num_tokens if ext is not None else 0
     tokens = np.fromiter((t for w in plan.extends for t in w.tokens), np.int32, n_ext)
-    dec_tokens, dec_pos = decode_inputs(plan.decodes)
     entries = sample_entries(plan)
     rows = np.empty(len(entries), np.int32)
     if ext is not None:

@@ -198,13 +198,14 @@ class Engine:
     def _pack_graph(self, plan: StepPlan, copies: list[tuple[int, int]], graph: Any) -> tuple:
         ps = self.kv.page_size
         seqs = plan.decodes
-        md = decode_metadata(seqs, ps)
-        entries = sample_entries(plan)
-        temps, lo, hi, any_t = sample_params(entries)
+        tok, pos = decode_inputs(seqs)
+        md = decode_metadata(seqs, ps, pos)
+        entries = [(s, s.branch) for s in seqs]  # a decode-only step samples each row once
+        temps, lo, hi, any_t = sample_params(
+            entries, np.fromiter((s.temperature for s in seqs), np.float32, len(seqs)))
         lay = graph.layout
         buf = self.staging.buffer(lay.size)
-        tok, pos = decode_inputs(seqs)
-        n = pack_decode(buf, lay, tok, pos, md.kv_indptr, md.kv_indices, md.kv_lens,
+        n = pack_decode(buf, lay, tok, pos, md.kv_indptr, md.kv_indices, md.seq_lens,
                         md.out_cache_loc, temps, lo, hi, np.asarray(copies, np.int32).reshape(-1))
         st = self.staging.send(n, graph.static)
         b = len(seqs)
@@ -243,12 +244,12 @@ class Engine:
         # Decodes: the per-token work of every running sequence, inlined (the hot loop).
         eos = self.config.eos_token_id
         done: list[Seq] = []
+        # (A branch's latest-token time is only read once it finishes: set for those alone.)
         for seq, tok in zip(plan.decodes, tokens[k:]):
             seq.kv_len += 1
             out = seq.out
             out.append(tok)
             seq.tokens.append(tok)
-            seq.group.last_s[seq.branch or 0] = now
             if len(out) >= seq.max_new or tok == eos:
                 done.append(seq)
         s.generated_tokens += len(plan.decodes)
@@ -256,6 +257,7 @@ class Engine:
             for seq, row in zip(plan.decodes, kept[k:]):
                 seq.group.logits[seq.branch or 0].append(row.copy())
         for seq in done:
+            seq.group.last_s[seq.branch or 0] = now
             self.scheduler.retire(seq)
             self._branch_done(seq.group)
 

@@ -2,8 +2,8 @@
 
 A bucket of ``B`` rows owns one static int32 device buffer laid out as ``DecodeLayout`` says:
 token ids, positions, the CSR page list (``kv_indptr`` ``[B+1]``, ``kv_indices`` of a fixed
-capacity), ``kv_lens``, the slots the new K/V go to, the rows' sampling parameters and room for
-copy-on-write pairs. The engine packs a step straight into that layout in its pinned staging
+capacity), ``seq_lens`` (the ops' ``kv_lens``), the slots the new K/V go to, the rows' sampling
+parameters and room for copy-on-write pairs. The engine packs a step straight into that layout in its pinned staging
 buffer, so the step's one host-to-device copy fills the graph's inputs. Rows past the real batch
 are padding: ``kv_len`` 0 (paged_decode yields zeros) and slot -1 (store_kv skips them). The
 split-KV plan of paged_decode is fixed per bucket (it would otherwise follow the lengths) and its
@@ -194,7 +194,7 @@ class DecodeGraphs:
 
 
 def pack_decode(out: np.ndarray, lay: DecodeLayout, tokens: np.ndarray, positions: np.ndarray,
-                kv_indptr: np.ndarray, kv_indices: np.ndarray, kv_lens: np.ndarray,
+                kv_indptr: np.ndarray, kv_indices: np.ndarray, seq_lens: np.ndarray,
                 write: np.ndarray, temps: np.ndarray, lo: np.ndarray, hi: np.ndarray,
                 copies: np.ndarray) -> int:
     """Write one decode step into ``out`` in ``lay``'s layout (padding the rows past the batch);
@@ -205,7 +205,7 @@ def pack_decode(out: np.ndarray, lay: DecodeLayout, tokens: np.ndarray, position
     out[lay.pos : lay.pos + n] = positions
     out[lay.indptr : lay.indptr + n + 1] = kv_indptr
     out[lay.indptr + n + 1 : lay.indptr + b + 1] = kv_indptr[-1]
-    out[lay.lens : lay.lens + n] = kv_lens
+    out[lay.lens : lay.lens + n] = seq_lens
     out[lay.write : lay.write + b] = -1
     out[lay.write : lay.write + n] = write
     out[lay.temps : lay.temps + n] = temps.view(np.int32)

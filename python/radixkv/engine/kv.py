@@ -71,14 +71,14 @@ class StepAttention:
                                         e.seq_lens, **self._max_q())
         if d is not None and e is None:
             ops.store_kv(kc, vc, k, v, d.out_cache_loc)
-            return ops.paged_decode(q, kc, vc, d.kv_indptr, d.kv_indices, d.kv_lens)
+            return ops.paged_decode(q, kc, vc, d.kv_indptr, d.kv_indices, d.seq_lens)
         assert e is not None and d is not None
         out = torch.empty_like(q)
         ops.store_kv(kc, vc, k[:s], v[:s], e.out_cache_loc)
         ops.store_kv(kc, vc, k[s:], v[s:], d.out_cache_loc)
         out[:s] = ops.extend_attention(q[:s], kc, vc, e.qo_indptr, e.kv_indptr, e.kv_indices,
                                        e.seq_lens, **self._max_q())
-        out[s:] = ops.paged_decode(q[s:], kc, vc, d.kv_indptr, d.kv_indices, d.kv_lens)
+        out[s:] = ops.paged_decode(q[s:], kc, vc, d.kv_indptr, d.kv_indices, d.seq_lens)
         return out
 
     def _max_q(self) -> dict[str, int]:

@@ -3,11 +3,16 @@
 Every step runs all decoding sequences (one token each), then the next chunk of prompts being
 prefilled, then admits waiting sequences while the token budget lasts. KV is allocated as
 positions need it, never reserved for a request's worst case (``admission="paged"``): a request
-is admitted when the pool (free pages plus evictable cache) holds its remaining prefill plus a
-fraction ``decode_reserve`` of the tokens every running sequence may still generate. When a step
-cannot get the pages it needs after all, the newest running sequences are preempted
-(recompute): their KV goes to the radix cache unlocked, and they wait at the head of the queue
-with the tokens generated so far, so re-admission recomputes only what eviction took.
+is admitted when the pool (free pages plus evictable cache) holds, in whole pages per sequence,
+what every running sequence (itself included) may still allocate: the rest of its prompt plus a
+fraction (the *reserve ratio*) of the tokens it may still generate; at ratio 1 that is exact, so
+without end-of-sequence tokens nothing is preempted. The ratio adapts, as SGLang's new-token ratio does: it starts at
+``decode_reserve_init``, decays by ``decode_reserve_decay`` per step down to ``decode_reserve``,
+and jumps to 1 (every running sequence's whole remaining length) whenever a sequence is
+preempted, so a pool that turned out too small stops admitting until the running set has room to
+finish. When a step cannot get the pages it needs after all, the newest running sequences are
+preempted (recompute): their KV goes to the radix cache unlocked, and they wait at the head of
+the queue with the tokens generated so far, so re-admission recomputes only what eviction took.
 
 ``admission="contiguous"`` is the pre-paging baseline for comparisons: each sequence reserves
 ``prompt + max_new_tokens`` tokens (or ``contiguous_len``) up front and is admitted only if the
@@ -39,7 +44,9 @@ class SchedulerConfig:
     max_running: int = 64  # sequences running at once (each branch of n > 1 counts)
     defer_threshold: int = 32  # in-batch prefix sharing: defer if this many more tokens would be shared
     admission: Literal["paged", "contiguous"] = "paged"
-    decode_reserve: float = 0.25  # paged: share of running sequences' future tokens kept free
+    decode_reserve: float = 0.25  # paged: the floor of the reserve ratio (see the module doc)
+    decode_reserve_init: float = 0.7  # paged: the ratio at start (raised to the floor if below)
+    decode_reserve_decay: float = 0.001  # paged: per step, back towards the floor after a preemption
     contiguous_len: Optional[int] = None  # contiguous: tokens reserved per sequence (None: its own)
 
     def __post_init__(self) -> None:
@@ -50,8 +57,10 @@ class SchedulerConfig:
             )
         if self.admission not in ("paged", "contiguous"):
             raise rk.InvalidArgument(f"admission must be 'paged' or 'contiguous', got {self.admission!r}")
-        if not 0.0 <= self.decode_reserve <= 1.0:
-            raise rk.InvalidArgument(f"decode_reserve must be in [0, 1], got {self.decode_reserve}")
+        for name in ("decode_reserve", "decode_reserve_init", "decode_reserve_decay"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise rk.InvalidArgument(f"{name} must be in [0, 1], got {value}")
 
 
 @dataclass
@@ -99,6 +108,8 @@ class Scheduler:
         self.deferred = 0
         self.preemptions = 0
         self._order = 0
+        # Paged admission's reserve ratio (module doc); its peak is kept for reports.
+        self.reserve = max(config.decode_reserve, config.decode_reserve_init)
 
     # -- queue ---------------------------------------------------------------------------------
 
@@ -119,14 +130,17 @@ class Scheduler:
 
     def schedule(self, step: int) -> StepPlan:
         plan = StepPlan()
+        cfg = self.config
+        self.reserve = max(cfg.decode_reserve, self.reserve - cfg.decode_reserve_decay)
         while True:
             self._decodes(plan)
             budget = self.config.max_batch_tokens - len(plan.decodes)
-            for seq in self.running:
-                if budget <= 0:
-                    break
-                if seq.prefilling:
-                    budget -= self._chunk(seq, budget, plan)
+            if len(plan.decodes) < len(self.running):  # some are prefilling
+                for seq in self.running:
+                    if budget <= 0:
+                        break
+                    if seq.prefilling:
+                        budget -= self._chunk(seq, budget, plan)
             self._admit(step, budget, plan)
             if not plan.empty or not self.running:
                 return plan
@@ -174,16 +188,26 @@ class Scheduler:
 
     def _admit(self, step: int, budget: int, plan: StepPlan) -> None:
         cfg, kv = self.config, self.kv
-        arrived = [s for s in self.waiting if s.req.arrival_step <= step]
-        if not arrived or budget <= 0 or len(self.running) >= cfg.max_running:
+        if not self.waiting or budget <= 0 or len(self.running) >= cfg.max_running:
             return
+        reserve = self.reserve
+        committed = 0
+        if cfg.admission == "paged":
+            # Pages the running sequences still need: the rest of each prompt plus the reserve
+            # share of its remaining tokens, in whole pages, beyond the pages it holds (this
+            # step's allocations included). When they leave no page free, nothing can be
+            # admitted: skip the queue's prefix lookups.
+            committed = sum(self._still_needs(s, reserve) for s in self.running)
+            if committed + 1 > kv.free_pages():
+                return
+        arrived = [s for s in self.waiting if s.req.arrival_step <= step]
+        if not arrived:
+            return
+        if cfg.admission == "contiguous" and (
+                self.reserved_pages + min(self.reservation(s) for s in arrived) > kv.num_pages):
+            return  # not even the smallest reservation fits: skip the prefix lookups
         hits = {id(s): kv.peek(s) for s in arrived}
         arrived.sort(key=lambda s: (s.preemptions == 0, -hits[id(s)], s.req.arrival_step, s.order))
-        ps = kv.page_size
-        # Paged admission: tokens the running sequences are still committed to.
-        prefill_left = sum(s.target - s.kv_len for s in self.running)
-        prefill_left -= sum(len(w.tokens) for w in plan.extends)
-        decode_left = sum(s.remaining_new for s in self.running)
         for seq in arrived:
             if budget <= 0 or len(self.running) >= cfg.max_running:
                 return
@@ -196,10 +220,9 @@ class Scheduler:
                 if self.reserved_pages + need > kv.num_pages:
                     return  # the head waits; admitting smaller ones behind it could starve it
             else:
-                left = len(seq.tokens) - hit
-                future = prefill_left + left + cfg.decode_reserve * (decode_left + seq.remaining_new)
-                # Locking the hit takes its pages out of the evictable cache.
-                if ceil_div(int(future), ps) > kv.free_pages() - hit // ps:
+                # Its whole length counts, the hit too: locking the hit takes its pages out of
+                # the evictable cache (an overestimate when others hold them locked already).
+                if committed + self._still_needs(seq, reserve) > kv.free_pages():
                     return
             self.waiting.remove(seq)
             got = kv.admit(seq)
@@ -213,8 +236,14 @@ class Scheduler:
             self.running.append(seq)
             n = self._chunk(seq, budget, plan)
             budget -= n
-            prefill_left += len(seq.tokens) - got - n
-            decode_left += seq.remaining_new
+            if cfg.admission == "paged":
+                committed += self._still_needs(seq, reserve)
+
+    def _still_needs(self, seq: Seq, reserve: float) -> int:
+        """Pages ``seq`` may still allocate: its prompt (all its tokens while waiting) plus
+        ``reserve`` of the tokens it may still sample, beyond the pages it holds."""
+        end = max(seq.kv_len, seq.target, len(seq.tokens) if seq.node is None else 0)
+        return max(0, ceil_div(int(end + reserve * seq.remaining_new), self.kv.page_size) - seq.npages)
 
     def _should_defer(self, seq: Seq, hit: int) -> bool:
         prompt = seq.req.prompt
@@ -235,6 +264,8 @@ class Scheduler:
         seq.preemptions += 1
         seq.group.preemptions += 1
         self.preemptions += 1
+        # The estimate was too low: admit nothing more until the running set can finish.
+        self.reserve = 1.0
         plan.preempted.append(seq)
         self.waiting.insert(0, seq)
 

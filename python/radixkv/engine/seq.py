@@ -26,7 +26,7 @@ class Group:
     outputs: list[list[int]] = field(default_factory=list)
     logits: list[list[Any]] = field(default_factory=list)
     first_s: list[float] = field(default_factory=list)  # per branch: first token's time
-    last_s: list[float] = field(default_factory=list)  # per branch: latest token's time
+    last_s: list[float] = field(default_factory=list)  # per branch: its last token's time (at finish)
     branches_left: int = 0
     cached_len: int = 0  # prompt tokens served by the cache at first admission
     preemptions: int = 0
@@ -39,6 +39,7 @@ class Seq:
     tokens: list[int]  # prompt, then this branch's sampled tokens
     namespace: Any
     _buf: I32 = field(default_factory=lambda: np.zeros(16, np.int32), repr=False)
+    _view: I32 = field(default_factory=lambda: np.zeros(0, np.int32), repr=False)  # _buf[:npages]
     npages: int = 0
     kv_len: int = 0  # positions whose KV is written
     node: Any = None  # locked radix node (None while waiting)
@@ -58,8 +59,9 @@ class Seq:
 
     @property
     def pages(self) -> I32:
-        """int32 page ids of positions ``0 .. npages * page_size`` (a view)."""
-        return self._buf[: self.npages]
+        """int32 page ids of positions ``0 .. npages * page_size`` (a view, kept between calls:
+        the decode step reads every running sequence's pages)."""
+        return self._view
 
     @pages.setter
     def pages(self, value: I32) -> None:
@@ -67,6 +69,7 @@ class Seq:
         self._buf = np.empty(max(16, 2 * v.size), np.int32)
         self._buf[: v.size] = v
         self.npages = int(v.size)
+        self._view = self._buf[: self.npages]
 
     def add_pages(self, new: I32) -> None:
         n = self.npages + int(new.size)
@@ -76,6 +79,7 @@ class Seq:
             self._buf = buf
         self._buf[self.npages : n] = new
         self.npages = n
+        self._view = self._buf[:n]
 
     @property
     def req(self) -> Request:
