@@ -7,6 +7,8 @@ positions for a small model), and the model's forward captured in a CUDA graph (
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -47,8 +49,22 @@ def pair() -> dict[str, object]:
         gen = hf.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
                           max_new_tokens=NEW, min_new_tokens=NEW, pad_token_id=0)
     theirs = gen[:, PROMPT_LEN:].cpu().tolist()
-    return {"model": model, "hf": hf, "prompts": prompts, "engine": engine,
-            "ours": [ours[f"r{i}"] for i in range(PROMPTS)], "theirs": theirs}
+    # transformers against itself (eager vs sdpa attention, both bf16): the bf16 noise floor of
+    # free-running agreement on this random-weight model.
+    eager = hf_model(model, attn_implementation="eager")
+    eager.generation_config.eos_token_id = None
+    with torch.no_grad():
+        gen = eager.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                             max_new_tokens=NEW, min_new_tokens=NEW, pad_token_id=0)
+    del eager
+    hf32 = copy.deepcopy(hf).float()  # the same bf16 weights, computed in float32
+    return {"model": model, "hf": hf, "hf32": hf32, "prompts": prompts, "engine": engine,
+            "ours": [ours[f"r{i}"] for i in range(PROMPTS)], "theirs": theirs,
+            "theirs_eager": gen[:, PROMPT_LEN:].cpu().tolist()}
+
+
+def _agreement(a: list[list[int]], b: list[list[int]]) -> float:
+    return sum(x == y for s, t in zip(a, b) for x, y in zip(s, t)) / (PROMPTS * NEW)
 
 
 def test_bf16_greedy_tokens_equal_transformers_generate(pair: dict) -> None:
@@ -68,35 +84,43 @@ def test_bf16_greedy_tokens_equal_transformers_generate(pair: dict) -> None:
     repeats = sum(a == b for x in ours for a, b in zip(x, x[1:])) / (PROMPTS * (NEW - 1))
     print(f"consecutive repeats in the engine's output: {repeats:.1%}")
     assert repeats < 0.5
-    assert equal / total >= 0.98
+    # With random weights many top-2 logit gaps are within bf16 rounding, and one flip changes the
+    # rest of a sequence: transformers' own eager and sdpa bf16 runs agree on ~72% of positions
+    # here (bench/lab/bf16_floor.py), so 98% is out of reach for any bf16 engine on this model.
+    # The engine must stay as close to transformers' sdpa run as transformers' eager run is;
+    # a wrong kernel, mask or RoPE drops far below.
+    floor = _agreement(pair["theirs_eager"], theirs)
+    print(f"transformers eager vs sdpa (bf16 floor): {floor:.2%}")
+    assert equal / total >= floor - 0.10
 
 
 def test_bf16_tokens_and_logits_match_transformers_forward(pair: dict) -> None:
-    """Teacher-forced: transformers' forward over each engine sequence; its argmax at every
-    position vs the engine's token, and the engine's kept logits vs transformers' logits."""
-    hf = pair["hf"]
-    agree = total = 0
-    diffs, scales, rels = [], [], []
+    """Teacher-forced over each engine sequence, against transformers in float32 (the same
+    weights): the engine's tokens are the float32 argmax as often as transformers' own bf16
+    argmax is, and its logits are as close to float32 as transformers' bf16 logits are."""
+    hf, hf32 = pair["hf"], pair["hf32"]
+    ours_agree = bf16_agree = total = 0
+    ours_rel, bf16_rel = [], []
     for prompt, comp in zip(pair["prompts"], pair["ours"]):
         out = comp.outputs[0]
         seq = torch.tensor(np.concatenate([prompt, out[:-1]]), device="cuda")[None]
         with torch.no_grad():
-            ref = hf(seq).logits[0, PROMPT_LEN - 1 :].float().cpu()
-        agree += int((ref.argmax(-1) == torch.tensor(out)).sum())
+            ref = hf32(seq).logits[0, PROMPT_LEN - 1 :].float().cpu()
+            r16 = hf(seq).logits[0, PROMPT_LEN - 1 :].float().cpu()
+        best = ref.argmax(-1)
+        ours_agree += int((best == torch.tensor(out)).sum())
+        bf16_agree += int((best == r16.argmax(-1)).sum())
         total += len(out)
         kept = torch.from_numpy(np.stack(comp.logits[0]))
-        diffs.append(float((kept - ref).abs().max()))
-        scales.append(float(ref.std()))
-        rels.append(float((kept - ref).norm() / ref.norm()))
-    print(f"\nteacher-forced: {agree}/{total} ({agree / total:.2%}) engine tokens are "
-          f"transformers' argmax; max |logit diff| {max(diffs):.3f} "
-          f"(logit std {np.mean(scales):.2f}); relative L2 error per sequence: worst "
-          f"{max(rels):.2e}")
-    assert agree / total >= 0.98
-    # bf16 logits of this size (|logit| up to ~4 std) carry rounding steps of ~1 in the largest
-    # entries, so the max |diff| is judged relative to the whole sequence's logits: bf16 rounding
-    # through the layers gives about 1e-2; a wrong layer, RoPE or mask gives O(1).
-    assert max(rels) < 5e-2
+        ours_rel.append(float((kept - ref).norm() / ref.norm()))
+        bf16_rel.append(float((r16 - ref).norm() / ref.norm()))
+    print(f"\nteacher-forced vs float32: engine {ours_agree}/{total} ({ours_agree / total:.2%}) "
+          f"argmax agree, transformers bf16 {bf16_agree}/{total} ({bf16_agree / total:.2%}); "
+          f"relative L2 logit error per sequence, worst: engine {max(ours_rel):.2e}, "
+          f"transformers bf16 {max(bf16_rel):.2e}")
+    assert ours_agree / total >= bf16_agree / total - 0.03
+    # bf16 rounding through the layers gives ~1e-2 relative; a wrong layer, RoPE or mask, O(1).
+    assert max(ours_rel) <= 2 * max(bf16_rel) + 5e-3
 
 
 def test_forward_captures_in_a_cuda_graph() -> None:
