@@ -173,21 +173,18 @@ impl TokenPool {
     /// the slice has its sign bit set exactly when some id is out of range: a branch-free fold
     /// of subtractions and ORs that vectorises with baseline SSE2 (an unsigned max does not,
     /// and an early-exit `find` never does).
-    pub fn in_range(&self, slots: &[Slot]) -> bool {
-        let last = (self.num_slots() - 1) as Slot;
-        slots
-            .iter()
-            .fold(0i64, |acc, &s| acc | s | last.wrapping_sub(s))
-            >= 0
+    pub fn in_range<T: SlotOut>(&self, slots: &[T]) -> bool {
+        T::all_in(slots, (self.num_slots() - 1) as Slot)
     }
 
     /// Range check of caller-given slot ids, without looking at states.
-    pub fn check_range(&self, slots: &[Slot], what: &str) -> Result<()> {
+    pub fn check_range<T: SlotOut>(&self, slots: &[T], what: &str) -> Result<()> {
         let n = self.num_slots();
         if !self.in_range(slots) {
             let bad = slots
                 .iter()
-                .find(|&&s| s < 0 || s as u64 >= n as u64)
+                .map(|&s| s.to_slot())
+                .find(|&s| s < 0 || s as u64 >= n as u64)
                 .expect("an id out of range exists");
             return Err(CoreError::invalid(format!(
                 "{what}: slot {bad} is out of range [0, {n})"
@@ -481,10 +478,25 @@ mod tests {
     #[test]
     fn in_range_edges() {
         let p = TokenPool::new(8, 1).unwrap();
-        assert!(p.in_range(&[]));
-        assert!(p.in_range(&[0, 7, 3]));
+        assert!(p.in_range::<Slot>(&[]));
+        assert!(p.in_range(&[0i64, 7, 3]));
         for bad in [8, -1, i64::MIN, i64::MAX, i64::from(i32::MAX) + 1] {
             assert!(!p.in_range(&[0, bad, 1]), "{bad}");
         }
+        // int32 input folds at its own width.
+        assert!(p.in_range::<i32>(&[]));
+        assert!(p.in_range(&[0i32, 7, 3]));
+        for bad in [8, -1, i32::MIN, i32::MAX] {
+            assert!(!p.in_range(&[0i32, bad, 1]), "{bad}");
+        }
+    }
+
+    #[test]
+    fn all_in_i32_with_a_bound_beyond_int32() {
+        // No int32 id can exceed such a bound: only the sign decides.
+        let last = i64::from(i32::MAX) + 5;
+        assert!(i32::all_in(&[0, i32::MAX, 3], last));
+        assert!(!i32::all_in(&[0, -1, 3], last));
+        assert!(!i32::all_in(&[i32::MIN], last));
     }
 }

@@ -15,7 +15,9 @@ use crate::errors::{CoreResultExt, InvalidArgument};
 use crate::kv_events;
 use crate::namespace::encode as encode_namespace;
 use crate::pool::{count, PyTokenPool};
-use crate::slots::{new_array, out_array, slot_input, slots_to_array, OutArray, SlotDtype};
+use crate::slots::{
+    insert_slots, new_array, out_array, slots_to_array, OutArray, SlotDtype, SlotsRef,
+};
 
 static NEXT_CACHE_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -408,12 +410,15 @@ impl PyRadixCache {
     ) -> PyResult<usize> {
         let priority = finite(priority)?;
         let t = i32_input(tokens, "tokens")?;
-        let s = slot_input(slots, "slots")?;
+        let s = insert_slots(slots, "slots")?;
         let mut ns = Vec::new();
         encode_namespace(namespace, &mut ns)?;
-        self.inner
-            .insert_with_priority(&ns, t.as_slice(), s.as_slice(), priority)
-            .py()
+        let (inner, t) = (&mut self.inner, t.as_slice());
+        match s.slice() {
+            SlotsRef::I32(s) => inner.insert_with_priority_from(&ns, t, s, priority),
+            SlotsRef::I64(s) => inner.insert_with_priority_from(&ns, t, s, priority),
+        }
+        .py()
     }
 
     /// As `insert`, also returning the node where the inserted whole pages end (a node the
@@ -429,16 +434,18 @@ impl PyRadixCache {
     ) -> PyResult<(usize, PyNode)> {
         let priority = finite(priority)?;
         let t = i32_input(tokens, "tokens")?;
-        let s = slot_input(slots, "slots")?;
+        let s = insert_slots(slots, "slots")?;
         let mut ns = Vec::new();
         encode_namespace(namespace, &mut ns)?;
         let (present, h, id) = {
             let mut this = busy_mut(slf)?;
             let id = this.id;
-            let (present, h) = this
-                .inner
-                .insert_node(&ns, t.as_slice(), s.as_slice(), priority)
-                .py()?;
+            let (inner, t) = (&mut this.inner, t.as_slice());
+            let (present, h) = match s.slice() {
+                SlotsRef::I32(s) => inner.insert_node_from(&ns, t, s, priority),
+                SlotsRef::I64(s) => inner.insert_node_from(&ns, t, s, priority),
+            }
+            .py()?;
             (present, h, id)
         };
         Ok((present, make_node(slf, h, id)))

@@ -80,6 +80,45 @@ impl SlotInput<'_> {
     }
 }
 
+/// Slots for an insert: a C-contiguous int32 array is read in place (the core widens only
+/// the ids it stores); anything else as `slot_input` reads it.
+pub enum InsertSlots<'py> {
+    I32(Bound<'py, PyArray1<i32>>),
+    Other(SlotInput<'py>),
+}
+
+impl InsertSlots<'_> {
+    /// The ids, at their own width.
+    pub fn slice(&self) -> SlotsRef<'_> {
+        match self {
+            // SAFETY: contiguity, alignment and a non-empty buffer were checked when this
+            // variant was built; the array is kept alive by `a`, read while the GIL is held,
+            // and no Rust code in this extension writes input arrays.
+            InsertSlots::I32(a) => {
+                SlotsRef::I32(unsafe { a.as_slice() }.expect("contiguous by construction"))
+            }
+            InsertSlots::Other(s) => SlotsRef::I64(s.as_slice()),
+        }
+    }
+}
+
+/// A slot slice of either width.
+pub enum SlotsRef<'a> {
+    I32(&'a [i32]),
+    I64(&'a [Slot]),
+}
+
+/// Reads `obj` for an insert (see `InsertSlots`); `what` names the argument in errors.
+pub fn insert_slots<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<InsertSlots<'py>> {
+    if let Ok(a) = obj.cast::<PyArray1<i32>>() {
+        let aligned = (a.data() as usize).is_multiple_of(std::mem::align_of::<i32>());
+        if a.is_c_contiguous() && aligned && a.len() > 0 {
+            return Ok(InsertSlots::I32(a.clone()));
+        }
+    }
+    Ok(InsertSlots::Other(slot_input(obj, what)?))
+}
+
 fn bad(what: &str, detail: impl std::fmt::Display) -> PyErr {
     InvalidArgument::new_err(format!("{what}: {detail}"))
 }

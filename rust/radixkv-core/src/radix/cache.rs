@@ -55,6 +55,8 @@ pub struct RadixCache {
     pool: Option<SharedPool>,
     /// Reused buffer for the slots `alloc` evicts (no allocation per eviction).
     evicted_buf: Vec<Slot>,
+    /// Reused buffer for an int32 insert's new slots, widened (the present prefix is not).
+    wide_buf: Vec<Slot>,
     /// The largest slot id ever inserted (-1: none). An int32 output is refused, before
     /// anything changes, once this no longer fits: cheaper than a check per id per call.
     max_slot: Slot,
@@ -98,6 +100,7 @@ impl RadixCache {
             tree: RadixTree::with_options(page_size, opts.policy, opts.events),
             pool,
             evicted_buf: Vec::new(),
+            wide_buf: Vec::new(),
             max_slot: -1,
             partial_pages: opts.partial_pages && page_size.get() > 1,
         })
@@ -225,25 +228,86 @@ impl RadixCache {
         slots: &[Slot],
         priority: f64,
     ) -> Result<(usize, NodeHandle)> {
+        self.insert_node_from(ns, tokens, slots, priority)
+    }
+
+    /// `insert_with_priority` for slots of either width (an int32 array is read in place).
+    pub fn insert_with_priority_from<T: SlotOut>(
+        &mut self,
+        ns: &[u8],
+        tokens: &[i32],
+        slots: &[T],
+        priority: f64,
+    ) -> Result<usize> {
+        Ok(self.insert_impl(ns, tokens, slots, false, priority)?.0)
+    }
+
+    /// `insert_node` for slots of either width (an int32 array is read in place).
+    pub fn insert_node_from<T: SlotOut>(
+        &mut self,
+        ns: &[u8],
+        tokens: &[i32],
+        slots: &[T],
+        priority: f64,
+    ) -> Result<(usize, NodeHandle)> {
         let (present, end) = self.insert_impl(ns, tokens, slots, true, priority)?;
         Ok((present, self.tree.end_handle(end)))
     }
 
-    fn insert_impl(
+    /// Validates `slots` at their own width, then hands the commit int64 slots: `slots`
+    /// itself when it is int64, else `wide_buf` with only `[matched..]` widened (the commit
+    /// reads nothing before `matched`; an int32 prompt that is mostly cached widens little).
+    fn insert_impl<T: SlotOut>(
         &mut self,
         ns: &[u8],
         tokens: &[i32],
-        slots: &[Slot],
+        slots: &[T],
         split_end: bool,
         priority: f64,
     ) -> Result<(usize, u32)> {
         check_lengths(tokens, slots)?;
         let priority = check_priority(priority)?;
-        // Plan first (read-only): matched tokens equal stored, non-negative ones, so only the
-        // rest needs the sign check.
         let plan = self.tree.plan_insert(ns, tokens);
         let matched = plan_matched(plan.as_ref());
         check_tokens(&tokens[matched..])?;
+        // Sign and range over every slot, as the commit's checks would (same errors).
+        match &self.pool {
+            None => check_slots_nonneg(slots)?,
+            Some(pool) => {
+                let pool = lock_pool(pool);
+                if !pool.in_range(slots) {
+                    check_slots_nonneg(slots)?;
+                    pool.check_range(slots, "insert")?;
+                }
+            }
+        }
+        if let Some(s) = T::as_slots(slots) {
+            return self.insert_checked(ns, plan, tokens, s, split_end, priority);
+        }
+        let mut wide = std::mem::take(&mut self.wide_buf);
+        // The prefix is never read: it keeps whatever an earlier insert left there.
+        if wide.len() < slots.len() {
+            wide.resize(slots.len(), 0);
+        }
+        for (w, &s) in wide[matched..slots.len()].iter_mut().zip(&slots[matched..]) {
+            *w = s.to_slot();
+        }
+        let r = self.insert_checked(ns, plan, tokens, &wide[..slots.len()], split_end, priority);
+        self.wide_buf = wide;
+        r
+    }
+
+    /// The rest of an insert once lengths, priority, tokens and slot signs / ranges passed.
+    fn insert_checked(
+        &mut self,
+        ns: &[u8],
+        plan: Option<super::tree::Walk>,
+        tokens: &[i32],
+        slots: &[Slot],
+        split_end: bool,
+        priority: f64,
+    ) -> Result<(usize, u32)> {
+        let matched = plan_matched(plan.as_ref());
         let usable = self.tree.usable(tokens.len());
         let new = &slots[matched..usable];
         // With partial pages the tail page goes in too (if it is new: decided after the
@@ -254,18 +318,12 @@ impl RadixCache {
             &[][..]
         };
         let Some(pool) = &self.pool else {
-            check_slots_nonneg(slots)?;
             let top = new.iter().chain(tail).copied().max().unwrap_or(-1);
             self.max_slot = self.max_slot.max(top);
             return Ok(self.commit_with_tail(ns, plan, tokens, slots, split_end, priority, None));
         };
         let pool = pool.clone();
         let mut pool = lock_pool(&pool);
-        // One pass decides sign and range together; the detailed checks only name the offender.
-        if !pool.in_range(slots) {
-            check_slots_nonneg(slots)?;
-            pool.check_range(slots, "insert")?;
-        }
         check_whole_pages(new, pool.page_size())?;
         if !tail.is_empty() {
             check_page_start(tail, pool.page_size())?;

@@ -146,8 +146,8 @@ pub(crate) fn check_tokens(tokens: &[i32]) -> Result<()> {
 
 /// Whether any slot id is negative (the same vectorising fold as `any_negative`).
 #[inline]
-pub(crate) fn any_negative_slot(v: &[Slot]) -> bool {
-    v.iter().fold(0i64, |acc, &x| acc | x) < 0
+pub(crate) fn any_negative_slot<T: SlotOut>(v: &[T]) -> bool {
+    !T::all_in(v, Slot::MAX)
 }
 
 impl RadixTree {
@@ -871,7 +871,7 @@ pub(crate) fn plan_matched(plan: Option<&Walk>) -> usize {
     plan.map_or(0, |w| w.matched)
 }
 
-pub(crate) fn check_lengths(tokens: &[i32], slots: &[Slot]) -> Result<()> {
+pub(crate) fn check_lengths<T>(tokens: &[i32], slots: &[T]) -> Result<()> {
     if tokens.len() != slots.len() {
         return Err(CoreError::invalid(format!(
             "insert: {} tokens but {} slots",
@@ -882,11 +882,12 @@ pub(crate) fn check_lengths(tokens: &[i32], slots: &[Slot]) -> Result<()> {
     Ok(())
 }
 
-pub(crate) fn check_slots_nonneg(slots: &[Slot]) -> Result<()> {
+pub(crate) fn check_slots_nonneg<T: SlotOut>(slots: &[T]) -> Result<()> {
     if any_negative_slot(slots) {
         let s = slots
             .iter()
-            .find(|&&s| s < 0)
+            .map(|&s| s.to_slot())
+            .find(|&s| s < 0)
             .expect("a negative value exists");
         return Err(CoreError::invalid(format!("insert: negative slot id {s}")));
     }
