@@ -156,6 +156,22 @@ _step = st.one_of(
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(_step, min_size=1, max_size=40), data=st.data())
 def test_random_traces_keep_the_idle_leak_check(page_size: int, steps: list, data) -> None:
+    _replay_side_by_side(page_size, steps,
+                         lambda: data.draw(st.lists(st.integers(0, 5), max_size=12)))
+
+
+def test_match_ending_inside_a_node_refreshes_its_lower_half_as_sglang() -> None:
+    # A match ending inside stem 2's 2-token node splits it; SGLang stamps the whole node, so
+    # the next eviction takes stem 0's older 29-token output tail, not that 1-token lower half.
+    steps = [("admit", 2, 2, None, 1), ("admit", 0, 57, None, 30), ("finish",),
+             ("admit", 0, 29, "ns", 30), ("finish",), ("admit", 0, 1, None, 1),
+             ("admit", 0, 1, None, 18), ("admit", 1, 64, None, 30), ("admit", 1, 64, "ns", 30),
+             ("admit", 2, 1, None, 1)]
+    tails = iter([[], [], [], [], [0] * 4, [0] * 10, [0] * 11, [0] * 11])
+    _replay_side_by_side(1, steps, lambda: next(tails))
+
+
+def _replay_side_by_side(page_size: int, steps: list, draw_tail) -> None:
     # radixkv and SGLang's own RadixCache side by side on identical pools and requests
     mine, ref = (_lifecycle(page_size, capacity=384, factory=f)
                  for f in (RadixKVPrefixCache, RadixCache))
@@ -171,7 +187,7 @@ def test_random_traces_keep_the_idle_leak_check(page_size: int, steps: list, dat
                 lc.finish(r)
         else:
             _, stem, cut, ns, olen = step
-            tail = data.draw(st.lists(st.integers(0, 5), max_size=12))
+            tail = draw_tail()
             prompt = stems[stem][:cut] + tail
             if len(prompt) < 2:
                 continue

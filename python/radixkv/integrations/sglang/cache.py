@@ -164,7 +164,7 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
         tokens, ns = self._key_arrays(params.key)
         if len(tokens) == 0:
             return self._empty_match
-        m = self.tree.match_prefix(tokens, ns)
+        m = self._match(tokens, ns)
         node = m.node
         return MatchResult(
             device_prefix_len=m.length,
@@ -178,7 +178,21 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
             return
         tokens, ns = self._key_arrays(key)
         if len(tokens):
-            self.tree.match_prefix(tokens, ns)
+            self._match(tokens, ns)
+
+    def _match(self, tokens: np.ndarray, ns: Namespace) -> Any:
+        """``tree.match_prefix`` with SGLang's LRU stamping: a match that ends inside a node
+        splits it, and SGLang stamps that whole node before splitting, so the unmatched lower
+        half is refreshed too. radixkv refreshes only the matched path; touching the lower half
+        here (an insert of its already-present path: time only, no hit, no new node) keeps the
+        eviction order, hence evictable sizes and later hit lengths, equal to SGLang's."""
+        before = self.tree.num_nodes
+        m = self.tree.match_prefix(tokens, ns)
+        if self.tree.num_nodes > before:
+            (tail,) = m.node.children
+            path = np.concatenate([tokens[: m.length], np.asarray(tail.key, dtype=tokens.dtype)])
+            self.tree.insert(path, self.tree.path_slots(tail), ns)
+        return m
 
     def path_device_indices(self, node: Any) -> torch.Tensor:
         """Slots of the path root -> ``node``: contiguous int64 [depth] on the KV device."""
