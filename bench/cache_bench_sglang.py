@@ -1,7 +1,7 @@
 """Cache work per request through the SGLang plugin, against SGLang's own caches, in one run.
 
-Replays the serving traces of ``shared/bench/cache_traces.py`` with the protocol of
-``shared/bench/cache_anchor_bench.py`` (requests in trace order, at most ``--max-running`` in
+Replays the serving traces of the benchmark kit's ``cache_traces.py`` (bench/README.md) with the protocol of
+its ``cache_anchor_bench.py`` (requests in trace order, at most ``--max-running`` in
 flight, the oldest finished before a new admission and on a failed admission, which is retried;
 timed per request: admission plus finish, retries included) at the request level: real
 ``Req`` objects through SGLang 0.5.23's scheduler helpers on SGLang's CPU pools

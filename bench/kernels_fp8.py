@@ -8,7 +8,7 @@ FP8 one written by ops.store_kv from the bf16 one, per-tensor scales). Timing as
 CUDA-graph replays after the clean L2 flush, CUDA events, median. Columns: FP8 µs, its bandwidth
 counting FP8 bytes (B * L * 8 * 128 * 2 bytes) and that as a fraction of the read stream measured
 in the same run, radixkv bf16 µs and the speed-up bf16 / FP8, FlashInfer FP8 µs (tensor-core
-wrapper, as ../shared/anchors/README.md calls it, per-tensor Python-float scales) and
+wrapper, as the FlashInfer anchor kit calls it (bench/README.md), per-tensor Python-float scales) and
 FlashInfer / radixkv. Targets: >= 0.90 of the read stream on cells with >= 1 GB of FP8 KV;
 geomean bf16 / FP8 >= 1.7 over the 12 cells; >= 1.3x FlashInfer FP8 on cells >= 1 GB.
 
@@ -16,7 +16,7 @@ Extend cells: bench/kernels_extend.py's grid (8 requests, P in {0, 1024, 4096}, 
 2048}), radixkv extend with an FP8 cache (ops.extend_attention with k_scale / v_scale) against the
 same call on the bf16 cache; target: FP8 no slower on any cell.
 
-Usage (GPU machine, FlashInfer optional as in ../shared/anchors/README.md):
+Usage (GPU machine, FlashInfer optional, set up by bench/gpu_env.sh):
     PYTHONPATH=python python3 bench/kernels_fp8.py --out bench/results
     (or: python3 bench/kernels.py --fp8-only --out ...)
 """

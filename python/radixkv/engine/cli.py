@@ -85,7 +85,7 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--json", metavar="PATH", help="also write the report as JSON")
     d.add_argument("--pool-tokens", type=_int_at_least(1), default=1024,
                    help="KV pool size in tokens, a multiple of --page-size (small enough that the "
-                   "default run evicts and preempts)")
+                   "default run evicts cached prefixes; smaller pools also preempt)")
     d.add_argument("--page-size", type=_int_at_least(1), default=16,
                    help="KV page size in tokens (1, 16 or 64 on a GPU)")
     d.add_argument("--radix", action=argparse.BooleanOptionalAction, default=True,
