@@ -496,6 +496,11 @@ class TensorParallel:
         mine = int(self._progress[0])
         behind = sorted((int(self._progress[r]), r) for r in range(1, self.world)
                         if int(self._progress[r]) < mine)
+        if not behind:
+            # Stopped between collectives: level with rank 0's finished count, but none of them
+            # finished the collective that just failed on rank 0.
+            behind = sorted((int(self._progress[r]), r) for r in range(1, self.world)
+                            if int(self._progress[r]) == mine)
         if behind:
             d, r = behind[0]
             return TensorParallelError(
