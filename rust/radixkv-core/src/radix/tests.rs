@@ -389,3 +389,20 @@ fn move_lock_refuses_without_change() {
     assert_eq!(c.protected_size(), 0);
     c.check().unwrap();
 }
+
+#[test]
+fn cache_lock_calls_return_protected_deltas() {
+    // ABCDEF cached; lock at "ABC" protects 3 tokens, moving the lock to "ABCDEF" protects 3
+    // more, moving it back releases them, unlocking releases the rest.
+    let mut c = RadixCache::new(None, Some(nz(1))).unwrap();
+    c.insert(b"", &t("ABCDEF"), &[1, 2, 3, 4, 5, 6]).unwrap();
+    let short = c.match_prefix(b"", &t("ABC")).unwrap().node;
+    let long = c.match_prefix(b"", &t("ABCDEF")).unwrap().node;
+    assert_eq!(c.lock(short).unwrap(), 3);
+    assert_eq!(c.move_lock(short, long).unwrap(), 3);
+    assert_eq!(c.protected_size(), 6);
+    assert_eq!(c.move_lock(long, short).unwrap(), -3);
+    assert_eq!(c.unlock(short).unwrap(), 3);
+    assert_eq!(c.protected_size(), 0);
+    c.check().unwrap();
+}
