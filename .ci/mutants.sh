@@ -11,7 +11,8 @@
 #   .ci/mutants.sh -f rust/radixkv-core/src/radix/tree.rs   extra arguments go to cargo mutants
 #                                   (paths from the repository root)
 #
-# Fails when a mutant is missed that is not listed, with why, in .ci/mutants-accepted.txt
+# The whole-crate run fails when a mutant is missed that is not listed, with why, in
+# .ci/mutants-accepted.txt (the --ci slice reports such misses without failing)
 # (entries are "file: mutation", without line numbers, so edits elsewhere do not stale them).
 # Results: mutants.out/ (caught.txt, missed.txt, unviable.txt, timeout.txt, outcomes.json).
 set -euo pipefail
