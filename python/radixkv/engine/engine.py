@@ -21,7 +21,7 @@ import radixkv as rk
 from radixkv.engine.batch import (Staging, build_step, decode_inputs, decode_metadata,
                                   sample_entries, sample_params)
 from radixkv.engine.graphs import DecodeGraphs, pack_decode
-from radixkv.engine.kv import KVPool, StepAttention, select_ops
+from radixkv.engine.kv import KVPool, StepAttention, kv_cache_dtype, select_ops
 from radixkv.engine.memory import KVManager, ceil_div
 from radixkv.engine.request import Completion, Request
 from radixkv.engine.sampling import sample_rows
@@ -32,8 +32,11 @@ from radixkv.engine.stats import EngineStats, MemorySample, StepTiming
 
 @dataclass(frozen=True)
 class EngineConfig:
-    pool_tokens: int = 4096  # KV slots (a multiple of page_size)
+    pool_tokens: int = 4096  # KV slots (a multiple of page_size), whatever kv_dtype is
     page_size: int = 16
+    # The pool's element type: "auto" (the model's dtype), "fp8" / "fp8_e4m3", "fp8_e5m2" (half
+    # a 16-bit pool's bytes per token; kv.pool_tokens_for_bytes turns a byte budget into tokens).
+    kv_dtype: str = "auto"
     radix: bool = True  # reuse cached prefixes across requests
     eos_token_id: Optional[int] = None
     keep_logits: bool = False  # keep every sampled row's logits (for verification)
@@ -53,8 +56,10 @@ class Engine:
         self.device = model.device
         # `ops` overrides the choice, e.g. the reference ops on a GPU to compare with the kernels.
         self.ops = ops if ops is not None else select_ops(self.device)
+        self.kv_dtype = kv_cache_dtype(config.kv_dtype, model.dtype)  # checked before any work
         self.kv = KVManager(config.pool_tokens, config.page_size, config.radix)
-        self.pool = KVPool(model.config, self.kv.num_pages, config.page_size, self.device, model.dtype)
+        self.pool = KVPool(model.config, self.kv.num_pages, config.page_size, self.device,
+                           self.kv_dtype)
         self.scheduler = Scheduler(self.kv, config.scheduler)
         self.stats = EngineStats()
         self.staging = Staging(self.device)

@@ -77,16 +77,17 @@ class DecodeAttention:
 
     def __call__(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         kc, vc = self.pool.k[layer], self.pool.v[layer]
-        self.ops.store_kv(kc, vc, k, v, self.write)
+        sc = self.pool.scales(layer)  # FP8 pools: device scale tensors, captured like the caches
+        self.ops.store_kv(kc, vc, k, v, self.write, **sc)
         if self.num_splits is None:  # the reference ops (CPU): no split plan, no empty rows
             n = q.shape[0] if self.live is None else self.live
             out = torch.zeros_like(q)
             out[:n] = self.ops.paged_decode(q[:n], kc, vc, self.indptr[: n + 1], self.indices,
-                                            self.lens[:n])
+                                            self.lens[:n], **sc)
             return out
         return self.ops.paged_decode(q, kc, vc, self.indptr, self.indices, self.lens,
                                      workspace=self.workspace, counters=self.counters,
-                                     num_splits=self.num_splits)
+                                     num_splits=self.num_splits, **sc)
 
 
 class DecodeGraphs:

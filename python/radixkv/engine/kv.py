@@ -1,5 +1,14 @@
 """The KV pool tensors (one K and one V per layer, bshd ``[num_pages, page_size, H_kv, D]``) and
-the per-step attention that writes into them and reads from them through ``radixkv.ops``."""
+the per-step attention that writes into them and reads from them through ``radixkv.ops``.
+
+The pool's element type is the model's dtype (``kv_dtype="auto"``) or FP8 (``"fp8"`` =
+``"fp8_e4m3"``: ``torch.float8_e4m3fn``; ``"fp8_e5m2"``): half the bytes of a 16-bit cache per
+token. An FP8 pool carries one float32 ``k_scale`` and ``v_scale`` per layer (shape ``[]``, stored
+value x scale = real value), device tensors that every ``store_kv`` / ``paged_decode`` /
+``extend_attention`` call reads on the device, so CUDA graphs capture them as they capture the
+caches. They are 1.0 (vLLM's default without calibrated scales): e4m3 then keeps values up to
+448 and about two significant digits; activations of K and V are well inside that range.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +17,41 @@ from typing import Optional
 
 import torch
 
+import radixkv as rk
 from radixkv.engine.model import ModelConfig
 from radixkv.metadata import DecodeMetadata, ExtendMetadata
+
+# --kv-dtype values; "auto" is the model's dtype.
+KV_DTYPES: dict[str, Optional[torch.dtype]] = {
+    "auto": None,
+    "fp8": torch.float8_e4m3fn,
+    "fp8_e4m3": torch.float8_e4m3fn,
+    "fp8_e5m2": torch.float8_e5m2,
+}
+FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
+
+
+def kv_cache_dtype(name: str, model_dtype: torch.dtype) -> torch.dtype:
+    """The pool's element type for ``kv_dtype`` ``name`` (``InvalidArgument`` naming the choices
+    for anything else)."""
+    if not isinstance(name, str) or name not in KV_DTYPES:
+        raise rk.InvalidArgument(
+            f"kv_dtype {name!r} is not one of {', '.join(KV_DTYPES)} (auto: the model's dtype)")
+    dtype = KV_DTYPES[name]
+    return model_dtype if dtype is None else dtype
+
+
+def kv_dtype_name(dtype: torch.dtype) -> str:
+    """``float8_e4m3fn``, ``bfloat16``, ...: how reports name a cache dtype."""
+    return str(dtype).replace("torch.", "")
+
+
+def pool_tokens_for_bytes(config: ModelConfig, nbytes: int, page_size: int,
+                          cache_dtype: torch.dtype) -> int:
+    """The most tokens, in whole pages, whose K and V (every layer) fit in ``nbytes`` at
+    ``cache_dtype``: an FP8 pool holds twice the tokens of a 16-bit one in the same bytes."""
+    per_page = config.kv_bytes_per_token(cache_dtype) * page_size
+    return int(nbytes) // per_page * page_size
 
 
 def select_ops(device: torch.device) -> ModuleType:
@@ -24,14 +66,31 @@ def select_ops(device: torch.device) -> ModuleType:
 
 
 class KVPool:
+    """``k[layer]``, ``v[layer]``: ``[num_pages, page_size, H_kv, D]`` of ``dtype`` (the model's
+    dtype or an FP8 type); FP8 pools add ``k_scale[layer]`` / ``v_scale[layer]``, float32 ``[]``
+    on ``device`` (1.0)."""
+
     def __init__(self, config: ModelConfig, num_pages: int, page_size: int, device: torch.device,
                  dtype: torch.dtype) -> None:
         shape = (num_pages, page_size, config.num_kv_heads, config.head_dim)
         self.num_pages = num_pages
         self.page_size = page_size
+        self.dtype = dtype
         self.k = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(config.num_layers)]
         self.v = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(config.num_layers)]
         self.bytes_per_token = config.kv_bytes_per_token(dtype)
+        self.fp8 = dtype in FP8
+        n = config.num_layers if self.fp8 else 0
+        self.k_scale = [torch.ones((), device=device, dtype=torch.float32) for _ in range(n)]
+        self.v_scale = [torch.ones((), device=device, dtype=torch.float32) for _ in range(n)]
+        # The keyword arguments each layer's ops take: none for a 16-bit pool.
+        self._scales: list[dict[str, torch.Tensor]] = [
+            {"k_scale": k, "v_scale": v} for k, v in zip(self.k_scale, self.v_scale)
+        ] if self.fp8 else [{} for _ in range(config.num_layers)]
+
+    def scales(self, layer: int) -> dict[str, torch.Tensor]:
+        """``{"k_scale": ..., "v_scale": ...}`` of ``layer`` for an FP8 pool, else ``{}``."""
+        return self._scales[layer]
 
     @property
     def num_slots(self) -> int:
@@ -63,22 +122,23 @@ class StepAttention:
 
     def __call__(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         kc, vc = self.pool.k[layer], self.pool.v[layer]
+        sc = self.pool.scales(layer)  # FP8 pools: k_scale / v_scale
         ops, s = self.ops, self.split
         e, d = self.extend, self.decode
         if e is not None and d is None:
-            ops.store_kv(kc, vc, k, v, e.out_cache_loc)
+            ops.store_kv(kc, vc, k, v, e.out_cache_loc, **sc)
             return ops.extend_attention(q, kc, vc, e.qo_indptr, e.kv_indptr, e.kv_indices,
-                                        e.seq_lens, **self._max_q())
+                                        e.seq_lens, **self._max_q(), **sc)
         if d is not None and e is None:
-            ops.store_kv(kc, vc, k, v, d.out_cache_loc)
-            return ops.paged_decode(q, kc, vc, d.kv_indptr, d.kv_indices, d.seq_lens)
+            ops.store_kv(kc, vc, k, v, d.out_cache_loc, **sc)
+            return ops.paged_decode(q, kc, vc, d.kv_indptr, d.kv_indices, d.seq_lens, **sc)
         assert e is not None and d is not None
         out = torch.empty_like(q)
-        ops.store_kv(kc, vc, k[:s], v[:s], e.out_cache_loc)
-        ops.store_kv(kc, vc, k[s:], v[s:], d.out_cache_loc)
+        ops.store_kv(kc, vc, k[:s], v[:s], e.out_cache_loc, **sc)
+        ops.store_kv(kc, vc, k[s:], v[s:], d.out_cache_loc, **sc)
         out[:s] = ops.extend_attention(q[:s], kc, vc, e.qo_indptr, e.kv_indptr, e.kv_indices,
-                                       e.seq_lens, **self._max_q())
-        out[s:] = ops.paged_decode(q[s:], kc, vc, d.kv_indptr, d.kv_indices, d.seq_lens)
+                                       e.seq_lens, **self._max_q(), **sc)
+        out[s:] = ops.paged_decode(q[s:], kc, vc, d.kv_indptr, d.kv_indices, d.seq_lens, **sc)
         return out
 
     def _max_q(self) -> dict[str, int]:

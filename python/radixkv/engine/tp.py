@@ -51,6 +51,8 @@ ModelFactory = Callable[[torch.device], LlamaModel]
 _HDR = 96  # int32 header words
 _STEP, _GROW, _POOL, _STOP, _BEAT = 1, 2, 3, 4, 5
 _MIN_CAP = 4096
+# _POOL's third word: the KV pool's element type (0: the model's dtype).
+_KV_DTYPE_CODES: list[Optional[torch.dtype]] = [None, torch.float8_e4m3fn, torch.float8_e5m2]
 
 
 class TensorParallelError(rk.RadixKVError, RuntimeError):
@@ -154,7 +156,8 @@ def _worker(rank: int, world: int, init: str, backend: str, device: torch.device
                     msg = torch.zeros(hdr[1], dtype=torch.int32, device=dev)
                 elif cmd == _POOL:
                     pool = None  # free the old pool first
-                    pool = KVPool(model.config, hdr[1], hdr[2], dev, model.dtype)
+                    kv_dtype = _KV_DTYPE_CODES[hdr[3]] or model.dtype
+                    pool = KVPool(model.config, hdr[1], hdr[2], dev, kv_dtype)
                 elif cmd == _STEP:
                     assert pool is not None, "a step before the pool"
                     _worker_step(model, pool, ops, msg, hdr)
@@ -308,7 +311,8 @@ class TensorParallel:
         """An ``Engine`` over the shards (eager steps: CUDA graphs off). The ranks' pools are
         (re)made with its page count; one engine at a time."""
         eng = Engine(self.model, replace(config, cuda_graphs=False), ops)
-        self._send_simple(_POOL, eng.pool.num_pages, eng.pool.page_size)
+        code = _KV_DTYPE_CODES.index(eng.pool.dtype) if eng.pool.fp8 else 0
+        self._send_simple(_POOL, eng.pool.num_pages, eng.pool.page_size, code)
         pool = eng.pool
         copy = pool.copy_pages
 
@@ -373,13 +377,13 @@ class TensorParallel:
         self._cap = cap
         self._msg = torch.zeros(cap, dtype=torch.int32, device=self.device)
 
-    def _send_simple(self, cmd: int, a: int = 0, b: int = 0) -> None:
+    def _send_simple(self, cmd: int, a: int = 0, b: int = 0, c: int = 0) -> None:
         with self._lock:
             self._check()
-            self._send_locked(cmd, a, b)
+            self._send_locked(cmd, a, b, c)
 
-    def _send_locked(self, cmd: int, a: int = 0, b: int = 0) -> None:
-        self._msg[:3].copy_(torch.tensor([cmd, a, b], dtype=torch.int32))
+    def _send_locked(self, cmd: int, a: int = 0, b: int = 0, c: int = 0) -> None:
+        self._msg[:4].copy_(torch.tensor([cmd, a, b, c], dtype=torch.int32))
         self._collective(lambda: dist.broadcast(self._msg, 0))
         self.shard.progress()
 
