@@ -29,7 +29,9 @@ from radixkv.engine.checkpoint import (
     load_model,
     model_from_shape,
 )
+from radixkv.engine.agreement import compare
 from radixkv.engine.engine import Engine, EngineConfig
+from radixkv.engine.kv import KV_DTYPES, kv_cache_dtype, kv_dtype_name, pool_tokens_for_bytes
 from radixkv.engine.model import LlamaModel, ModelConfig
 from radixkv.engine.report import build_report, render
 from radixkv.engine.request import Completion, Request
@@ -64,6 +66,19 @@ def _int_at_least(low: int) -> type[int]:
     return parse  # type: ignore[return-value]
 
 
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return value
+
+
+_positive_float.__name__ = "number > 0"
+
+
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="radixkv", description="radixkv command line")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -82,10 +97,24 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--device", default="cpu", help="cpu, or cuda (the kernels)")
     d.add_argument("--dtype", choices=["auto", "float32", "bfloat16", "float16"], default="auto",
                    help="auto: float32 on cpu, bfloat16 on cuda (the kernels take fp16/bf16)")
+    d.add_argument("--kv-dtype", choices=list(KV_DTYPES), default="auto",
+                   help="KV pool element type: auto (the model's dtype), fp8 (= fp8_e4m3, "
+                   "float8_e4m3fn) or fp8_e5m2, with per-layer scales of 1.0; an FP8 pool takes "
+                   "half a 16-bit pool's bytes per token. A run with an FP8 pool also serves the "
+                   "workload with a model-dtype pool and reports token agreement (see --compare)")
+    d.add_argument("--compare", action=argparse.BooleanOptionalAction, default=True,
+                   help="with an FP8 --kv-dtype: also serve with a model-dtype pool (same "
+                   "--pool-tokens, or the same bytes with --pool-mib) and report the share of "
+                   "generated positions whose tokens agree")
     d.add_argument("--json", metavar="PATH", help="also write the report as JSON")
-    d.add_argument("--pool-tokens", type=_int_at_least(1), default=1024,
-                   help="KV pool size in tokens, a multiple of --page-size (small enough that the "
-                   "default run evicts cached prefixes; smaller pools also preempt)")
+    pool = d.add_mutually_exclusive_group()
+    pool.add_argument("--pool-tokens", type=_int_at_least(1), default=1024,
+                      help="KV pool size in tokens (slots), a multiple of --page-size, whatever "
+                      "--kv-dtype is (small enough that the default run evicts cached prefixes; "
+                      "smaller pools also preempt)")
+    pool.add_argument("--pool-mib", type=_positive_float, default=None, metavar="MIB",
+                      help="KV pool size in MiB instead: as many whole pages as fit at --kv-dtype "
+                      "(an FP8 pool holds twice the tokens of a 16-bit one, four times float32's)")
     d.add_argument("--page-size", type=_int_at_least(1), default=16,
                    help="KV page size in tokens (1, 16 or 64 on a GPU)")
     d.add_argument("--radix", action=argparse.BooleanOptionalAction, default=True,
@@ -127,6 +156,7 @@ class _Plan:
     reference: str | None  # "transformers", "dense", or None (no verification)
     eos_token_id: int | None
     engine: EngineConfig
+    baseline: EngineConfig | None = None  # the model-dtype pool an FP8 run is compared with
 
 
 def _dtype(name: str, device: torch.device) -> torch.dtype:
@@ -175,7 +205,8 @@ def _all_requests(wl: workloads.Workload) -> list[Request]:
     return out
 
 
-def _check_fits(fail: _Fail, engine: EngineConfig, mc: ModelConfig, reqs: list[Request]) -> None:
+def _check_fits(fail: _Fail, engine: EngineConfig, mc: ModelConfig, reqs: list[Request],
+                which: str = "", pool_flag: str = "") -> None:
     """Refuse a pool or context too small for the workload's largest request before anything
     runs, with the engine's own submission check (``Engine.check``) on a pool manager alone."""
     from types import SimpleNamespace
@@ -186,7 +217,8 @@ def _check_fits(fail: _Fail, engine: EngineConfig, mc: ModelConfig, reqs: list[R
     try:
         kv = KVManager(engine.pool_tokens, engine.page_size, engine.radix)
     except rk.InvalidArgument as e:
-        fail(f"--pool-tokens {engine.pool_tokens} / --page-size {engine.page_size}: {e}")
+        fail(f"{which}{pool_flag or f'--pool-tokens {engine.pool_tokens}'} / --page-size "
+             f"{engine.page_size}: {e}")
     # Engine.check reads only the model config, the pool manager and the engine config.
     probe = SimpleNamespace(model=SimpleNamespace(config=mc), kv=kv, config=engine)
     for req in reqs:
@@ -194,8 +226,9 @@ def _check_fits(fail: _Fail, engine: EngineConfig, mc: ModelConfig, reqs: list[R
             engine_module.Engine.check(probe, req)  # type: ignore[arg-type]
         except rk.InvalidArgument as e:
             context = int(req.prompt.size) + req.params.max_new_tokens > mc.max_seq_len
-            flag = "the model's context" if context else f"--pool-tokens {engine.pool_tokens}"
-            fail(f"{flag} too small for this workload: {e}")
+            flag = ("the model's context" if context
+                    else pool_flag or f"--pool-tokens {engine.pool_tokens}")
+            fail(f"{which}{flag} too small for this workload: {e}")
 
 
 def _plan(parser: argparse.ArgumentParser, args: argparse.Namespace) -> _Plan:
@@ -257,17 +290,38 @@ def _plan(parser: argparse.ArgumentParser, args: argparse.Namespace) -> _Plan:
         eos = checkpoint.config.eos_token_ids[0] if checkpoint.config.eos_token_ids else None
     else:
         eos = EOS_TOKEN_ID
+    kv_dtype = kv_cache_dtype(args.kv_dtype, dtype)  # argparse's choices keep it valid
+
+    def pool_tokens(cache_dtype: torch.dtype) -> int:
+        if args.pool_mib is None:
+            return int(args.pool_tokens)
+        return pool_tokens_for_bytes(config, int(args.pool_mib * 2**20), args.page_size,
+                                     cache_dtype)
+
     engine = EngineConfig(
-        pool_tokens=args.pool_tokens, page_size=args.page_size, radix=args.radix,
-        eos_token_id=eos, keep_logits=args.verify,
+        pool_tokens=pool_tokens(kv_dtype), page_size=args.page_size, radix=args.radix,
+        kv_dtype=args.kv_dtype, eos_token_id=eos, keep_logits=args.verify,
         scheduler=SchedulerConfig(max_batch_tokens=args.max_batch_tokens,
                                   chunk_size=args.chunk_size),
     )
-    wl = workloads.build(args.workload, args.seed, config.vocab_size)
-    _check_fits(fail, engine, config, _all_requests(wl))
+    baseline = None
+    if kv_dtype != dtype and args.compare:
+        baseline = replace(engine, kv_dtype="auto", pool_tokens=pool_tokens(dtype))
+    reqs = _all_requests(workloads.build(args.workload, args.seed, config.vocab_size))
+
+    def flag(cfg: EngineConfig, cache_dtype: torch.dtype) -> str:
+        if args.pool_mib is None:
+            return ""
+        return (f"--pool-mib {args.pool_mib:g} ({cfg.pool_tokens} tokens at "
+                f"{kv_dtype_name(cache_dtype)})")
+
+    _check_fits(fail, engine, config, reqs, pool_flag=flag(engine, kv_dtype))
+    if baseline is not None:
+        _check_fits(fail, baseline, config, reqs, "the --compare run's model-dtype pool: ",
+                    flag(baseline, dtype))
     # A fresh workload to serve: the dry run above advanced its follow-up state.
     wl = workloads.build(args.workload, args.seed, config.vocab_size)
-    return _Plan(device, dtype, config, checkpoint, wl, reference, eos, engine)
+    return _Plan(device, dtype, config, checkpoint, wl, reference, eos, engine, baseline)
 
 
 def _factory(args: argparse.Namespace, plan: _Plan) -> Callable[[torch.device], LlamaModel]:
@@ -309,31 +363,54 @@ def demo(args: argparse.Namespace) -> int:
                             threads=args.threads)
         assert tp.full is not None
         model = tp.full
-        engine = tp.engine(plan.engine)
+        make_engine: Callable[[EngineConfig], Engine] = tp.engine
     else:
         model = _build_model(args, plan)
-        engine = Engine(model, plan.engine)
+        make_engine = functools.partial(Engine, model)
     try:
-        return _serve(args, plan, model, engine)
+        return _serve(args, plan, model, make_engine)
     finally:
         if tp is not None:
             tp.close()
 
 
-def _serve(args: argparse.Namespace, plan: _Plan, model: LlamaModel, engine: Engine) -> int:
-    wl = plan.workload
-    console = Console(stderr=True, quiet=args.quiet)
+def _run(engine: Engine, wl: workloads.Workload, console: Console, label: str
+         ) -> list[Completion]:
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=console,
                   transient=True) as progress:
-        task = progress.add_task(f"serving {wl.name}", total=wl.total_requests, info="")
+        task = progress.add_task(f"serving {wl.name}{label}", total=wl.total_requests, info="")
 
         def on_step(finished: list[Completion]) -> None:
             s = engine.stats
             progress.update(task, advance=len(finished),
                             info=f"step {s.steps}, {s.generated_tokens} tokens")
 
-        completions = engine.run(wl.requests, wl.on_finish, on_step=on_step)
+        return engine.run(wl.requests, wl.on_finish, on_step=on_step)
+
+
+def _serve(args: argparse.Namespace, plan: _Plan, model: LlamaModel,
+           make_engine: Callable[[EngineConfig], Engine]) -> int:
+    wl = plan.workload
+    console = Console(stderr=True, quiet=args.quiet)
+    engine = make_engine(plan.engine)
+    kv_name = kv_dtype_name(engine.kv_dtype)
+    completions = _run(engine, wl, console, f" ({kv_name} KV)" if plan.baseline else "")
+    agreement = None
+    if plan.baseline is not None:
+        base_engine = make_engine(plan.baseline)
+        # The same requests again (a fresh workload: follow-ups come from this run's answers).
+        base_wl = workloads.build(args.workload, args.seed, plan.config.vocab_size)
+        base = _run(base_engine, base_wl, console,
+                    f" ({kv_dtype_name(base_engine.kv_dtype)} KV, for comparison)")
+        agreement = {"baseline_kv_dtype": kv_dtype_name(base_engine.kv_dtype),
+                     "baseline_pool_tokens": base_engine.pool.num_slots,
+                     "baseline_pool_bytes": base_engine.pool.nbytes,
+                     "baseline_generated_tokens_per_s": (
+                         base_engine.stats.generated_tokens / base_engine.stats.wall_s
+                         if base_engine.stats.wall_s else 0.0),
+                     **compare(base, completions).to_dict()}
+        del base_engine
     result = None
     if plan.reference is not None:
         t0 = time.perf_counter()
@@ -342,6 +419,7 @@ def _serve(args: argparse.Namespace, plan: _Plan, model: LlamaModel, engine: Eng
         verify_s = time.perf_counter() - t0
     backend = "reference" if plan.device.type == "cpu" else _ops_backend(plan.device)
     report = build_report(engine, wl.name, args.seed, backend, result)
+    report["agreement"] = agreement
     if args.tp > 1:  # the table's model is the whole model; memory figures are per rank
         report["model"] = model.config.to_dict()
         report["tensor_parallel"] = {"ranks": args.tp,
@@ -355,8 +433,10 @@ def _serve(args: argparse.Namespace, plan: _Plan, model: LlamaModel, engine: Eng
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=2)
-    # bf16 kernels and a bf16 reference may round differently; exactness is a float32 claim.
-    return 1 if result is not None and not result.ok and plan.dtype == torch.float32 else 0
+    # bf16 kernels and a bf16 reference may round differently, and an FP8 pool changes the
+    # logits: exactness is a claim for float32 with a float32 pool.
+    exact = plan.dtype == torch.float32 and engine.kv_dtype == plan.dtype
+    return 1 if result is not None and not result.ok and exact else 0
 
 
 def _ops_backend(device: torch.device) -> str:

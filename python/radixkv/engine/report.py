@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from radixkv.engine.engine import Engine
+from radixkv.engine.kv import kv_dtype_name
 from radixkv.engine.verify import VerifyResult
 
 FIELD_NOTES = {
@@ -33,6 +34,11 @@ FIELD_NOTES = {
     "the partial last page, and the page-steps sharing saved over private copies",
     "host": "host time per step outside the forward (scheduling, metadata, packing; bookkeeping "
     "after the sampled tokens arrive)",
+    "memory.kv_dtype": "the KV pool's element type; FP8 pools store K / V divided by a per-layer "
+    "scale (1.0) and take half a 16-bit pool's bytes per token",
+    "agreement": "with an FP8 pool: the same workload served again with a model-dtype pool; the "
+    "share of generated positions (by request and branch) whose tokens are equal, and where "
+    "diverged sequences first differ (follow-up chat turns then get different prompts)",
     "verify": "every sequence recomputed with dense causal attention; each output token "
     "re-derived with the same sampling rule (greedy or seeded Gumbel) must match",
 }
@@ -66,10 +72,12 @@ def build_report(engine: Engine, workload: str, seed: int, ops_backend: str,
         "seed": seed,
         "device": str(engine.device),
         "dtype": str(engine.model.dtype).replace("torch.", ""),
+        "kv_dtype": kv_dtype_name(engine.kv_dtype),
         "ops_backend": ops_backend,
         "model": mc.to_dict(),
         "engine": {
             "pool_tokens": cfg.pool_tokens,
+            "kv_dtype": cfg.kv_dtype,
             "page_size": ps,
             "radix": cfg.radix,
             "admission": cfg.scheduler.admission,
@@ -114,9 +122,11 @@ def build_report(engine: Engine, workload: str, seed: int, ops_backend: str,
             "h2d_copies": s.h2d_copies,
         },
         "memory": {
+            "kv_dtype": kv_dtype_name(engine.kv_dtype),
+            "kv_scales": "per layer, per tensor: 1.0" if engine.pool.fp8 else None,
             "kv_bytes_per_token": bpt,
-            "pool_tokens": cfg.pool_tokens,
-            "pool_bytes": cfg.pool_tokens * bpt,
+            "pool_tokens": engine.pool.num_slots,
+            "pool_bytes": engine.pool.nbytes,
             "peak_in_use_tokens": peak["in_use_tokens"],
             "peak_in_use_bytes": peak["in_use_tokens"] * bpt,
             "peak_logical_kv_tokens": peak["logical_tokens"],
@@ -171,7 +181,8 @@ def render(report: dict[str, Any], console: Console) -> None:
                   f"{th['computed_tokens_per_s']:.0f} computed tokens/s "
                   f"({th['wall_s']:.2f} s, {th['forward_s']:.2f} s in forward)")
     table.add_row("KV memory", f"one pool of {mem['pool_tokens']} tokens in pages of "
-                  f"{eng['page_size']} ({_mib(mem['pool_bytes'])}); peak in use "
+                  f"{eng['page_size']} ({_mib(mem['pool_bytes'])}, {mem['kv_dtype']}, "
+                  f"{mem['kv_bytes_per_token']} B/token); peak in use "
                   f"{mem['peak_in_use_tokens']} ({_mib(mem['peak_in_use_bytes'])})")
     table.add_row("prefix sharing", f"{mem['sharing_factor']:.2f} logical KV tokens per held token")
     table.add_row("parallel sampling", f"{par['forks']} forks, {par['cow_page_copies']} "
@@ -180,10 +191,13 @@ def render(report: dict[str, Any], console: Console) -> None:
     if ver is None:
         table.add_row("verify", "skipped (--no-verify)")
     else:
+        kv = report.get("kv_dtype", report["dtype"])
         if ver["ok"]:
             verdict = "[green]PASS[/green]"
-        elif report["dtype"] == "float32":
+        elif report["dtype"] == "float32" and kv == "float32":
             verdict = "[red]FAIL[/red]"
+        elif kv != report["dtype"]:  # a quantised KV pool changes the logits; a token may flip
+            verdict = f"[yellow]{kv} KV: not exact[/yellow]"
         else:  # kernels and the dense path round differently in 16-bit; a token may flip
             verdict = f"[yellow]{report['dtype']}: not exact[/yellow]"
         diff = ver["max_abs_logit_diff"]
@@ -192,6 +206,19 @@ def render(report: dict[str, Any], console: Console) -> None:
                       f"{ver.get('reference', 'dense')} recomputation" + (f"; max |logit diff| {diff:.2e}" if diff is not None else ""))
         for line in ver["first_mismatches"]:
             table.add_row("", f"[red]{line}[/red]")
+    agr = report.get("agreement")
+    if agr:
+        table.add_row(f"vs {agr['baseline_kv_dtype']} KV",
+                      f"{100 * agr['rate']:.1f}% of {agr['positions']} generated positions equal "
+                      f"to a run with a {agr['baseline_kv_dtype']} pool of "
+                      f"{agr['baseline_pool_tokens']} tokens ({_mib(agr['baseline_pool_bytes'])}); "
+                      f"{agr['identical_sequences']}/{agr['sequences']} sequences identical")
+        if agr["diverged_sequences"]:
+            table.add_row("", f"first divergence at position min {agr['first_divergence_min']}, "
+                          f"median {agr['first_divergence_median']:g}, mean "
+                          f"{agr['first_divergence_mean']:.1f} of {agr['diverged_sequences']} "
+                          f"diverged sequences; {agr['same_prompt']} sequences had the same prompt "
+                          f"({100 * agr['same_prompt_rate']:.1f}% of their positions equal)")
     console.print(table)
     schemes = Table(title="KV memory held for the running requests over the trace",
                     title_justify="left")
