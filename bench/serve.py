@@ -43,7 +43,9 @@ sys.path.insert(0, str(HERE))
 import serve_traces  # noqa: E402
 from serve_traces import TRACES, Trace, TraceRequest, make_trace  # noqa: E402
 
+from radixkv.engine.agreement import compare  # noqa: E402
 from radixkv.engine.engine import Engine, EngineConfig  # noqa: E402
+from radixkv.engine.kv import KV_DTYPES, kv_cache_dtype, kv_dtype_name  # noqa: E402
 from radixkv.engine.model import ModelConfig  # noqa: E402
 from radixkv.engine.request import Completion, Request, SamplingParams  # noqa: E402
 from radixkv.engine.scheduler import SchedulerConfig  # noqa: E402
@@ -156,7 +158,7 @@ def roofline_s(engine: Engine, ceil: dict[str, float]) -> dict[str, float]:
     elem = torch.empty((), dtype=engine.model.dtype).element_size()
     lp = layer_params(c)
     head = c.hidden_size * c.vocab_size
-    bpt = c.kv_bytes_per_token(engine.model.dtype)
+    bpt = engine.pool.bytes_per_token  # the pool's element type: FP8 pools read half the bytes
     flops = 0.0
     dbytes = 0.0
     for t in engine.stats.timings:
@@ -182,12 +184,16 @@ def _pct(xs: list[float], q: float) -> float:
 def run_trace(model: Any, trace_name: str, args: argparse.Namespace, label: str, *,
               pool_tokens: int, page_size: int = 16, radix: bool = True,
               admission: str = "paged", contiguous_len: Optional[int] = None,
-              ceil: dict[str, float], tp: Any = None) -> dict[str, Any]:
+              ceil: dict[str, float], tp: Any = None, kv_dtype: Optional[str] = None,
+              outputs: Optional[list[Completion]] = None) -> dict[str, Any]:
+    """One engine run of a trace; ``kv_dtype`` defaults to ``--kv-dtype``, and ``outputs`` (if
+    given) receives the completions (for token agreement between runs)."""
+    kv_dtype = kv_dtype or args.kv_dtype
     trace = make_trace(trace_name, args.requests, model.config.vocab_size, args.seed, args.scale)
     sched = SchedulerConfig(max_batch_tokens=args.max_batch_tokens, chunk_size=args.chunk_size,
                             max_running=args.max_running, admission=admission,  # type: ignore[arg-type]
                             contiguous_len=contiguous_len, decode_reserve=args.decode_reserve)
-    cfg = EngineConfig(pool_tokens=pool_tokens, page_size=page_size, radix=radix,
+    cfg = EngineConfig(pool_tokens=pool_tokens, page_size=page_size, radix=radix, kv_dtype=kv_dtype,
                        cuda_graphs=(None if args.graphs else False), graph_max_batch=args.max_running,
                        profile=args.profile, memory_samples=False, scheduler=sched)
     engine = tp.engine(cfg) if tp is not None else Engine(model, cfg)
@@ -220,6 +226,8 @@ def run_trace(model: Any, trace_name: str, args: argparse.Namespace, label: str,
     if model.device.type == "cuda":
         torch.cuda.synchronize()
     wall = time.perf_counter() - t0
+    if outputs is not None:
+        outputs.extend(done)
     ar_s, ar_calls = tp.all_reduce_time() if tp is not None else (0.0, 0)
     s = engine.stats
     out_tokens = sum(len(o) for c in done for o in c.outputs)
@@ -236,6 +244,7 @@ def run_trace(model: Any, trace_name: str, args: argparse.Namespace, label: str,
         "label": label, "trace": trace_name, "tp": tp.world if tp is not None else 1,
         "allreduce_ms_per_step": 1e3 * ar_s / busy, "allreduce_calls": ar_calls, "page_size": page_size, "radix": radix,
         "admission": admission, "contiguous_len": contiguous_len, "pool_tokens": pool_tokens,
+        "kv_dtype": kv_dtype_name(engine.kv_dtype), "pool_gib": engine.pool.nbytes / GiB,
         "reserve_ratio_end": engine.scheduler.reserve,
         "requests": len(done), "sequences": sum(len(c.outputs) for c in done),
         "prompt_tokens": prompt_tokens, "output_tokens": out_tokens,
@@ -246,7 +255,7 @@ def run_trace(model: Any, trace_name: str, args: argparse.Namespace, label: str,
         "prefix_hit_rate": s.cached_tokens / max(1, s.prompt_tokens),
         "prefill_computed": s.prefill_computed, "recomputed_tokens": s.recomputed_tokens,
         "peak_kv_in_use_tokens": s.peak_in_use_tokens,
-        "peak_kv_in_use_gib": s.peak_in_use_tokens * model.config.kv_bytes_per_token(model.dtype) / GiB,
+        "peak_kv_in_use_gib": s.peak_in_use_tokens * engine.pool.bytes_per_token / GiB,
         "preemptions": engine.scheduler.preemptions,
         "steps": s.steps - s.idle_steps, "graph_steps": s.graph_steps,
         "h2d_copies_per_step": s.h2d_copies / max(1, s.steps - s.idle_steps),
@@ -326,7 +335,19 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--traces", default=",".join(TRACES))
     p.add_argument("--quick", action="store_true",
                    help="accepted for older command lines; every run is included either way")
-    p.add_argument("--pool-tokens", type=int, default=None, help="KV pool (default: from free memory)")
+    p.add_argument("--pool-tokens", type=int, default=None,
+                   help="KV pool in tokens at --kv-dtype (default: from free memory, or --pool-gib)")
+    p.add_argument("--kv-dtype", default="auto",
+                   help=f"KV pool element type: {', '.join(KV_DTYPES)} (auto: the model's dtype; "
+                   "fp8 = fp8_e4m3); a pool sized in bytes (free memory, --pool-gib) holds twice "
+                   "the tokens at FP8")
+    p.add_argument("--kv-compare", action="store_true",
+                   help="with an FP8 --kv-dtype: after each trace's main run, run it again with a "
+                   "model-dtype pool of the same bytes; print tok/s, pool tokens and token "
+                   "agreement of both")
+    p.add_argument("--extra-runs", action=argparse.BooleanOptionalAction, default=True,
+                   help="the side-by-side runs (radix off and page 1 on (a); the contiguous "
+                   "baselines on (b)); --no-extra-runs keeps each trace's main run only")
     p.add_argument("--budget-seqs", type=int, default=64,
                    help="paged vs contiguous on (b): a KV budget of this many exact "
                         "(prompt + max_new_tokens) reservations")
@@ -347,13 +368,23 @@ def main(argv: Optional[list[str]] = None) -> int:
                    help="tensor parallel ranks (NCCL on GPUs 0..N-1, gloo on cpu); runs each trace's "
                    "main configuration only, after the same runs at TP 1 (see --tp-baseline)")
     p.add_argument("--pool-gib", type=float, default=None,
-                   help="with --tp: KV pool of this many GiB per GPU (TP N's shards hold fewer heads "
-                   "per token, so more tokens); emulates a KV budget too small for one GPU")
+                   help="KV pool of this many GiB (per GPU with --tp: TP N's shards hold fewer "
+                   "heads per token, so more tokens; FP8 pools hold twice the tokens)")
     p.add_argument("--tp-baseline", action=argparse.BooleanOptionalAction, default=True,
                    help="with --tp N > 1: also run TP 1 first, same process and settings")
     p.add_argument("--json", default=None)
     p.add_argument("--png", default=None)
     args = p.parse_args(argv)
+    if args.kv_dtype not in KV_DTYPES:  # before any work, in one line
+        print(f"serve.py: error: --kv-dtype {args.kv_dtype!r} is not one of "
+              f"{', '.join(KV_DTYPES)}", file=sys.stderr)
+        return 2
+    if args.pool_gib is not None and not (0 < args.pool_gib < float("inf")):
+        print(f"serve.py: error: --pool-gib must be > 0, got {args.pool_gib}", file=sys.stderr)
+        return 2
+    if args.pool_gib is not None and args.pool_tokens is not None:
+        print("serve.py: error: give --pool-tokens or --pool-gib, not both", file=sys.stderr)
+        return 2
     device = torch.device(args.device)
     cpu = device.type == "cpu"
     shape = args.model_shape or ("tiny" if cpu else "llama3-8b")
@@ -376,15 +407,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     ceil = measure_ceilings(device, dtype)
     print(f"[serve] ceilings: matmul {ceil['matmul_flops'] / 1e12:.1f} TFLOP/s, read stream "
           f"{ceil['read_bytes'] / 1e12:.2f} TB/s", flush=True)
-    bpt = model.config.kv_bytes_per_token(dtype)
+    kv_dt = kv_cache_dtype(args.kv_dtype, dtype)
+    bpt = model.config.kv_bytes_per_token(kv_dt)
     if args.pool_tokens is None:
-        if cpu:
-            args.pool_tokens = 1 << 16
-        else:
-            free, _ = torch.cuda.mem_get_info(device)
-            args.pool_tokens = int(0.80 * (free - 8 * GiB) / bpt) // 256 * 256
+        args.pool_tokens = _default_pool(args, model, device, kv_dt)
+    pool_bytes = args.pool_tokens * bpt  # the byte budget --kv-compare's model-dtype run gets
     max_len = args.max_len or model.config.max_seq_len
-    print(f"[serve] KV pool {args.pool_tokens} tokens ({args.pool_tokens * bpt / GiB:.1f} GiB)", flush=True)
+    print(f"[serve] KV pool {args.pool_tokens} tokens ({pool_bytes / GiB:.3g} GiB, "
+          f"{kv_dtype_name(kv_dt)})", flush=True)
     traces = [t for t in args.traces.split(",") if t]
     results: list[dict[str, Any]] = []
 
@@ -403,8 +433,44 @@ def main(argv: Optional[list[str]] = None) -> int:
     print(f"[serve] warm-up {time.perf_counter() - t:.1f}s", flush=True)
     print(HEADER, flush=True)
     ratios: dict[str, float] = {}
+    comparisons: dict[str, dict[str, Any]] = {}
     for name in traces:
-        main_run = go(name, f"{name}")
+        outs: list[Completion] = []
+        main_run = go(name, f"{name}" + (f" {args.kv_dtype}" if args.kv_dtype != "auto" else ""),
+                      outputs=outs)
+        if args.kv_compare and kv_dt != dtype:
+            base_tokens = pool_bytes // model.config.kv_bytes_per_token(dtype) // 256 * 256
+            base_outs: list[Completion] = []
+            base = go(name, f"{name} {kv_dtype_name(dtype)} KV", kv_dtype="auto",
+                      pool_tokens=base_tokens, outputs=base_outs)
+            agr = compare(base_outs, outs)
+            ratio = main_run["total_tokens_per_s"] / base["total_tokens_per_s"]
+            ratios[f"{args.kv_dtype}/{kv_dtype_name(dtype)} KV ({name})"] = ratio
+            comparisons[name] = {
+                "pool_gib": pool_bytes / GiB, "agreement": agr.to_dict(),
+                "tokens_per_s": {args.kv_dtype: main_run["total_tokens_per_s"],
+                                 kv_dtype_name(dtype): base["total_tokens_per_s"]},
+                "output_tokens_per_s": {args.kv_dtype: main_run["output_tokens_per_s"],
+                                        kv_dtype_name(dtype): base["output_tokens_per_s"]},
+                "pool_tokens": {args.kv_dtype: main_run["pool_tokens"],
+                                kv_dtype_name(dtype): base["pool_tokens"]},
+                "peak_kv_in_use_tokens": {args.kv_dtype: main_run["peak_kv_in_use_tokens"],
+                                          kv_dtype_name(dtype): base["peak_kv_in_use_tokens"]},
+                "preemptions": {args.kv_dtype: main_run["preemptions"],
+                                kv_dtype_name(dtype): base["preemptions"]},
+            }
+            print(f"[serve] {name} at {pool_bytes / GiB:.3g} GiB of KV: {args.kv_dtype} "
+                  f"{main_run['total_tokens_per_s']:.0f} tok/s ({main_run['output_tokens_per_s']:.0f} "
+                  f"out), pool {main_run['pool_tokens']} tokens, peak in use "
+                  f"{main_run['peak_kv_in_use_tokens']}, {main_run['preemptions']} preemptions | "
+                  f"{kv_dtype_name(dtype)} {base['total_tokens_per_s']:.0f} tok/s "
+                  f"({base['output_tokens_per_s']:.0f} out), pool {base['pool_tokens']} tokens, "
+                  f"peak in use {base['peak_kv_in_use_tokens']}, {base['preemptions']} preemptions "
+                  f"| {ratio:.2f}x", flush=True)
+            print(f"[serve] {name} token agreement ({args.kv_dtype} vs {kv_dtype_name(dtype)} KV): "
+                  f"{agr.summary()}", flush=True)
+        if not args.extra_runs:
+            continue
         if name == "shared_prefix":
             off = go(name, f"{name} radix off", radix=False)
             ratios["radix on/off (a)"] = main_run["total_tokens_per_s"] / off["total_tokens_per_s"]
@@ -458,6 +524,7 @@ def main(argv: Optional[list[str]] = None) -> int:
               "gpu": torch.cuda.get_device_name(device) if not cpu else None,
               "model": model.config.to_dict() if hasattr(model.config, "to_dict") else {},
               "ceilings": ceil, "args": vars(args), "results": results, "ratios": ratios,
+              "kv_dtype": kv_dtype_name(kv_dt), "kv_compare": comparisons,
               "transformers_total_tokens_per_s": {k: v["total_tokens_per_s"] for k, v in hf.items()},
               "vs_transformers": vs_hf, "transformers_run": hf_meta}
     if args.json:
@@ -469,15 +536,19 @@ def main(argv: Optional[list[str]] = None) -> int:
     return 0
 
 
-def _default_pool(args: argparse.Namespace, model: Any, device: torch.device) -> int:
+def _default_pool(args: argparse.Namespace, model: Any, device: torch.device,
+                  kv_dt: Optional[torch.dtype] = None) -> int:
+    """Pool tokens: --pool-tokens, else --pool-gib, else 80% of free GPU memory past 8 GiB (CPU:
+    65536), in tokens of the pool's element type ``kv_dt`` (default: the model's dtype)."""
     if args.pool_tokens is not None:
         return int(args.pool_tokens)
+    bpt = model.config.kv_bytes_per_token(kv_dt or model.dtype)
     if getattr(args, "pool_gib", None):
-        return int(args.pool_gib * GiB / model.config.kv_bytes_per_token(model.dtype)) // 256 * 256
+        return int(args.pool_gib * GiB / bpt) // 256 * 256
     if device.type == "cpu":
         return 1 << 16
     free, _ = torch.cuda.mem_get_info(device)
-    return int(0.80 * (free - 8 * GiB) / model.config.kv_bytes_per_token(model.dtype)) // 256 * 256
+    return int(0.80 * (free - 8 * GiB) / bpt) // 256 * 256
 
 
 def main_tp(args: argparse.Namespace, device: torch.device, shape: str, dtype: torch.dtype) -> int:
@@ -496,8 +567,9 @@ def main_tp(args: argparse.Namespace, device: torch.device, shape: str, dtype: t
     results: list[dict[str, Any]] = []
 
     def runs(model: Any, tp: Any, label: str) -> None:
-        pool = _default_pool(args, model, device)
-        bpt = model.config.kv_bytes_per_token(dtype)
+        kv_dt = kv_cache_dtype(args.kv_dtype, dtype)
+        pool = _default_pool(args, model, device, kv_dt)
+        bpt = model.config.kv_bytes_per_token(kv_dt)
         print(f"[serve] {label}: KV pool {pool} tokens ({pool * bpt / GiB:.1f} GiB per GPU)",
               flush=True)
         warm = argparse.Namespace(**{**vars(args), "requests": 8, "scale": min(args.scale, 0.125),
