@@ -66,6 +66,18 @@ def _run(model: TinyLlama, kv_dtype: str, pool_tokens: int = 1024, workload: str
     return engine, done
 
 
+_RUNS: dict[tuple[str, int], tuple[Engine, list[Completion]]] = {}
+
+
+def _cached_run(model: TinyLlama, kv_dtype: str, pool_tokens: int = 1024
+                ) -> tuple[Engine, list[Completion]]:
+    """``_run`` of workload "parallel" on the module's model, once per (kv_dtype, pool)."""
+    key = (kv_dtype, pool_tokens)
+    if key not in _RUNS:
+        _RUNS[key] = _run(model, kv_dtype, pool_tokens)
+    return _RUNS[key]
+
+
 class DenseFP8Reference:
     """Dense causal attention over K/V rounded through the pool's FP8 type (scale 1.0): the math
     the FP8 engine does, without paging, caching or radixkv's ops."""
@@ -172,8 +184,8 @@ def test_fp8_engine_end_to_end_agreement_and_pressure(model: TinyLlama) -> None:
     """Workload "parallel" (forks: copy-on-write copies of FP8 pages) through the reference ops:
     the e4m3 run is checked against dense FP8 attention, against a float32 pool (the floor), and
     against itself under a pool small enough to evict and preempt."""
-    base_engine, base = _run(model, "auto")
-    engine, fp8 = _run(model, "fp8")
+    base_engine, base = _cached_run(model, "auto")
+    engine, fp8 = _cached_run(model, "fp8")
     assert engine.kv.cow_copies > 0  # copy_blocks moved FP8 pages
     assert any(bool(k.view(torch.uint8).any()) for k in engine.pool.k)
     # Teacher-forced: every token re-derived from dense attention over FP8-rounded K/V. Measured:
@@ -213,6 +225,30 @@ def test_demo_fp8_reports_pool_and_agreement(tmp_path: Path) -> None:
     assert agr["baseline_pool_bytes"] == 2 * 2**20
     assert agr["sequences"] == 16 and agr["positions"] == 128
     assert 0.0 <= agr["rate"] <= 1.0 and rep["verify"]["tokens"] == 128
+
+
+def test_tensor_parallel_ranks_get_the_fp8_pool(model: TinyLlama) -> None:
+    """TP 2 (gloo, one KV head per rank) with an e4m3 pool serves the tokens of the single-rank
+    e4m3 engine; the float32-pool run differs, so a rank on a float32 pool would show."""
+    import functools
+
+    from radixkv.engine.checkpoint import model_from_shape
+    from radixkv.engine.tp import TensorParallel
+
+    _, fp8 = _cached_run(model, "fp8")
+    _, f32 = _cached_run(model, "auto")
+    assert compare(f32, fp8).rate < 1.0
+    factory = functools.partial(model_from_shape, "tiny")
+    cfg = EngineConfig(pool_tokens=1024, page_size=16, kv_dtype="fp8", eos_token_id=EOS,
+                       scheduler=SchedulerConfig(max_batch_tokens=256, chunk_size=128))
+    with TensorParallel(factory, 2, timeout_s=60, start_method="forkserver") as tp:
+        eng = tp.engine(cfg)
+        assert eng.pool.k[0].dtype == torch.float8_e4m3fn and eng.pool.k[0].shape[2] == 1
+        wl = workloads.build("parallel", 0, TINY.vocab_size)
+        done = eng.run(wl.requests, wl.on_finish)
+        assert tp.copied_pages > 0
+    agr = compare(fp8, done)
+    assert agr.rate == 1.0, agr.summary()
 
 
 # ----------------------------------------------------------------------------- GPU

@@ -6,8 +6,9 @@ The pool's element type is the model's dtype (``kv_dtype="auto"``) or FP8 (``"fp
 token. An FP8 pool carries one float32 ``k_scale`` and ``v_scale`` per layer (shape ``[]``, stored
 value x scale = real value), device tensors that every ``store_kv`` / ``paged_decode`` /
 ``extend_attention`` call reads on the device, so CUDA graphs capture them as they capture the
-caches. They are 1.0 (vLLM's default without calibrated scales): e4m3 then keeps values up to
-448 and about two significant digits; activations of K and V are well inside that range.
+caches. They are 1.0 (vLLM's default without calibrated scales): e4m3 then keeps magnitudes up
+to 448 with 3 mantissa bits, and values below 2^-6 as subnormals (less precise). Nothing
+calibrates them.
 """
 
 from __future__ import annotations
