@@ -26,7 +26,7 @@ python3 -c "from radixkv.ops import loader; loader.load(); print('kernel library
 echo "[gpu_fp8_engine] build $((SECONDS - t0)) s"
 rc=0
 echo "=== engine FP8 GPU test ($(date -u +%H:%M:%S))"
-timeout 240 python3 -m pytest -q -s -p no:cacheprovider tests/test_engine_fp8.py -k gpu \
+timeout 240 python3 -m pytest -q -s -p no:cacheprovider tests/test_engine_fp8.py -m gpu \
   --junitxml="$OUT/pytest_engine_fp8_gpu.xml" > "$OUT/pytest_engine_fp8_gpu.log" 2>&1 || rc=1
 grep -E "^FP8 kernels|passed|failed|Error" "$OUT/pytest_engine_fp8_gpu.log" | tail -15
 echo "=== bench/serve.py trace (b): e4m3 vs bf16 KV at ${FP8_POOL_GIB:-8} GiB ($(date -u +%H:%M:%S))"
