@@ -7,6 +7,7 @@
 # (--kv-compare): tok/s, pool tokens, peak KV in use, preemptions and token agreement of both.
 # Logs and JSON go to $OUT. Expected (estimated, not yet run): ~2-4 min build (less with a matching
 # prebuilt library), ~1 min test, ~2-3 min serving; the timeouts keep it under 10 min.
+# usage (device tool, repository root, same carry as bench/gpu_run.sh):
 #   bash bench/gpu_fp8_engine.sh
 #   FP8_POOL_GIB=16 FP8_REQUESTS=128 bash bench/gpu_fp8_engine.sh   # another budget / size
 set -uo pipefail
