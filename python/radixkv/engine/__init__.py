@@ -6,7 +6,8 @@ dense recomputation. The pieces: ``model`` (Llama-style decoder), ``seq`` (a seq
 ``kv`` (the KV tensors and the attention through ``radixkv.ops``), ``scheduler`` (continuous
 batching, admission, preemption), ``batch`` (Rust metadata packed into one host-to-device copy),
 ``graphs`` (CUDA graphs of decode steps), ``sampling``, ``engine`` (the step loop), ``stats``,
-``verify``, ``workloads``, ``report``, ``cli``.
+``verify``, ``agreement`` (token agreement of two runs, e.g. an FP8 pool vs the model dtype),
+``workloads``, ``report``, ``cli``.
 """
 
 from __future__ import annotations
