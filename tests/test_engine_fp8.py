@@ -286,5 +286,7 @@ def test_fp8_engine_kernels_with_graphs() -> None:
     # bf16 activations round differently in the kernels and the dense path; measured on the CPU
     # (reference ops, bf16 model): 99.5% teacher-forced.
     assert matched >= 0.95, res.first_mismatches
+    # Agreement is reported, not required; these loose floors (unmeasured on a GPU) catch a
+    # broken FP8 path, which would agree with nothing.
     assert vs_ref.rate >= 0.5 and vs_bf16.rate >= 0.3
     assert np.isfinite(vs_bf16.rate)
