@@ -228,3 +228,19 @@ def test_host_checks_catch_short_page_lists(monkeypatch):
         ops.paged_decode(q, kc, vc, indptr, indices, torch.tensor([2, 5], dtype=torch.int32))
     with pytest.raises(radixkv.InvalidArgument, match="out of range"):
         ops.paged_decode(q, kc, vc, indptr, torch.tensor([5, 0, 9], dtype=torch.int32), lens)
+
+
+def test_status_word_made_under_inference_mode_clears_outside() -> None:
+    """Engines run under torch.inference_mode, so the per-device status word is often first made
+    there; take_errors() (outside that mode) must still clear it, not raise."""
+    from radixkv.ops import _status
+
+    dev = torch.device("cpu")
+    _status._bufs.pop(dev, None)
+    with torch.inference_mode():
+        buf = _status.buffer(dev)
+    assert not buf.is_inference()
+    buf[0] = 1 << 3
+    assert _status.take_errors(dev) != []
+    assert int(buf[0]) == 0
+    assert _status.take_errors(dev) == []

@@ -66,7 +66,10 @@ def buffer(device: torch.device) -> torch.Tensor:
     dev = _key(device)
     buf = _bufs.get(dev)
     if buf is None:
-        buf = torch.zeros(STATUS_WORDS, dtype=torch.int32, device=dev)
+        # A normal tensor even when first made under torch.inference_mode (engines run there),
+        # so take_errors can clear it outside that mode too.
+        with torch.inference_mode(False):
+            buf = torch.zeros(STATUS_WORDS, dtype=torch.int32, device=dev)
         _bufs[dev] = buf
     return buf
 
