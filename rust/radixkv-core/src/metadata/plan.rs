@@ -25,7 +25,7 @@ pub const PLAN_COLS: usize = 4;
 pub const MAX_UNITS_PER_REQUEST: usize = 256;
 /// Shortest chunk worth its own unit: below this the merge traffic outweighs the parallelism.
 pub const MIN_CHUNK_TOKENS: usize = 128;
-/// Waves of units the plan may use (more waves, shorter chunks: a finer last wave).
+/// Units beyond one per request the plan may use, in multiples of the slots.
 pub const MAX_WAVES: usize = 2;
 
 /// What a plan chose (host-side; the kernels read only the array).
@@ -41,7 +41,7 @@ pub struct PlanInfo {
 
 /// Unit rows a plan for `batch` requests and `slots` concurrent units needs at most.
 pub fn decode_plan_capacity(batch: usize, slots: usize) -> usize {
-    batch.max(MAX_WAVES * slots.max(1))
+    batch + MAX_WAVES * slots.max(1)
 }
 
 /// Elements of the flat plan array for `capacity` units and `batch` requests.
@@ -71,50 +71,56 @@ fn total_units(lens: &[usize], c: usize) -> usize {
     lens.iter().map(|&l| units_of(l, c)).sum()
 }
 
+/// Estimated time of a plan at chunk `c`, in tokens one slot reads (see [`plan_chunk`]).
+fn plan_cost(lens: &[usize], c: usize, slots: usize, total: usize) -> (usize, usize) {
+    let units = total_units(lens, c);
+    let longest = lens.iter().map(|&l| l.min(c)).max().unwrap_or(0);
+    let run = if units <= slots {
+        longest
+    } else {
+        total.div_ceil(slots) + longest
+    };
+    (run + units * UNIT_OVERHEAD_TOKENS / slots, units)
+}
+
+/// The fixed cost of one unit (its block's start-up and its share of the merge), in tokens one
+/// slot reads in the same time.
+pub const UNIT_OVERHEAD_TOKENS: usize = 128;
+
 /// The chunk length for `lens` at `page_size` with `slots` concurrent units (see the module doc).
 ///
 /// Chunks are multiples of `lcm(page_size, 16)` (page-aligned, whole 16-key tiles), at least
-/// [`MIN_CHUNK_TOKENS`], and cut no request into more than [`MAX_UNITS_PER_REQUEST`] units. A batch
-/// that fills three quarters of the slots with one unit per request is not cut at all. Otherwise,
-/// for each wave count `k <= MAX_WAVES` the shortest chunk whose units fit `k * slots` is found,
-/// and the one with the least `k * C` (the time of the slowest slot) wins.
+/// [`MIN_CHUNK_TOKENS`], and cut no request into more than [`MAX_UNITS_PER_REQUEST`] units nor the
+/// batch into more than [`decode_plan_capacity`] units. Among a geometric ladder of such chunks
+/// the one of least estimated time wins: units that all fit the slots at once take as long as the
+/// longest; more units than slots take the even share `total / slots` plus a tail of at most one
+/// unit (the slots pick up units as they free); every unit adds [`UNIT_OVERHEAD_TOKENS`] spread
+/// over the slots. So a uniform batch that fills the slots is not cut, one long request is cut
+/// into `slots` units, and a ragged batch has its long requests cut into about the even share.
 pub fn plan_chunk(lens: &[usize], page_size: usize, slots: usize) -> usize {
     let g = page_size.max(1) / gcd(page_size.max(1), 16) * 16;
     let max_len = lens.iter().copied().max().unwrap_or(0);
     let whole = round_up(max_len.max(1), g);
     let slots = slots.max(1);
-    if 4 * lens.len() >= 3 * slots {
-        return whole;
-    }
+    let total: usize = lens.iter().sum();
+    let cap = decode_plan_capacity(lens.len(), slots);
     let c_min = round_up(
         MIN_CHUNK_TOKENS.max(max_len.div_ceil(MAX_UNITS_PER_REQUEST)),
         g,
     )
     .min(whole);
-    let mut best = (usize::MAX, whole);
-    for k in 1..=MAX_WAVES {
-        let budget = k * slots;
-        if total_units(lens, whole) > budget {
-            continue;
+    let (mut best_cost, _) = plan_cost(lens, whole, slots, total);
+    let mut best = whole;
+    let mut c = c_min;
+    while c < whole {
+        let (cost, units) = plan_cost(lens, c, slots, total);
+        if units <= cap && cost < best_cost {
+            best_cost = cost;
+            best = c;
         }
-        // Smallest multiple of g in [c_min, whole] with total_units <= budget (monotone in c).
-        let (mut lo, mut hi) = (c_min / g, whole / g);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if total_units(lens, mid * g) <= budget {
-                hi = mid;
-            } else {
-                lo = mid + 1;
-            }
-        }
-        let c = lo * g;
-        let waves = total_units(lens, c).div_ceil(slots);
-        let cost = waves * c;
-        if cost < best.0 {
-            best = (cost, c);
-        }
+        c = round_up(c + c / 8 + 1, g); // ~12% steps: a few dozen candidates
     }
-    best.1
+    best
 }
 
 /// Builds the plan of `lens` (tokens per request) into `out` (appended), for `slots` concurrent
@@ -325,10 +331,23 @@ mod tests {
 
     #[test]
     fn uniform_batch_fills_one_wave() {
-        // 4 requests of 32768 tokens, 132 slots: 33 units each of ~993 tokens, rounded to 1008.
+        // 4 requests of 32768 tokens, 132 slots: about 33 units each, all at once.
         let info = check(&[32768; 4], 16, 132, None);
         assert!(info.units <= 132, "{info:?}");
         assert!(info.units >= 100, "{info:?}");
+        // A batch of one unit per slot already: not cut.
+        let info = check(&[4096; 16], 16, 16, None);
+        assert_eq!(info.units, 16);
+    }
+
+    #[test]
+    fn long_request_among_short_ones_is_cut() {
+        // 31 short requests and one of 50k tokens on 16 slots: the long one must not run alone.
+        let mut lens = vec![300usize; 31];
+        lens.push(50_000);
+        let info = check(&lens, 16, 16, None);
+        assert!(info.chunk <= 50_000 / 4, "{info:?}");
+        assert!(info.units <= decode_plan_capacity(32, 16));
     }
 
     #[test]
@@ -350,7 +369,8 @@ mod tests {
 
     #[test]
     fn big_batch_one_unit_each() {
-        let lens: Vec<usize> = (0..256).map(|i| 100 + 37 * i).collect();
+        // Lengths within 10% of each other, more requests than slots: cutting buys nothing.
+        let lens: Vec<usize> = (0..256).map(|i| 500 + i / 5).collect();
         let info = check(&lens, 1, 132, None);
         assert_eq!(info.units, 256);
     }
@@ -381,10 +401,11 @@ mod tests {
             .unwrap();
         let f = m.fields.iter().find(|f| f.name == "decode_plan").unwrap();
         assert_eq!(f.offset % super::super::FIELD_ALIGN, 0);
-        assert_eq!(f.numel(), decode_plan_len(2, 264));
-        let (direct, _) = decode_plan(&[1024, 20], 16, 132, Some(264)).unwrap();
+        let cap = decode_plan_capacity(2, 132);
+        assert_eq!(f.numel(), decode_plan_len(2, cap));
+        let (direct, _) = decode_plan(&[1024, 20], 16, 132, Some(cap)).unwrap();
         assert_eq!(m.field("decode_plan").unwrap(), &direct[..]);
-        assert_eq!(m.scalar("plan_capacity"), Some(264));
+        assert_eq!(m.scalar("plan_capacity"), Some(cap as i64));
         assert_eq!(
             m.field("seq_lens").unwrap(),
             [1024, 20],
@@ -407,16 +428,22 @@ mod tests {
             check_rows(&lens, ps, None, &v, fi);
             // Fits the graph capacity bound whatever the lengths.
             prop_assert!(info.units <= decode_plan_capacity(lens.len(), slots));
-            // Balanced: no unit is longer than the chunk, and the chunk is no longer than what
-            // an even spread over the units used would give, plus one granule per request
-            // (rounding) -- unless the minimum chunk or the per-request cap set it.
-            let g = ps / gcd(ps, 16) * 16;
-            let max_len = lens.iter().copied().max().unwrap_or(0);
-            let floor = round_up(MIN_CHUNK_TOKENS.max(max_len.div_ceil(MAX_UNITS_PER_REQUEST)), g);
-            if 4 * lens.len() < 3 * slots && info.chunk > floor {
-                // The next-shorter chunk would have needed more units than MAX_WAVES waves hold.
-                prop_assert!(total_units(&lens, info.chunk - g) > slots,
-                    "chunk {} not the shortest for one wave", info.chunk);
+            // The search: the chosen chunk costs no more than not cutting at all, or than the
+            // even share of one slot.
+            if !lens.is_empty() {
+                let total: usize = lens.iter().sum();
+                let g = ps / gcd(ps, 16) * 16;
+                let chosen = plan_cost(&lens, info.chunk, slots, total).0;
+                let whole = round_up(lens.iter().copied().max().unwrap().max(1), g);
+                prop_assert!(chosen <= plan_cost(&lens, whole, slots, total).0);
+                let share = round_up(total.div_ceil(slots).max(1), g).max(info.chunk.min(MIN_CHUNK_TOKENS));
+                let (sc, su) = plan_cost(&lens, share, slots, total);
+                let floor = round_up(MIN_CHUNK_TOKENS.max(whole.div_ceil(MAX_UNITS_PER_REQUEST)), g);
+                if share >= floor && su <= decode_plan_capacity(lens.len(), slots) {
+                    // (the ladder may miss `share` itself by one step)
+                    prop_assert!(chosen <= sc + sc / 8 + g + UNIT_OVERHEAD_TOKENS,
+                        "chunk {} costs {} > share {} costing {}", info.chunk, chosen, share, sc);
+                }
             }
         }
     }
