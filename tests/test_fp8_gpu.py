@@ -183,10 +183,13 @@ def test_paged_decode_fp8_graph_replay_reads_scales_on_device():
     q = torch.randn(3, 32, 128, dtype=torch.bfloat16, device="cuda")
     out = torch.empty_like(q)
     ks, vs = pool.k_scale.clone(), pool.v_scale.clone()
-    ops.paged_decode(q, pool.k, pool.v, indptr, indices, lens, out=out, k_scale=ks, v_scale=vs)
+    plan = ops.decode_plan([700, 33, 1], 16, ops.decode_slots(32, 8), device="cuda")
+    ops.paged_decode(q, pool.k, pool.v, indptr, indices, lens, out=out, k_scale=ks, v_scale=vs,
+                     plan=plan)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        ops.paged_decode(q, pool.k, pool.v, indptr, indices, lens, out=out, k_scale=ks, v_scale=vs)
+        ops.paged_decode(q, pool.k, pool.v, indptr, indices, lens, out=out, k_scale=ks, v_scale=vs,
+                         plan=plan)
     for f in (1.0, 0.5, 2.0):
         q.copy_(torch.randn_like(q))
         ks.copy_(pool.k_scale * f)

@@ -188,10 +188,12 @@ def test_paged_decode_custom_scale_and_cuda_graph_replay():
     lens = pool.kv_lens()
     q = torch.randn(3, 32, 128, dtype=torch.bfloat16, device="cuda")
     out = torch.empty_like(q)
-    ops.paged_decode(q, pool.k, pool.v, indptr, indices, lens, 0.05, out=out)  # warm: build, workspace
+    # The work plan is built on the host before capture (capture allows no read-back).
+    plan = ops.decode_plan([700, 33, 1], 16, ops.decode_slots(32, 8), device="cuda")
+    ops.paged_decode(q, pool.k, pool.v, indptr, indices, lens, 0.05, out=out, plan=plan)  # warm
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        ops.paged_decode(q, pool.k, pool.v, indptr, indices, lens, 0.05, out=out)
+        ops.paged_decode(q, pool.k, pool.v, indptr, indices, lens, 0.05, out=out, plan=plan)
     for _ in range(2):
         q.copy_(torch.randn_like(q))
         out.fill_(float("nan"))
@@ -427,10 +429,11 @@ def test_split_graph_replay_reuses_counters():
     lens = pool.kv_lens()
     q = torch.randn(2, 32, 128, dtype=torch.bfloat16, device="cuda")
     out = torch.empty_like(q)
-    ops.paged_decode(q, pool.k, pool.v, indptr, indices, lens, out=out, num_splits=24)  # warm
+    plan = ops.decode_plan([3000, 100], 1, num_splits=24, device="cuda")
+    ops.paged_decode(q, pool.k, pool.v, indptr, indices, lens, out=out, plan=plan)  # warm
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        ops.paged_decode(q, pool.k, pool.v, indptr, indices, lens, out=out, num_splits=24)
+        ops.paged_decode(q, pool.k, pool.v, indptr, indices, lens, out=out, plan=plan)
     for _ in range(3):
         q.copy_(torch.randn_like(q))
         out.fill_(float("nan"))

@@ -591,6 +591,10 @@ def paged_decode(
     table = block_tables if block_tables is not None else kv_indices
     assert table is not None
     if plan is None:
+        if torch.cuda.is_current_stream_capturing():
+            _fail("paged_decode inside CUDA-graph capture needs plan= (radixkv.ops.decode_plan, "
+                  "or the decode_plan field of metadata built with plan_slots): planning reads "
+                  "kv_lens back to the host")
         slots = None if num_splits is not None else decode_slots(h_q, h_kv, q.device, kernel)
         plan = decode_plan(kv_lens, page_size, slots, num_splits=num_splits, device=q.device)
     capacity = _check_plan(plan, batch, q.device)
