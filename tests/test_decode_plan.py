@@ -134,6 +134,9 @@ def test_plan_argument_checks():
         _core.build_decode_plan([1], 16)
     with pytest.raises(radixkv.InvalidArgument, match="negative"):
         _core.build_decode_plan([-1], 16, slots=4)
+    # The op's planner treats a negative length as empty (the kernels record that fault).
+    rows, _ = _rows(ops.decode_plan([-5, 40], 16, slots=4).numpy(), 2)
+    assert rows[0].tolist() == [0, 0, 0, 1]
 
 
 @pytest.mark.parametrize("builder", ["csr", "table"])

@@ -17,6 +17,7 @@ import os
 import warnings
 from typing import Any, NoReturn, Optional
 
+import numpy as np
 import torch
 
 from radixkv import InvalidArgument
@@ -355,11 +356,14 @@ def decode_plan(kv_lens: Any, page_size: int, slots: Optional[int] = None, *,
     equal units (e.g. to exercise the merge). ``capacity``: unit rows (default: those used; pass
     ``radixkv._core.decode_plan_capacity(B, slots)`` for a buffer a CUDA graph can replay).
     ``kv_lens``: host lengths (a list, NumPy array or CPU tensor; a GPU tensor is read back,
-    which synchronises). Returns int32 on ``device`` (default: CPU)."""
+    which synchronises; a negative length plans as 0). Returns int32 on ``device`` (default:
+    CPU)."""
     from radixkv import _core
 
     if isinstance(kv_lens, torch.Tensor):
         kv_lens = kv_lens.detach().to("cpu", torch.int64).numpy()
+    # A negative length plans as an empty request: the kernels clamp it and record the fault.
+    kv_lens = np.maximum(np.asarray(kv_lens, dtype=np.int64).reshape(-1), 0)
     if num_splits is not None:
         if not 1 <= int(num_splits) <= 256:
             _fail(f"num_splits must be in [1, 256], got {num_splits}")
