@@ -552,7 +552,8 @@ def paged_decode(
     H_q x (D + 2) elements (a per-device cached buffer by default); ``counters``: int32 merge
     counters, zero before first use and left zero by every call (at least
     :func:`decode_counter_words` elements; a per-device cached buffer by default). Calls that may
-    run at the same time on different streams need their own ``workspace`` and ``counters``.
+    run at the same time on different streams need their own ``workspace`` and ``counters``. A
+    plan fault (recorded as ``plan``) may leave counters non-zero: zero them before reusing them.
     ``kernel``: ``"auto"`` (the device's default: matrix units where it has them), ``"cuda_core"``
     (the portable kernel gfx906-class parts run; on NVIDIA too, e.g. to test it) or ``"mma"``;
     :func:`radixkv.ops.take_kernel_log` says which ran. A request with kv_len 0 yields zeros.
