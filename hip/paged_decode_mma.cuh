@@ -139,21 +139,14 @@ struct Shape {
   static_assert(KVB == 1 || kRowsPerCopy <= 8, "one copy's rows share a swizzle period");
 };
 
-// Shapes. NVIDIA: 16 KB of K+V per tile, 3 stages, 4 warps: 192 KB of copies in flight per SM
-// (one block per SM): grids up to one block per SM (small batches, requests cut in units). AMD: copies
-// are synchronous (one stage) and gfx90a has 64 KB of LDS.
+// The shapes, frozen per architecture. NVIDIA: 16 KB of K+V per tile, 3 stages, 4 warps: 192 KB
+// of copies in flight per SM (one block per SM) for grids of up to one block per SM (small
+// batches, requests cut in units); larger grids take 8 KB tiles (16 keys at D = 128), 96 KB per
+// block, two blocks per SM, so one block's prologue and merge overlap the other's copies and the
+// last wave is finer. AMD: copies are synchronous (one stage) and gfx90a has 64 KB of LDS.
 #if RK_NVIDIA
-#ifndef RADIXKV_DECODE_W
-#define RADIXKV_DECODE_W 4
-#endif
-#ifndef RADIXKV_DECODE_STAGES
-#define RADIXKV_DECODE_STAGES 3
-#endif
 template <int D>
-using DefaultShape = Shape<D, RADIXKV_DECODE_W, (D == 64 ? 64 : D == 128 ? 32 : 16), RADIXKV_DECODE_STAGES>;
-// Grids of more blocks than SMs: 8 KB tiles (16 keys at D = 128), 96 KB per block, two blocks
-// per SM, so one block's prologue and merge overlap the other's copies and the last wave is
-// finer (run s2-1: 1-3% faster than the 192 KB shape at B >= 64, 2-10% slower at B <= 16).
+using DefaultShape = Shape<D, 4, (D == 64 ? 64 : D == 128 ? 32 : 16), 3>;
 template <int D>
 using WideShape = Shape<D, 4, (D == 64 ? 32 : 16), 3>;
 #else
