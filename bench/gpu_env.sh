@@ -37,8 +37,6 @@ export NCU_BIN
 
 use_prebuilt_library() {
   export RADIXKV_BUILD_DIR="${RADIXKV_BUILD_DIR:-/tmp/radixkv-build}"
-  # A tuning build (alternative decode kernels) when the prebuilt library was made as one.
-  if [[ "$(cat .carry/radixkv_kernels_sm90.variants 2>/dev/null)" == 1 ]]; then export RADIXKV_DECODE_VARIANTS=1; fi
   if [[ -f .carry/radixkv_kernels_sm90.so && ( "${RADIXKV_FORCE_PREBUILT:-0}" == 1 || "$(bash bench/hip_hash.sh)" == "$(cat .carry/radixkv_kernels_sm90.hash 2>/dev/null)" ) ]]; then
     export RADIXKV_PREBUILT_LIB="$_rk_repo/.carry/radixkv_kernels_sm90.so"
     if ! python3 -c "import torch; torch.ops.load_library('$RADIXKV_PREBUILT_LIB'); print('prebuilt library loads')"; then

@@ -1,7 +1,9 @@
 """Decode-attention benchmark: radixkv.ops.paged_decode against FlashInfer's batch decode.
 
 Workload (issue 4): B in {1, 16, 64, 256} x L in {512, 4096, 32768}; Llama-3-8B attention (32 query
-heads, 8 KV heads, head_dim 128); bf16; page sizes 1 and 16. K/V live in one large pool filled with
+heads, 8 KV heads, head_dim 128); bf16; page sizes 1 and 16. Ragged cells (issue 12, --ragged):
+batches of 8, 32, 64 and 256 requests whose lengths are drawn log-uniformly over wide ranges with
+fixed seeds (RAGGED below), the same page sizes. K/V live in one large pool filled with
 random data; each cell's pages are drawn at random from it (scattered). Every timed call is a
 CUDA-graph replay preceded by an L2 flush, timed with CUDA events; the median of many replays is
 reported. Both sides (radixkv and FlashInfer) always see the same flush in the same run.
@@ -20,7 +22,11 @@ for any kernel that must read those bytes, against which the small cells' times 
 FlashInfer is called as the benchmark kit's anchors/README.md records (BatchDecodeWithPagedKVCacheWrapper,
 "NHD", use_tensor_cores=True). If bench/kernels_extend.py is present its extend section runs after.
 
-Usage (GPU machine):  PYTHONPATH=python python3 bench/kernels.py --out $OUT
+The radixkv side passes the work plan built on the host (ops.decode_plan) when the package has
+one, so no timed call reads lengths back; with an older package (no plan) it calls paged_decode as
+that package expects, so the same script times both (bench/gpu_decode12.sh).
+
+Usage (GPU machine):  PYTHONPATH=python python3 bench/kernels.py --out $OUT [--ragged]
 Re-plot a fetched JSON:  python bench/kernels.py --plot bench/results/paged_decode.json
 """
 
@@ -42,6 +48,8 @@ H_Q, H_KV, D = 32, 8, 128
 BATCHES = (1, 16, 64, 256)
 LENGTHS = (512, 4096, 32768)
 PAGE_SIZES = (1, 16)
+# Ragged cells: (batch, shortest, longest, seed); lengths log-uniform in [shortest, longest].
+RAGGED = ((8, 256, 32768, 81), (32, 16, 65536, 82), (64, 256, 32768, 83), (256, 16, 8192, 84))
 BYTES_PER_TOKEN = H_KV * D * 2 * 2  # K and V, bf16
 
 torch: Any = None  # imported in main() so --plot works without torch
@@ -113,6 +121,25 @@ class Pool:
         shape = (self.tokens // page, page, H_KV, D)
         return self.k.view(shape), self.v.view(shape)
 
+    def ragged_cell(self, lens: list[int], page: int, seed: int) -> dict[str, Any]:
+        """A batch of requests of `lens` tokens on scattered pages of this pool."""
+        per_req = [-(-n // page) for n in lens]
+        gen = torch.Generator(device="cuda").manual_seed(seed)
+        pages = torch.randperm(self.tokens // page, device="cuda", generator=gen)[: sum(per_req)]
+        indptr = [0]
+        for n in per_req:
+            indptr.append(indptr[-1] + n)
+        dev = dict(device="cuda", dtype=torch.int32)
+        return {
+            "q": torch.randn(len(lens), H_Q, D, dtype=torch.bfloat16, device="cuda"),
+            "kv_indptr": torch.tensor(indptr, **dev),
+            "kv_indices": pages.to(torch.int32),
+            "kv_lens": torch.tensor(lens, **dev),
+            "kv_last_page_len": torch.tensor([(n - 1) % page + 1 for n in lens], **dev),
+            "host_lens": list(lens),
+            "page": page,
+        }
+
     def cell(self, batch: int, length: int, page: int, seed: int) -> dict[str, Any]:
         per_req = -(-length // page)
         num_pages = self.tokens // page
@@ -126,6 +153,8 @@ class Pool:
             "kv_indices": pages.to(torch.int32),
             "kv_lens": torch.full((batch,), length, dtype=torch.int32, device="cuda"),
             "kv_last_page_len": torch.full((batch,), last, dtype=torch.int32, device="cuda"),
+            "host_lens": [length] * batch,
+            "page": page,
         }
 
 
@@ -138,49 +167,64 @@ def flashinfer_runner(fi: Any, k: Any, v: Any, page: int, c: dict[str, Any],
     return lambda: w.run(c["q"], (k, v), out=out)
 
 
+def _has_plan() -> bool:
+    from radixkv import ops  # noqa: PLC0415
+
+    return hasattr(ops, "decode_slots")
+
+
 def radixkv_runner(k: Any, v: Any, c: dict[str, Any], num_splits: Optional[int] = None
                    ) -> Callable[[], Any]:
+    """A timed call of paged_decode on cell `c`: with this package's work plan built once on the
+    host (so graph capture sees no sync), or, with an older package, its own split choice."""
     from radixkv import ops  # noqa: PLC0415
 
     out = torch.empty_like(c["q"])
+    if _has_plan():
+        if num_splits is None:
+            plan = ops.decode_plan(c["host_lens"], c["page"], ops.decode_slots(H_Q, H_KV),
+                                   device="cuda")
+        else:
+            plan = ops.decode_plan(c["host_lens"], c["page"], num_splits=num_splits, device="cuda")
+        return lambda: ops.paged_decode(c["q"], k, v, c["kv_indptr"], c["kv_indices"],
+                                        c["kv_lens"], out=out, plan=plan)
     return lambda: ops.paged_decode(c["q"], k, v, c["kv_indptr"], c["kv_indices"], c["kv_lens"],
                                     out=out, num_splits=num_splits)
 
 
-# A tuning build (RADIXKV_DECODE_VARIANTS=1) has alternative kernels; the variant is read when a
-# call is captured into a graph, so it is set around the timing.
-TUNING = os.environ.get("RADIXKV_DECODE_VARIANTS") == "1"
-# Which variants to time in a tuning build (hip/paged_decode_kernel.cuh, run_any: 1 = matrix
-# kernel, 192 KB shape always, 2 = 96 KB shape always, 3 = the CUDA-core kernel, 4 = the
-# automatic shape's copies only, no math, 5 = automatic shape, split-major grid order, 6-9 =
-# probes (bench/decode_probe.py), 10 = the 16-row form for every GQA group).
-TUNING_VARIANTS = [int(v) for v in os.environ.get("RADIXKV_BENCH_VARIANTS", "1").split(",")
-                   if v.strip()] if TUNING else []
+def work_note(c: dict[str, Any]) -> str:
+    """How radixkv cuts this cell: work units and chunk (plan), or the older split count."""
+    lens = c["host_lens"]
+    if _has_plan():
+        from radixkv import _core, ops  # noqa: PLC0415
 
-
-VARIANT_IDS = tuple(range(1, 11))  # hip/paged_decode_kernel.cuh, run_any
-# Variants whose split counts are swept too (RADIXKV_BENCH_SWEEP_VARIANTS, default none).
-SWEEP_VARIANTS = [int(v) for v in os.environ.get("RADIXKV_BENCH_SWEEP_VARIANTS", "").split(",")
-                  if v.strip()] if TUNING else []
-
-
-def with_variant(variant: int, fn: Callable[[], float]) -> float:
-    os.environ["RADIXKV_DECODE_VARIANT"] = str(variant)
+        _, units, chunk = _core.build_decode_plan(lens, c["page"], slots=ops.decode_slots(H_Q, H_KV))
+        return f"{units}u/{chunk}t"
     try:
-        return fn()
-    finally:
-        os.environ.pop("RADIXKV_DECODE_VARIANT", None)
+        from radixkv.ops._api import decode_plan  # noqa: PLC0415
+
+        return f"{decode_plan(len(lens), H_Q, H_KV, sum(lens) // len(lens))[0]}s"
+    except Exception:  # noqa: BLE001
+        return "?"
 
 
 def reps_for(nbytes: int) -> int:
     return 30 if nbytes > (2 << 30) else 60 if nbytes > (64 << 20) else 100
 
 
+def ragged_lens(batch: int, lo: int, hi: int, seed: int) -> list[int]:
+    """`batch` lengths log-uniform in [lo, hi] (a fixed seed per cell)."""
+    import random  # noqa: PLC0415
+
+    rng = random.Random(seed)
+    return [int(round(math.exp(rng.uniform(math.log(lo), math.log(hi))))) for _ in range(batch)]
+
+
 def run_decode_bench(out_dir: Optional[Path], batches=BATCHES, lengths=LENGTHS,
                      page_sizes=PAGE_SIZES, sweep: bool = True,
-                     write_column: bool = True) -> dict[str, Any]:
+                     write_column: bool = True, uniform: bool = True,
+                     ragged: bool = False) -> dict[str, Any]:
     from radixkv.ops import loader  # noqa: PLC0415
-    from radixkv.ops._api import decode_plan  # noqa: PLC0415
 
     t0 = time.time()
     loader.load()
@@ -197,18 +241,29 @@ def run_decode_bench(out_dir: Optional[Path], batches=BATCHES, lengths=LENGTHS,
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     pool = Pool(max(batches) * max(lengths) + 64 * 16)
     rows: list[dict[str, Any]] = []
+    def cells(page: int) -> Any:
+        if uniform:
+            for batch in batches:
+                for length in lengths:
+                    yield (batch, length, None,
+                           pool.cell(batch, length, page, seed=batch * 100003 + length + page))
+        if ragged:
+            for batch, lo, hi, seed in RAGGED:
+                lens = ragged_lens(batch, lo, hi, seed)
+                yield batch, sum(lens) // batch, f"{lo}-{hi}", pool.ragged_cell(lens, page, seed + page)
+
     for page in page_sizes:
         k, v = pool.view(page)
-        for batch in batches:
-            for length in lengths:
-                c = pool.cell(batch, length, page, seed=batch * 100003 + length + page)
-                nbytes = batch * length * BYTES_PER_TOKEN
+        for batch, length, spread, c in cells(page):
+                nbytes = sum(c["host_lens"]) * BYTES_PER_TOKEN
                 reps = reps_for(nbytes)
                 ours = radixkv_runner(k, v, c)
                 row: dict[str, Any] = {
                     "page_size": page, "batch": batch, "kv_len": length, "kv_bytes": nbytes,
-                    "num_splits": decode_plan(batch, H_Q, H_KV, length)[0],
+                    "num_splits": work_note(c),
                 }
+                if spread is not None:
+                    row["ragged"] = spread  # kv_len is then the mean length
                 row["radixkv_us"] = timer(ours, reps)
                 if nbytes // 2 <= same_elems:
                     try:
@@ -217,8 +272,6 @@ def run_decode_bench(out_dir: Optional[Path], batches=BATCHES, lengths=LENGTHS,
                         print(f"[decode bench] same-size read failed: {exc}", file=sys.stderr)
                 if write_column or (batch, length) == (1, 32768):
                     row["radixkv_write_us"] = timer(ours, reps, flush="write")
-                for var in TUNING_VARIANTS:
-                    row[f"variant{var}_us"] = with_variant(var, lambda: timer(ours, reps))
                 row["tbps"] = nbytes / (row["radixkv_us"] * 1e-6) / 1e12
                 row["frac_read"] = row["tbps"] / ceil["read"]
                 row["frac_copy"] = row["tbps"] / ceil["copy"]
@@ -236,15 +289,11 @@ def run_decode_bench(out_dir: Optional[Path], batches=BATCHES, lengths=LENGTHS,
                         row["rel_err_vs_flashinfer"] = float((mine - ref).norm() / ref.norm())
                     except Exception as exc:  # noqa: BLE001
                         row["flashinfer_error"] = repr(exc)[:300]
-                if sweep and (batch, length) in ((1, 32768), (16, 4096), (1, 4096), (64, 512),
-                                                 (1, 512), (16, 512), (64, 4096),
-                                                 (256, 512)) and page == 1:
+                if sweep and spread is None and (batch, length) in (
+                        (1, 32768), (16, 4096), (1, 4096), (64, 512), (1, 512), (16, 512),
+                        (64, 4096), (256, 512)) and page == 1:
                     splits = [s for s in (1, 2, 4, 8, 16, 32, 64, 128) if s <= max(1, length // 64)]
                     row["split_sweep_us"] = {s: timer(radixkv_runner(k, v, c, s), reps) for s in splits}
-                    for var in SWEEP_VARIANTS:
-                        row[f"split_sweep_variant{var}_us"] = {
-                            s: with_variant(var, lambda s=s: timer(radixkv_runner(k, v, c, s), reps))
-                            for s in splits}
                 rows.append(row)
                 print(fmt_row(row), flush=True)
                 del c
@@ -271,17 +320,14 @@ def run_decode_bench(out_dir: Optional[Path], batches=BATCHES, lengths=LENGTHS,
 def fmt_row(r: dict[str, Any]) -> str:
     fi = f"{r['flashinfer_us']:8.1f} us x{r['vs_flashinfer']:.2f}" if "vs_flashinfer" in r else "-"
     same = f" | same-size read {r['read_same_us']:.1f} us" if "read_same_us" in r else ""
-    return (f"ps={r['page_size']:>2} B={r['batch']:>3} L={r['kv_len']:>5} splits={r['num_splits']:>2} | "
+    shape = f"ragged {r['ragged']:>9}" if "ragged" in r else f"L={r['kv_len']:>5}"
+    return (f"ps={r['page_size']:>2} B={r['batch']:>3} {shape} work={r['num_splits']:>9} | "
             f"{r['radixkv_us']:8.1f} us {r['tbps']:.2f} TB/s ({r['frac_read']:.2f} read, "
             f"{r['frac_copy']:.2f} copy){same} | FI {fi}"
             + (f" | write flush {r['radixkv_write_us']:.1f} us" if "radixkv_write_us" in r else "")
             + (f" FI {r['flashinfer_write_us']:.1f} us x{r['vs_flashinfer_write']:.2f}"
                if "vs_flashinfer_write" in r else "")
-            + "".join(f" | variant{v} {r[f'variant{v}_us']:.1f} us" for v in VARIANT_IDS
-                      if f"variant{v}_us" in r)
-            + (f" | sweep {_r(r['split_sweep_us'])}" if "split_sweep_us" in r else "")
-            + "".join(f" | sweep v{v} {_r(r[f'split_sweep_variant{v}_us'])}" for v in VARIANT_IDS
-                      if f"split_sweep_variant{v}_us" in r))
+            + (f" | sweep {_r(r['split_sweep_us'])}" if "split_sweep_us" in r else ""))
 
 
 def _r(d: dict[Any, float]) -> str:
@@ -292,7 +338,18 @@ def summary(result: dict[str, Any]) -> list[str]:
     lines = []
     flush = "clean" if str(result.get("flush", "write")).startswith("clean") else "write"
     for page in sorted({r["page_size"] for r in result["rows"]}):
-        rs = [r for r in result["rows"] if r["page_size"] == page and "vs_flashinfer" in r]
+        rg = [r for r in result["rows"] if r["page_size"] == page and "ragged" in r
+              and "vs_flashinfer" in r]
+        if rg:
+            big = [r for r in rg if r["kv_bytes"] >= 1e9]
+            lines.append(
+                f"page {page} ragged: min x{min(r['vs_flashinfer'] for r in rg):.2f} vs FlashInfer "
+                f"over {len(rg)} cells (target 1.0: "
+                + ", ".join(f"B={r['batch']} {r['ragged']} x{r['vs_flashinfer']:.2f}" for r in rg)
+                + ")" + (f"; >=1 GB: min {min(r['frac_read'] for r in big):.2f} of read stream "
+                         "(target 0.85)" if big else ""))
+        rs = [r for r in result["rows"] if r["page_size"] == page and "vs_flashinfer" in r
+              and "ragged" not in r]
         if not rs:
             continue
         gm = math.exp(sum(math.log(r["vs_flashinfer"]) for r in rs) / len(rs))
@@ -324,23 +381,21 @@ def print_table(result: dict[str, Any]) -> None:
     print(f"\npaged_decode, {result['device']} ({result['sms']} SMs), 32/8 heads, D=128, bf16; "
           f"read stream {c['read']:.2f} TB/s, copy {c['copy']:.2f} TB/s; ratio = FlashInfer / radixkv")
     print(f"flush: {result.get('flush', 'write (1 GiB)')}")
-    vs_ = [v for v in VARIANT_IDS if any(f"variant{v}_us" in r for r in result["rows"])]
-    print("| ps | B | L | KV MB | splits | radixkv µs | TB/s | of read | of copy | same-size read µs |"
-          " FI µs | vs FI | write: radixkv µs | FI µs | vs FI |" + "".join(f" variant{v} µs |" for v in vs_))
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * len(vs_))
+    print("| ps | B | L | KV MB | work | radixkv µs | TB/s | of read | of copy | same-size read µs |"
+          " FI µs | vs FI | write: radixkv µs | FI µs | vs FI |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 
     def f1(r: dict[str, Any], k: str, fmt: str = "{:.1f}") -> str:
         return fmt.format(r[k]) if k in r else "-"
 
     for r in result["rows"]:
-        print(f"| {r['page_size']} | {r['batch']} | {r['kv_len']} | {r['kv_bytes'] / 1e6:.0f} | "
+        shape = f"{r['ragged']} (mean {r['kv_len']})" if "ragged" in r else str(r["kv_len"])
+        print(f"| {r['page_size']} | {r['batch']} | {shape} | {r['kv_bytes'] / 1e6:.0f} | "
               f"{r['num_splits']} | {r['radixkv_us']:.1f} | {r['tbps']:.2f} | {r['frac_read']:.2f} | "
               f"{r['frac_copy']:.2f} | {f1(r, 'read_same_us')} | {f1(r, 'flashinfer_us')} | "
               f"{f1(r, 'vs_flashinfer', '{:.2f}')} | "
               f"{f1(r, 'radixkv_write_us')} | {f1(r, 'flashinfer_write_us')} | "
-              f"{f1(r, 'vs_flashinfer_write', '{:.2f}')} |"
-              + "".join(f" {r[f'variant{v}_us']:.1f} |" if f"variant{v}_us" in r else " - |"
-                        for v in vs_))
+              f"{f1(r, 'vs_flashinfer_write', '{:.2f}')} |")
     for line in summary(result):
         print(line)
 
@@ -355,7 +410,8 @@ def plot(result: dict[str, Any], path: Path) -> None:
         print("[decode bench] matplotlib missing: no PNG (re-plot with --plot)", file=sys.stderr)
         return
     rows = result["rows"]
-    labels = [f"ps{r['page_size']}\nB{r['batch']}\nL{r['kv_len']}" for r in rows]
+    labels = [f"ps{r['page_size']}\nB{r['batch']}\n" + (f"R{r['ragged']}" if "ragged" in r
+                                                          else f"L{r['kv_len']}") for r in rows]
     x = list(range(len(rows)))
     read = result["ceilings_tbps"]["read"]
     fig, ax = plt.subplots(figsize=(max(9, len(rows) * 0.6), 4.8))
@@ -384,6 +440,9 @@ def main() -> None:
     ap.add_argument("--no-write-column", action="store_true",
                     help="time the write-flush column only for B=1, L=32768")
     ap.add_argument("--no-extend", action="store_true")
+    ap.add_argument("--ragged", action="store_true",
+                    help="also time the ragged cells (RAGGED: log-uniform lengths)")
+    ap.add_argument("--ragged-only", action="store_true", help="time only the ragged cells")
     ap.add_argument("--fp8", action="store_true",
                     help="also run the FP8 KV section (bench/kernels_fp8.py) at the end")
     ap.add_argument("--fp8-only", action="store_true",
@@ -404,7 +463,8 @@ def main() -> None:
                                   extend=not args.no_extend)
         return
     res = run_decode_bench(args.out, page_sizes=tuple(int(s) for s in args.page_sizes.split(",")),
-                           sweep=not args.no_sweep, write_column=not args.no_write_column)
+                           sweep=not args.no_sweep, write_column=not args.no_write_column,
+                           uniform=not args.ragged_only, ragged=args.ragged or args.ragged_only)
     ext = None
     if not args.no_extend:
         try:

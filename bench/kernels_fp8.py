@@ -94,7 +94,12 @@ def radixkv_decode(k: Any, v: Any, c: dict[str, Any], scales: Optional[tuple[Any
     from radixkv import ops  # noqa: PLC0415
 
     out = torch.empty_like(c["q"])
-    kw = {} if scales is None else {"k_scale": scales[0], "v_scale": scales[1]}
+    kw: dict[str, Any] = {} if scales is None else {"k_scale": scales[0], "v_scale": scales[1]}
+    if hasattr(ops, "decode_slots"):  # the work plan, built before the timer captures a graph
+        lens = c["kv_lens"].cpu().tolist()
+        page = int(k.shape[1])
+        h_q, h_kv = int(c["q"].shape[1]), int(k.shape[2])
+        kw["plan"] = ops.decode_plan(lens, page, ops.decode_slots(h_q, h_kv), device="cuda")
     return lambda: ops.paged_decode(c["q"], k, v, c["kv_indptr"], c["kv_indices"], c["kv_lens"],
                                     out=out, **kw)
 

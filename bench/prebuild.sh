@@ -15,7 +15,7 @@ for f in "$sp"/lib/*; do ln -s "$f" "$cuda_home/lib64/"; done
 ln -sf "$sp/lib/libcudart.so.13" "$cuda_home/lib64/libcudart.so"
 build="$(mktemp -d)"
 hash="$(bash bench/hip_hash.sh)"  # of the sources the build starts from
-CUDA_HOME="$cuda_home" TORCH_CUDA_ARCH_LIST=9.0a RADIXKV_DECODE_VARIANTS="${RADIXKV_DECODE_VARIANTS:-0}" RADIXKV_BUILD_DIR="$build" MAX_JOBS="${MAX_JOBS:-2}" \
+CUDA_HOME="$cuda_home" TORCH_CUDA_ARCH_LIST=9.0a RADIXKV_BUILD_DIR="$build" MAX_JOBS="${MAX_JOBS:-2}" \
   python3 - <<'PY'
 # loader.py needs only torch: load it by path so a stale radixkv._core cannot stop the build.
 import importlib.util
@@ -27,5 +27,4 @@ PY
 mkdir -p .carry
 cp "$(ls "$build"/*/*.so | head -1)" .carry/radixkv_kernels_sm90.so
 echo "$hash" > .carry/radixkv_kernels_sm90.hash
-echo "${RADIXKV_DECODE_VARIANTS:-0}" > .carry/radixkv_kernels_sm90.variants
 echo "prebuilt .carry/radixkv_kernels_sm90.so for hip/ $(cat .carry/radixkv_kernels_sm90.hash)"

@@ -8,6 +8,7 @@
 //
 //   status[0]  fault bits: bit 8 * op + check
 //   status[1]  kernels that ran (decode): bit per Kernel below, set by block 0 of each launch
+//   status[2]  faults of no one op's byte: bit per Extra below
 //
 // Checks sit where the value is loaded anyway (per request, per page entry), never in an inner
 // loop of their own, and the report itself is a branch not taken on good input.
@@ -35,7 +36,11 @@ enum Check : uint32_t {
 // Decode kernels (status[1]): which one ran, so a caller can check that a kernel choice held.
 enum Kernel : uint32_t { kRanMma = 1u << 0, kRanMmaNarrow = 1u << 1, kRanCudaCore = 1u << 2 };
 
-constexpr int kStatusWords = 2;
+// status[2]: a decode plan row naming no request of the batch, a range that is not a range, a
+// unit count outside [1, 256], or a first unit outside the plan (the row is skipped or clamped).
+enum Extra : uint32_t { kDecodePlan = 1u << 0 };
+
+constexpr int kStatusWords = 3;
 
 #if defined(__CUDACC__) || defined(__HIP__)
 }  // namespace guard
@@ -47,6 +52,11 @@ namespace guard {
 // Record `checks` of `op`; no-op for 0 (the common case: one not-taken branch).
 __device__ __forceinline__ void report(uint32_t* status, Op op, uint32_t checks) {
   if (checks != 0u && status != nullptr) atomicOr(status, checks << (8 * op));
+}
+
+// Record `bits` of Extra.
+__device__ __forceinline__ void report_extra(uint32_t* status, uint32_t bits) {
+  if (bits != 0u && status != nullptr) atomicOr(status + 2, bits);
 }
 
 // Record that `kernel` ran: thread 0 of block (0, 0, 0) only.

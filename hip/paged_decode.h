@@ -1,16 +1,23 @@
 // paged_decode.h — params and launcher of paged decode attention (torch-free, device-free).
 //
-// One query token per request attends over its paged KV context. One block per (split, request,
-// KV head, chunk of the GQA group): each block loads a KV tile of one KV head once and applies it
-// to every query head of its chunk (16 heads per chunk on the matrix units). With num_splits > 1 each block covers 1/num_splits of its request's context and writes a
-// partial state to the workspace; the last block of a (request, KV head, chunk) to finish merges
-// the partitions (softmax.h explains the math). The CUDA-core kernel of parts without matrix units
-// merges them in a second kernel instead.
+// One query token per request attends over its paged KV context. The work is a plan of units
+// (radixkv-core's metadata/plan.rs, built on the host where the lengths are): unit u covers KV
+// positions [kv_start, kv_end) of one request, and requests are cut into units of about equal
+// length, so long requests get many and short ones one. One block per (unit, KV head, chunk of the
+// GQA group): each block loads a KV tile of one KV head once and applies it to every query head of
+// its chunk (16 heads per chunk on the matrix units). A request of one unit writes its output
+// directly; a request of several writes one partial state per unit to the workspace, and the last
+// block of a (request, KV head, chunk) to finish merges them (softmax.h explains the math). The
+// CUDA-core kernel of parts without matrix units merges them in a second kernel instead.
 #pragma once
 
 #include "common.h"
 
 namespace rk {
+
+// Most units one request may be cut into (the merges stage this many partials' (m, l) in shared
+// memory); radixkv-core's metadata/plan.rs (MAX_UNITS_PER_REQUEST) keeps plans within it.
+constexpr int kMaxUnits = 256;
 
 struct PagedDecodeParams {
   // Tensors. Element strides are int64; the last (head_dim) axis of every tensor is contiguous.
@@ -21,9 +28,15 @@ struct PagedDecodeParams {
   const int32_t* kv_indptr;  // [B + 1] CSR row pointers into page_table, or nullptr (block-table mode)
   const int32_t* page_table; // CSR: kv_indices [nnz]; block-table mode: [B, max_blocks] row-major
   const int32_t* kv_lens;    // [B] valid tokens per request
-  float* workspace;          // split-KV partials: o [splits, B, H_q, D] then m, l [splits, B, H_q]; fp32
-  int32_t* counters;         // split-KV merge counters [B, H_kv, ceil(G / 16)]: zero before a
-                             // launch, and every launch leaves them zero
+  float* workspace;          // partials per unit: o [plan_capacity, H_q, D] then m, l
+                             // [plan_capacity, H_q]; fp32
+  int32_t* counters;         // merge counters [B, H_kv, ceil(G / 16)]: zero before a launch, and
+                             // every launch leaves them zero
+  // The work plan (layout: metadata/plan.rs): units [plan_capacity][4] = (request, kv_start,
+  // kv_end, units of that request), unused rows (-1, 0, 0, 0); then first_unit [B]. 16-byte
+  // aligned. Ranges are clamped to the request's tokens on the device; a bad row is recorded.
+  const int32_t* plan;
+  int32_t plan_capacity;
 
   int64_t q_stride_b, q_stride_h;                 // elements
   int64_t kv_stride_page, kv_stride_slot, kv_stride_head;  // elements, same for k_cache and v_cache
@@ -35,11 +48,8 @@ struct PagedDecodeParams {
   int32_t kernel;            // 0: the default for this device, 1: matrix units, 2: CUDA cores
 
   int32_t batch, num_q_heads, num_kv_heads, head_dim, page_size;
-  int32_t num_splits;        // >= 1
   float sm_scale;            // softmax scale in natural units; kernels fold in log2(e)
   DType dtype;
-  int32_t variant;           // tuning builds (-DRADIXKV_DECODE_VARIANTS=1) only: kernel choice
-                             // (paged_decode_kernel.cuh, run_any)
   // FP8 caches (kv_type != kSame): K/V elements are 8-bit floats with per-tensor or per-KV-head
   // float32 scales on the device (fp8_decode.h); cache strides then count bytes.
   KVType kv_type = KVType::kSame;

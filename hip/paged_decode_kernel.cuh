@@ -1,15 +1,16 @@
 // paged_decode_kernel.cuh — paged decode on CUDA cores, and the kernel choice (run_any, at the
 // end; included by paged_decode_d*.cu only). This kernel serves parts without matrix units
-// (gfx906 class); NVIDIA and gfx90a run paged_decode_mma.cuh (tuning builds keep this one on
-// NVIDIA as variant 3 for comparisons).
+// (gfx906 class); NVIDIA and gfx90a run paged_decode_mma.cuh (`kernel="cuda_core"` runs this one
+// anywhere, e.g. to test it on NVIDIA).
 //
-// Work split: one block of kThreads threads per (split, request, KV head, query-head chunk). Lanes
+// Work split: one block of kThreads threads per (plan unit, KV head, query-head chunk); a unit is
+// a KV range of one request (paged_decode.h). Lanes
 // are grouped in row groups of kLanesPerRow lanes; a row group owns one K row and one V row at a
 // time (each lane holds kElems consecutive elements = 1 or 2 16-byte loads), so a block has
 // kRowGroups rows in flight per unroll slot and kStepTokens per step. Each row group keeps its own
 // online-softmax state for the GC query heads it serves; at the end the row groups' states are
-// merged through shared memory and written as the output (one split) or as a partition's
-// normalised partial (several splits; combine_kernel then merges partitions).
+// merged through shared memory and written as the output (a request of one unit) or as the
+// unit's normalised partial (a request of several; combine_kernel then merges them).
 //
 // GQA: the K/V rows of a KV head are loaded once and scored against all GC query heads, which sit
 // in registers pre-multiplied by sm_scale * log2(e) (softmax in base 2). Groups larger than 8 are
@@ -26,18 +27,13 @@
 #include "softmax.h"
 #include "paged_decode_mma.cuh"
 
-#ifndef RADIXKV_DECODE_VARIANTS
-#define RADIXKV_DECODE_VARIANTS 0  // tuning build: alternative kernels picked by p.variant
-#endif
-
 namespace rk {
 namespace decode {
 
 constexpr int kThreads = 128;
 
-// Elements per lane: 8 (one 16-byte copy per row). 16 halve the lanes per row but double the
-// registers for q and the accumulators; that measured 1.5-2x slower on the H200 (2 blocks/SM
-// instead of 4; bench/NOTES.md, runs 1-2) and was removed.
+// Elements per lane: 8 (one 16-byte copy per row), which keeps q and the accumulators small
+// enough for four blocks per SM on NVIDIA.
 constexpr int kElemsPerLane = 8;
 
 // Pipeline depth: steps whose copies are in flight while one step is computed. Without an
@@ -102,7 +98,10 @@ __global__ void __launch_bounds__(kThreads, (Tile<D, GC>::kMinBlocks))
   constexpr int U = Tl::kUnroll, STEP = Tl::kStepTokens, S = kStages;
   __shared__ vec16 smem[Tl::kSmemVecs];
 
-  const int split = blockIdx.x, b = blockIdx.y;
+  const int unit = blockIdx.x;
+  Unit job = plan_row(p, unit);  // paged_decode_mma.cuh
+  if (!plan_row_ok(p, job)) return;  // an unused row
+  const int b = job.b;
   const int group = p.num_q_heads / p.num_kv_heads;
   const int chunks = group / GC;
   const int kvh = blockIdx.z / chunks;
@@ -111,11 +110,8 @@ __global__ void __launch_bounds__(kThreads, (Tile<D, GC>::kMinBlocks))
 
   const RequestPages rq = request_pages<PS>(p, b);  // paged_decode_mma.cuh
   const int32_t* pages = rq.pages;
-  const int len = rq.len;
-  // This partition's tokens, cut on step boundaries.
-  const int per_split = ((len + p.num_splits - 1) / p.num_splits + STEP - 1) / STEP * STEP;
-  const int begin = split * per_split;
-  const int end = min(len, begin + per_split);
+  job = clamp_unit(p, job, rq.len, kMaxUnits);
+  const int begin = job.begin, end = job.end, units = job.count;  // this unit's tokens
   const int nsteps = end > begin ? (end - begin + STEP - 1) / STEP : 0;
 
   bool bad_page = false;  // a row that exists has a page index outside the pool (guard.h)
@@ -347,7 +343,7 @@ __global__ void __launch_bounds__(kThreads, (Tile<D, GC>::kMinBlocks))
   }
   __syncthreads();
 
-  const int64_t ws_rows = static_cast<int64_t>(p.num_splits) * p.batch * p.num_q_heads;
+  const int64_t ws_rows = static_cast<int64_t>(p.plan_capacity) * p.num_q_heads;
   for (int idx = tid; idx < GC * D; idx += kThreads) {
     const int g = idx / D, d = idx % D;
     float o = 0.f;
@@ -355,11 +351,11 @@ __global__ void __launch_bounds__(kThreads, (Tile<D, GC>::kMinBlocks))
     for (int r = 0; r < RG; ++r) o = fmaf(sm_o[r][g][d], sm_w[r][g], o);
     o *= finalize_scale(sm_L[g]) * fp8::v_factor<KV>(p, kvh);
     const int h = h0 + g;
-    if (p.num_splits == 1) {
+    if (units == 1) {
       static_cast<T*>(p.out)[(static_cast<int64_t>(b) * p.num_q_heads + h) * D + d] =
           Convert<T>::from_float(o);
     } else {
-      const int64_t row = (static_cast<int64_t>(split) * p.batch + b) * p.num_q_heads + h;
+      const int64_t row = static_cast<int64_t>(unit) * p.num_q_heads + h;
       p.workspace[row * D + d] = o;
       if (d == 0) {
         p.workspace[ws_rows * D + row] = sm_L[g] > 0.f ? sm_M[g] : kNegInf;
@@ -369,22 +365,23 @@ __global__ void __launch_bounds__(kThreads, (Tile<D, GC>::kMinBlocks))
   }
 }
 
-// Merge the partitions of one (request, query head): thread d owns output element d. The
-// partitions' (m, l) are staged in shared memory by all threads at once and turned into weights in
-// parallel, and the partial outputs are loaded several at a time: a serial chain of global loads
-// here (one per partition) cost ~10 µs at 64 partitions in run 2.
-constexpr int kMaxSplits = 256;
-
+// Merge the units of one (request, query head) of several: thread d owns output element d. The
+// units' (m, l) are staged in shared memory by all threads at once and turned into weights in
+// parallel, and the partial outputs are loaded several at a time rather than in a serial chain.
 template <typename T, int D>
 __global__ void __launch_bounds__(D) combine_kernel(const PagedDecodeParams p) {
-  __shared__ float s_m[kMaxSplits], s_w[kMaxSplits];
+  __shared__ float s_m[kMaxUnits], s_w[kMaxUnits];
   const int b = blockIdx.x, h = blockIdx.y, d = threadIdx.x;
-  const int S = p.num_splits;
-  const int64_t ws_rows = static_cast<int64_t>(S) * p.batch * p.num_q_heads;
+  const int f0 = p.plan[static_cast<int64_t>(p.plan_capacity) * 4 + b];
+  if (f0 < 0 || f0 >= p.plan_capacity) return;  // recorded by the decode kernel's merge check
+  const int S = min(max(p.plan[static_cast<int64_t>(f0) * 4 + 3], 1), kMaxUnits);
+  if (S == 1) return;  // written by the decode kernel
+  const int first = first_unit(p, b, S);
+  const int64_t ws_rows = static_cast<int64_t>(p.plan_capacity) * p.num_q_heads;
   const float* ws_m = p.workspace + ws_rows * D;
   const float* ws_l = ws_m + ws_rows;
-  const int64_t row0 = static_cast<int64_t>(b) * p.num_q_heads + h;
-  const int64_t split_rows = static_cast<int64_t>(p.batch) * p.num_q_heads;
+  const int64_t row0 = static_cast<int64_t>(first) * p.num_q_heads + h;  // partial rows of unit first + s
+  const int64_t split_rows = p.num_q_heads;
   for (int s = d; s < S; s += D) {
     s_m[s] = ws_m[s * split_rows + row0];
     s_w[s] = ws_l[s * split_rows + row0];
@@ -402,17 +399,20 @@ __global__ void __launch_bounds__(D) combine_kernel(const PagedDecodeParams p) {
     L += s_w[s];
     o = fmaf(s_w[s], part[s * split_rows * D], o);  // empty partitions hold o = 0, weight 0
   }
-  static_cast<T*>(p.out)[row0 * D + d] = Convert<T>::from_float(o * finalize_scale(L));
+  static_cast<T*>(p.out)[(static_cast<int64_t>(b) * p.num_q_heads + h) * D + d] =
+      Convert<T>::from_float(o * finalize_scale(L));
 }
 
 template <typename T, int D, int PS, int GC, typename KV = T>
 void run(const PagedDecodeParams& p, Stream stream) {
   const stream_t s = static_cast<stream_t>(stream);
   const int chunks = (p.num_q_heads / p.num_kv_heads) / GC;
-  const dim3 grid(p.num_splits, p.batch, p.num_kv_heads * chunks);
+  const dim3 grid(p.plan_capacity, 1, p.num_kv_heads * chunks);
   paged_decode_kernel<T, D, PS, GC, KV><<<grid, kThreads, 0, s>>>(p);
   error_t e = last_error();
-  if (e == kSuccess && p.num_splits > 1) {
+  // A plan of more rows than requests may cut some request in several units (with as many rows as
+  // requests, each request has exactly one).
+  if (e == kSuccess && p.plan_capacity > p.batch) {
     combine_kernel<T, D><<<dim3(p.batch, p.num_q_heads), D, 0, s>>>(p);
     e = last_error();
   }
@@ -454,20 +454,10 @@ inline bool device_has_mfma() {
 }
 #endif
 
-// Kernel choice. Default: the matrix-unit kernel (paged_decode_mma.cuh, its shape picked by the
-// grid size) on NVIDIA and on AMD parts with MFMA, the CUDA-core kernel above elsewhere. Tuning
-// builds (-DRADIXKV_DECODE_VARIANTS=1, NVIDIA) pick by p.variant: 1 = always the 192 KB shape,
-// 2 = always the 96 KB shape, 3 = the CUDA-core kernel, 4 = the copies of the automatic shape
-// alone (no math: wrong output; times the memory pipeline), 5 = the automatic shape with the
-// split-major grid order of runs s2-1/2 (decode_kernel's kHeadsFast), 6-9 = the probes of
-// decode_mma::Probe (empty, dependent chain, no fused merge, per-block time line), 10 = the 16-row
-// form for every GQA group (the default runs groups <= 8 in the narrow form).
-// p.kernel (radixkv.ops.paged_decode's `kernel=`) overrides the default: 2 runs the CUDA-core
-// kernel anywhere it is built (so NVIDIA executes the code gfx906 runs), 1 the matrix units.
-template <typename T, int D, int PS>
-void run_same(const PagedDecodeParams& p, Stream stream);
-
-// FP8 caches (KV != T): the default kernels; tuning builds add variant 3 (the CUDA-core kernel).
+// Kernel choice: the matrix-unit kernel (paged_decode_mma.cuh, its shape picked by the grid size)
+// on NVIDIA and on AMD parts with MFMA, the CUDA-core kernel above elsewhere. p.kernel
+// (radixkv.ops.paged_decode's `kernel=`) overrides the default: 2 runs the CUDA-core kernel
+// anywhere it is built (so NVIDIA executes the code gfx906 runs), 1 the matrix units.
 template <typename T, int D, int PS, typename KV = T>
 void run_any(const PagedDecodeParams& p, Stream stream) {
   if (p.kernel == 2) return run_cuda_cores<T, D, PS, KV>(p, stream);
@@ -475,45 +465,9 @@ void run_any(const PagedDecodeParams& p, Stream stream) {
   if (p.kernel == 1 && !device_has_mfma())
     throw Unsupported("radixkv: unsupported kernel for paged_decode: this GPU has no matrix units "
                       "(supported: 'auto', 'cuda_core')");
+  if (!device_has_mfma()) return run_cuda_cores<T, D, PS, KV>(p, stream);
 #endif
-  if constexpr (!std::is_same<T, KV>::value) {
-#if RK_NVIDIA
-#if RADIXKV_DECODE_VARIANTS
-    if (p.variant == 3) return run_cuda_cores<T, D, PS, KV>(p, stream);
-#endif
-    return decode_mma::launch_auto<T, D, PS, false, true, decode_mma::kProbeNone, true, KV>(p, stream);
-#else
-    if (device_has_mfma())
-      return decode_mma::launch_auto<T, D, PS, false, true, decode_mma::kProbeNone, true, KV>(p, stream);
-    return run_cuda_cores<T, D, PS, KV>(p, stream);
-#endif
-  } else {
-    run_same<T, D, PS>(p, stream);
-  }
-}
-
-// The kernels for 16-bit caches (see above).
-template <typename T, int D, int PS>
-void run_same(const PagedDecodeParams& p, Stream stream) {
-#if RK_NVIDIA
-#if RADIXKV_DECODE_VARIANTS
-  using namespace decode_mma;
-  if (p.variant == 1) return launch_shape<T, PS, DefaultShape<D>, false>(p, stream);
-  if (p.variant == 2) return launch_shape<T, PS, WideShape<D>, false>(p, stream);
-  if (p.variant == 3) return run_cuda_cores<T, D, PS>(p, stream);
-  if (p.variant == 4) return launch_auto<T, D, PS, true>(p, stream);
-  if (p.variant == 5) return launch_auto<T, D, PS, false, false>(p, stream);
-  if (p.variant == 6) return launch_auto<T, D, PS, false, true, kProbeEmpty>(p, stream);
-  if (p.variant == 7) return launch_auto<T, D, PS, false, true, kProbeChain>(p, stream);
-  if (p.variant == 8) return launch_auto<T, D, PS, false, true, kProbeNoMerge>(p, stream);
-  if (p.variant == 9) return launch_auto<T, D, PS, false, true, kProbeTrace>(p, stream);
-  if (p.variant == 10) return launch_auto<T, D, PS, false, true, kProbeNone, false>(p, stream);
-#endif
-  decode_mma::launch_auto<T, D, PS>(p, stream);
-#else
-  if (device_has_mfma()) return decode_mma::launch_auto<T, D, PS>(p, stream);
-  run_cuda_cores<T, D, PS>(p, stream);
-#endif
+  decode_mma::launch_auto<T, D, PS, KV>(p, stream);
 }
 
 }  // namespace decode

@@ -2,7 +2,8 @@
 // included by paged_decode_d*.cu. Parts without matrix units (gfx906 class) run the CUDA-core
 // kernel of paged_decode_kernel.cuh instead (the choice: run_any there).
 //
-// Work split: one block per (split, request, KV head, chunk of 16 query heads). The 16 rows of the
+// Work split: one block per (plan unit, KV head, chunk of 16 query heads); a unit is a KV range of
+// one request (paged_decode.h, radixkv-core's metadata/plan.rs). The 16 rows of the
 // MMA A operand are the query heads of the GQA group that read this KV head (a group < 16 is
 // padded with zero rows, a group of 16 is one pass over the KV, larger groups take several
 // chunks). Scores S(16 heads x 16 keys) = Q K^T and O(16 x D) += P V run on the matrix units, the
@@ -16,9 +17,9 @@
 // wait for each other and the copies of S tiles per warp stay in flight. Page-table entries
 // are read kLookAhead tiles before their copies are issued, one entry per lane ("key lane"), and
 // handed to the copying lanes with shuffles. At the end the warps' (m, l, O) are merged through
-// shared memory. With several splits each block stores its partition's normalised partial; the
-// last block of a (request, KV head, chunk) to finish, found with an atomic counter that it resets
-// to zero afterwards, merges the partitions: no second kernel, no host sync, CUDA-graph safe.
+// shared memory. A request of several units has each block store its unit's normalised partial;
+// the last block of a (request, KV head, chunk) to finish, found with an atomic counter that it
+// resets to zero afterwards, merges the partials: no second kernel, no host sync, CUDA-graph safe.
 #pragma once
 
 #include "dispatch.h"
@@ -56,13 +57,44 @@ RK_DEVICE RequestPages request_pages(const PagedDecodeParams& p, int b) {
   return r;
 }
 
+// Unit u of the plan, its range clamped to the request's `len` tokens and its unit count to
+// [1, max_units]. `b` < 0: an unused row (nothing to do). A row naming no request of the batch, a
+// range that is not a range, or a count outside [1, max_units] is recorded (guard.h, kDecodePlan);
+// a range ending past `len` is not (a kv_lens clamp, recorded as such, shortens the request).
+struct Unit {
+  int b, begin, end, count;
+};
+RK_DEVICE Unit plan_row(const PagedDecodeParams& p, int u) {
+  const int4 r = reinterpret_cast<const int4*>(p.plan)[u];
+  return Unit{r.x, r.y, r.z, r.w};
+}
+RK_DEVICE bool plan_row_ok(const PagedDecodeParams& p, const Unit& w) {
+  if (w.b >= 0 && w.b < p.batch) return true;
+  if (w.b != -1 && threadIdx.x == 0) guard::report_extra(p.status, guard::kDecodePlan);
+  return false;
+}
+RK_DEVICE Unit clamp_unit(const PagedDecodeParams& p, Unit w, int len, int max_units) {
+  const bool bad = w.begin < 0 || w.end < w.begin || w.count < 1 || w.count > max_units;
+  if (bad && threadIdx.x == 0) guard::report_extra(p.status, guard::kDecodePlan);
+  w.begin = min(max(w.begin, 0), len);
+  w.end = min(max(w.end, w.begin), len);
+  w.count = min(max(w.count, 1), max_units);
+  return w;
+}
+// The row of request b's first unit, clamped so its `count` units lie inside the plan.
+RK_DEVICE int first_unit(const PagedDecodeParams& p, int b, int count) {
+  const int f = p.plan[static_cast<int64_t>(p.plan_capacity) * 4 + b];
+  const int hi = p.plan_capacity - count;
+  if ((f < 0 || f > hi) && threadIdx.x == 0) guard::report_extra(p.status, guard::kDecodePlan);
+  return min(max(f, 0), max(hi, 0));
+}
+
 namespace decode_mma {
 
 using mma::Acc;
 using mma::Frag;
 
 constexpr int kRows = 16;        // query heads per block: the M of the MMA blocks
-constexpr int kMaxSplits = 256;  // torch_ops.cpp rejects more
 // Tiles between a page-table read and the copies that use it. Equal to the stage count: the
 // prologue reads the entries of the first S tiles in one round trip, and every later read is
 // issued S tiles before its copies.
@@ -71,7 +103,7 @@ constexpr int kLookAhead = S;
 // Page-table slot of a key past the partition (never copied; not a fault, unlike a bad entry).
 constexpr int kNoKey = -0x7fffffff - 1;
 
-// Blocks per (split, request, KV head): the GQA group in chunks of kRows query heads.
+// Blocks per (unit, KV head): the GQA group in chunks of kRows query heads.
 RK_HOST_DEVICE int head_chunks(const PagedDecodeParams& p) {
   return (p.num_q_heads / p.num_kv_heads + kRows - 1) / kRows;
 }
@@ -97,7 +129,7 @@ struct Shape {
   static constexpr int kQBytes = kRows * D * 2;
   static constexpr int kPipeBytes = W * kWarpElems * 2;
   static constexpr int kMergeBytes = (W * kRows * kOStride + 4 * W * kRows + 2 * kRows) * 4;
-  static constexpr int kCombineBytes = (2 * kMaxSplits * kRows + 2 * kRows) * 4;
+  static constexpr int kCombineBytes = (2 * kMaxUnits * kRows + 2 * kRows) * 4;
   static constexpr int kWorkBytes = kPipeBytes > kMergeBytes
                                         ? (kPipeBytes > kCombineBytes ? kPipeBytes : kCombineBytes)
                                         : (kMergeBytes > kCombineBytes ? kMergeBytes : kCombineBytes);
@@ -107,21 +139,14 @@ struct Shape {
   static_assert(KVB == 1 || kRowsPerCopy <= 8, "one copy's rows share a swizzle period");
 };
 
-// Shapes. NVIDIA: 16 KB of K+V per tile, 3 stages, 4 warps: 192 KB of copies in flight per SM
-// (one block per SM): grids up to one block per SM (small batches, split requests). AMD: copies
-// are synchronous (one stage) and gfx90a has 64 KB of LDS.
+// The shapes, frozen per architecture. NVIDIA: 16 KB of K+V per tile, 3 stages, 4 warps: 192 KB
+// of copies in flight per SM (one block per SM) for grids of up to one block per SM (small
+// batches, requests cut in units); larger grids take 8 KB tiles (16 keys at D = 128), 96 KB per
+// block, two blocks per SM, so one block's prologue and merge overlap the other's copies and the
+// last wave is finer. AMD: copies are synchronous (one stage) and gfx90a has 64 KB of LDS.
 #if RK_NVIDIA
-#ifndef RADIXKV_DECODE_W
-#define RADIXKV_DECODE_W 4
-#endif
-#ifndef RADIXKV_DECODE_STAGES
-#define RADIXKV_DECODE_STAGES 3
-#endif
 template <int D>
-using DefaultShape = Shape<D, RADIXKV_DECODE_W, (D == 64 ? 64 : D == 128 ? 32 : 16), RADIXKV_DECODE_STAGES>;
-// Grids of more blocks than SMs: 8 KB tiles (16 keys at D = 128), 96 KB per block, two blocks
-// per SM, so one block's prologue and merge overlap the other's copies and the last wave is
-// finer (run s2-1: 1-3% faster than the 192 KB shape at B >= 64, 2-10% slower at B <= 16).
+using DefaultShape = Shape<D, 4, (D == 64 ? 64 : D == 128 ? 32 : 16), 3>;
 template <int D>
 using WideShape = Shape<D, 4, (D == 64 ? 32 : 16), 3>;
 #else
@@ -165,45 +190,17 @@ RK_DEVICE int copy_lane_offset(int lane) {
   return lr * C::D + ((((c ^ lr) & 7) | (c & ~7)) << 3);
 }
 
-// Grid order. kHeadsFast (default): x = KV head (and chunk), y = request, z = split, so the
-// blocks of one request's KV heads are launched, and run, side by side: in both cache layouts a
-// token's K (V) rows of all KV heads are one contiguous 2 KB run (bshd), so the DRAM pages they
-// open serve all heads at once. Otherwise (tuning variant 5, run s2-1/2's order): x = split,
-// y = request, z = head, where large batches walk the heads one after another.
-// Probes (tuning builds only: run_any's variants 6-9): what a part of the kernel costs, found by
-// leaving the rest out, and a per-block time line (bench/decode_probe.py reads them).
-enum Probe : int {
-  kProbeNone = 0,
-  kProbeEmpty = 1,    // return at entry: launch and block scheduling only
-  kProbeChain = 2,    // kv_indptr -> page entries -> the first S - 1 tiles' copies, then return
-  kProbeNoMerge = 3,  // everything but the fused merge of split partials (wrong output at splits > 1)
-  kProbeTrace = 4,    // the full kernel, stamping %globaltimer per block into the workspace's tail
-};
-
+// Grid: x = KV head (and chunk), y (and z past 65535) = unit, so the blocks of one unit's KV heads
+// are launched, and run, side by side: in both cache layouts a token's K (V) rows of all KV heads
+// are one contiguous run (bshd), so the DRAM pages they open serve all heads at once.
 // kNarrow (NVIDIA, GQA groups of at most 8): the products run transposed on mma.h's narrow
 // blocks, S^T = K Q^T and O^T += V^T P^T with the group's heads as the 8 columns, so no MMA rows
 // are padding: half the matrix work, exponentials and accumulator registers of the 16-row form.
-template <class T, int PS, class C, bool kLoadsOnly, bool kHeadsFast = true, int kProbe = kProbeNone,
-          bool kNarrow = false, class KV = T>
+template <class T, int PS, class C, bool kNarrow = false, class KV = T>
 __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecodeParams p) {
 #if defined(RADIXKV_MMA_FMA) && defined(__HIP_DEVICE_COMPILE__)
   __builtin_trap();  // never launched there: launch() picks the CUDA-core kernel on such parts
 #else
-  if constexpr (kProbe == kProbeEmpty) return;
-  // Trace slots per block (int64, after the partials: the caller's workspace must hold them):
-  // entry, first tile landed (warp 0), loop done (all warps), output or partial stored, merge
-  // done (merging block only), SM id, split, tiles of warp 0.
-  int64_t* trace = nullptr;
-  if constexpr (kProbe == kProbeTrace) {
-    const int64_t ws_rows0 = static_cast<int64_t>(p.num_splits) * p.batch * p.num_q_heads;
-    const int64_t blk = blockIdx.x + gridDim.x * (blockIdx.y + static_cast<int64_t>(gridDim.y) * blockIdx.z);
-    trace = reinterpret_cast<int64_t*>(p.workspace + ws_rows0 * (C::D + 2)) + blk * 8;
-    if (threadIdx.x == 0) {
-      trace[0] = static_cast<int64_t>(global_timer_ns());
-      trace[4] = 0;
-      trace[5] = sm_id();
-    }
-  }
   constexpr int D = C::D, W = C::W, KEYS = C::KEYS, S = C::S, KB = C::kKB, DB = C::kDB;
   constexpr int IDX = C::kIdx, LA = kLookAhead<S>;
   // FP8 caches (fp8_decode.h): byte stages, converted to fp16 tiles; the products run in fp16.
@@ -219,8 +216,12 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
   __shared__ int s_last;
 
   const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
-  const int split = kHeadsFast ? blockIdx.z : blockIdx.x, b = blockIdx.y;
-  const int head_block = kHeadsFast ? blockIdx.x : blockIdx.z;
+  const int unit = blockIdx.y + gridDim.y * blockIdx.z;
+  if (unit >= p.plan_capacity) return;
+  Unit job = plan_row(p, unit);
+  if (!plan_row_ok(p, job)) return;  // an unused row
+  const int b = job.b;
+  const int head_block = blockIdx.x;
   const int group = p.num_q_heads / p.num_kv_heads;
   const int chunks = head_chunks(p);
   const int kvh = head_block / chunks, chunk = head_block % chunks;
@@ -229,11 +230,9 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
 
   const RequestPages rq = request_pages<PS>(p, b);
   const int32_t* pages = rq.pages;
-  const int len = rq.len;
-  // This partition's tokens, cut on tile boundaries; warp w takes tiles w, w + W, ...
-  const int per_split = ((len + p.num_splits - 1) / p.num_splits + KEYS - 1) / KEYS * KEYS;
-  const int begin = split * per_split;
-  const int end = min(len, begin + per_split);
+  job = clamp_unit(p, job, rq.len, kMaxUnits);
+  // This unit's tokens; warp w takes tiles w, w + W, ...
+  const int begin = job.begin, end = job.end, units = job.count;
   const int ntiles = end > begin ? (end - begin + KEYS - 1) / KEYS : 0;
   const int n_my = ntiles > warp ? (ntiles - warp + W - 1) / W : 0;
   auto tile_start = [&](int i) { return begin + (warp + i * W) * KEYS; };
@@ -328,10 +327,6 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
   };
 #pragma unroll
   for (int k = 0; k + 1 < S; ++k) maskq[k] = issue_next(k);
-  if (kProbe == kProbeChain && n_my >= 0) {  // (a run-time test: the rest stays reachable)
-    cp_async_wait<0>();
-    return;
-  }
 
 #pragma unroll
   for (int k = 0; k < kQVecs; ++k) {
@@ -389,8 +384,6 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
     maskq[S - 1] = issue_next(i + S - 1);
     cp_async_wait<S - 1>();  // this lane's copies of tile i have landed ...
     warp_sync();             // ... and every lane's
-    if constexpr (kProbe == kProbeTrace)
-      if (i == 0 && tid == 0) trace[1] = static_cast<int64_t>(global_timer_ns());
     const int boff = kF8 ? 0 : (i % S) * C::kTileElems;
     if constexpr (kF8) fp8::convert_tile<KV, C>(wK, fK + (i % S) * C::kTileElems, lane);
     const Mask mask = maskq[0];
@@ -398,7 +391,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
     for (int k = 0; k + 1 < S; ++k) maskq[k] = maskq[k + 1];
 
 #if defined(RADIXKV_MMA_NV)
-    if constexpr (kNarrow && !kLoadsOnly) {
+    if constexpr (kNarrow) {
       // S^T = K Q^T (raw scores): per 16-key block, two partial sums over the dims.
       float st[KB][4], st2[KB][4];
 #pragma unroll
@@ -462,7 +455,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
       }
     }
 #endif
-    if constexpr (!kLoadsOnly && !kNarrow) {
+    if constexpr (!kNarrow) {
       // S = Q K^T (raw scores), two partial sums per block to halve the MMA dependency chain.
       Acc sc[KB], sc2[KB];
 #pragma unroll
@@ -550,12 +543,6 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
   }
 #endif
   __syncthreads();  // every warp is done with its stages: the merge area overlaps them
-  if constexpr (kProbe == kProbeTrace)
-    if (tid == 0) {
-      trace[2] = static_cast<int64_t>(global_timer_ns());
-      trace[6] = split;
-      trace[7] = n_my;
-    }
 
   // Merge the warps' states. Shared memory: o [W][16][kOStride], m, l, wgt [W][16], L, M [16].
   constexpr int OS = C::kOStride;
@@ -612,7 +599,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
   }
   __syncthreads();
 
-  const int64_t ws_rows = static_cast<int64_t>(p.num_splits) * p.batch * p.num_q_heads;
+  const int64_t ws_rows = static_cast<int64_t>(p.plan_capacity) * p.num_q_heads;
   constexpr int D4 = D / 4;
   T* out = static_cast<T*>(p.out);
   auto store4 = [&](int64_t row, int d, float4 v) {  // 4 output elements of one head row
@@ -636,10 +623,10 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
     const float inv = finalize_scale(sm_L[r]) * vfac;
     a = make_float4(a.x * inv, a.y * inv, a.z * inv, a.w * inv);
     const int64_t qrow = static_cast<int64_t>(b) * p.num_q_heads + h0 + r;
-    if (p.num_splits == 1) {
+    if (units == 1) {
       store4(qrow, d, a);
     } else {
-      const int64_t row = static_cast<int64_t>(split) * p.batch * p.num_q_heads + qrow;
+      const int64_t row = static_cast<int64_t>(unit) * p.num_q_heads + h0 + r;
       *reinterpret_cast<float4*>(p.workspace + row * D + d) = a;
       if (d == 0) {
         p.workspace[ws_rows * D + row] = sm_L[r] > 0.f ? sm_M[r] : kNegInf;
@@ -647,25 +634,25 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
       }
     }
   }
-  if constexpr (kProbe == kProbeTrace)
-    if (tid == 0) trace[3] = static_cast<int64_t>(global_timer_ns());
-  if (p.num_splits == 1 || kProbe == kProbeNoMerge) return;
+  if (units == 1) return;
 
-  // Fused combine: the last block of this (request, KV head, chunk) merges all partitions.
+  // Fused combine: the last block of this (request, KV head, chunk) merges the request's units.
   int* counter = p.counters + (static_cast<int64_t>(b) * p.num_kv_heads + kvh) * chunks + chunk;
   fence_device();  // this thread's partial is visible device-wide before the count says so
   __syncthreads();
-  if (tid == 0) s_last = atomicAdd(counter, 1) == p.num_splits - 1;
+  if (tid == 0) s_last = atomicAdd(counter, 1) == units - 1;
   __syncthreads();
   if (!s_last) return;
   fence_device();  // the other blocks' partials (their fences preceded their increments)
 
-  const int NS = p.num_splits;
+  const int NS = units;
   float* cw = reinterpret_cast<float*>(sWork);  // [NS][16]: m, then the weight
-  float* cl = cw + kMaxSplits * kRows;          // [NS][16]: l
-  float* cL = cl + kMaxSplits * kRows;          // [16]: 1 / sum of weights
-  const int64_t split_rows = static_cast<int64_t>(p.batch) * p.num_q_heads;
-  const int64_t row_b = static_cast<int64_t>(b) * p.num_q_heads + h0;
+  float* cl = cw + kMaxUnits * kRows;          // [NS][16]: l
+  float* cL = cl + kMaxUnits * kRows;          // [16]: 1 / sum of weights
+  // Partials of unit first + s sit split_rows * s rows after those of the first unit.
+  const int64_t split_rows = p.num_q_heads;
+  const int64_t row_b = static_cast<int64_t>(first_unit(p, b, NS)) * p.num_q_heads + h0;
+  const int64_t out_b = static_cast<int64_t>(b) * p.num_q_heads + h0;
   // The partials of this thread's first output item for the first kPre partitions are loaded
   // now, in the same round trip as the (m, l) below (Llama's 4 heads x D/4: one item per thread).
   constexpr int kPre = 16;
@@ -726,11 +713,9 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
       a.w = fmaf(x.w, wt, a.w);
     }
     const float inv = cL[r];
-    store4(row_b + r, d, make_float4(a.x * inv, a.y * inv, a.z * inv, a.w * inv));
+    store4(out_b + r, d, make_float4(a.x * inv, a.y * inv, a.z * inv, a.w * inv));
   }
   if (tid == 0) *counter = 0;  // ready for the next launch (stream order)
-  if constexpr (kProbe == kProbeTrace)
-    if (tid == 0) trace[4] = static_cast<int64_t>(global_timer_ns());
 #endif
 }
 
@@ -743,13 +728,13 @@ inline int sm_count() {
   return known[dev];
 }
 
-template <class T, int PS, class C, bool kLoadsOnly, bool kHeadsFast = true, int kProbe = kProbeNone,
-          bool kNarrow = false, class KV = T>
+template <class T, int PS, class C, bool kNarrow, class KV = T>
 void launch_shape(const PagedDecodeParams& p, Stream stream) {
   const int chunks = head_chunks(p);
-  const dim3 grid = kHeadsFast ? dim3(p.num_kv_heads * chunks, p.batch, p.num_splits)
-                               : dim3(p.num_splits, p.batch, p.num_kv_heads * chunks);
-  auto kernel = decode_kernel<T, PS, C, kLoadsOnly, kHeadsFast, kProbe, kNarrow, KV>;
+  constexpr int kMaxGridY = 65535;
+  const int gy = p.plan_capacity < kMaxGridY ? p.plan_capacity : kMaxGridY;
+  const dim3 grid(p.num_kv_heads * chunks, gy, (p.plan_capacity + gy - 1) / gy);
+  auto kernel = decode_kernel<T, PS, C, kNarrow, KV>;
   // Raise the dynamic shared-memory limit once per device (a host call; done by the first,
   // uncaptured call, so graph capture never meets it).
   static bool attr_set[64] = {};
@@ -764,28 +749,23 @@ void launch_shape(const PagedDecodeParams& p, Stream stream) {
 }
 
 // The shape for this grid: 192 KB blocks while the grid fits one block per SM, else 96 KB ones.
-template <class T, int D, int PS, bool kLoadsOnly, bool kHeadsFast, int kProbe, bool kNarrow,
-          class KV = T>
+template <class T, int D, int PS, bool kNarrow, class KV = T>
 void launch_sized(const PagedDecodeParams& p, Stream stream) {
-  const int64_t blocks = static_cast<int64_t>(p.num_splits) * p.batch * p.num_kv_heads * head_chunks(p);
+  const int64_t blocks = static_cast<int64_t>(p.plan_capacity) * p.num_kv_heads * head_chunks(p);
   using Wide = typename ShapesOf<D, IsFp8<KV>::value>::wide;
   using Default = typename ShapesOf<D, IsFp8<KV>::value>::dflt;
-  if (blocks > sm_count())
-    return launch_shape<T, PS, Wide, kLoadsOnly, kHeadsFast, kProbe, kNarrow, KV>(p, stream);
-  launch_shape<T, PS, Default, kLoadsOnly, kHeadsFast, kProbe, kNarrow, KV>(p, stream);
+  if (blocks > sm_count()) return launch_shape<T, PS, Wide, kNarrow, KV>(p, stream);
+  launch_shape<T, PS, Default, kNarrow, KV>(p, stream);
 }
 
 // The form and shape for this call: GQA groups of at most 8 run the narrow (transposed) form on
-// NVIDIA unless !kAllowNarrow. (kLoadsOnly / kHeadsFast = false: tuning variants 4 and 5, see
-// run_any.)
-template <class T, int D, int PS, bool kLoadsOnly = false, bool kHeadsFast = true,
-          int kProbe = kProbeNone, bool kAllowNarrow = true, class KV = T>
+// NVIDIA.
+template <class T, int D, int PS, class KV = T>
 void launch_auto(const PagedDecodeParams& p, Stream stream) {
 #if RK_NVIDIA
-  if (kAllowNarrow && p.num_q_heads <= 8 * p.num_kv_heads)
-    return launch_sized<T, D, PS, kLoadsOnly, kHeadsFast, kProbe, true, KV>(p, stream);
+  if (p.num_q_heads <= 8 * p.num_kv_heads) return launch_sized<T, D, PS, true, KV>(p, stream);
 #endif
-  launch_sized<T, D, PS, kLoadsOnly, kHeadsFast, kProbe, false, KV>(p, stream);
+  launch_sized<T, D, PS, false, KV>(p, stream);
 }
 
 }  // namespace decode_mma

@@ -13,6 +13,7 @@
 #include <cstdlib>
 
 #include "copy_blocks.h"
+#include "guard.h"
 #include "paged_decode.h"
 #include "store_kv.h"
 
@@ -115,8 +116,9 @@ rk::KVScales kv_scales(const Tensor& cache, int64_t heads, const std::optional<T
 // The status word (guard.h): int32 [>= 2] on the caches' device, written by atomicOr.
 uint32_t* status_ptr(const Tensor& status, const Tensor& like) {
   check_gpu(status, "status", like);
-  TORCH_CHECK_VALUE(status.scalar_type() == at::kInt && status.is_contiguous() && status.numel() >= 2,
-                    "radixkv: status must be a contiguous int32 tensor of >= 2 elements");
+  TORCH_CHECK_VALUE(status.scalar_type() == at::kInt && status.is_contiguous() &&
+                        status.numel() >= rk::guard::kStatusWords,
+                    "radixkv: status must be a contiguous int32 tensor of >= 3 elements");
   return reinterpret_cast<uint32_t*>(status.data_ptr<int32_t>());
 }
 
@@ -207,7 +209,7 @@ void copy_blocks(Tensor k_cache, Tensor v_cache, const Tensor& pairs, Tensor sta
 void paged_decode(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                   const std::optional<Tensor>& kv_indptr, const Tensor& page_table,
                   const Tensor& kv_lens, Tensor out, Tensor workspace, Tensor counters, double sm_scale,
-                  int64_t layout, int64_t num_splits, Tensor status, int64_t kernel,
+                  int64_t layout, const Tensor& plan, Tensor status, int64_t kernel,
                   const std::optional<Tensor>& k_scale, const std::optional<Tensor>& v_scale) {
   check_caches(k_cache, v_cache);
   const CacheGeom g = cache_geom(k_cache, layout);
@@ -230,19 +232,27 @@ void paged_decode(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                     ") must be a multiple of H_kv (", g.heads, ")");
   TORCH_CHECK_VALUE(kv_lens.dim() == 1 && kv_lens.size(0) == batch, "radixkv: kv_lens must be [",
                     batch, "]");
-  TORCH_CHECK_VALUE(num_splits >= 1 && num_splits <= 256, "radixkv: num_splits ", num_splits,
-                    " outside [1, 256]");
+  // The work plan (paged_decode.h): units [capacity][4] then first_unit [B], 16-byte aligned.
+  check_index(plan, "plan", k_cache);
+  TORCH_CHECK_VALUE(plan.dim() == 1 && plan.numel() >= batch && (plan.numel() - batch) % 4 == 0 &&
+                        (batch == 0 || plan.numel() > batch),
+                    "radixkv: plan must be int32 [4 * capacity + B] with capacity >= 1, got ",
+                    plan.numel(), " elements for B = ", batch);
+  TORCH_CHECK_VALUE(reinterpret_cast<uintptr_t>(plan.data_ptr()) % 16 == 0,
+                    "radixkv: plan must start on a 16-byte boundary");
+  const int64_t capacity = (plan.numel() - batch) / 4;
+  TORCH_CHECK_VALUE(capacity <= INT32_MAX / 4, "radixkv: plan capacity ", capacity, " too large");
+  // Partials of every unit row may be written (a bad plan must not write past the workspace).
   TORCH_CHECK_VALUE(workspace.scalar_type() == at::kFloat && workspace.is_contiguous() &&
-                        (num_splits == 1 ||
-                         workspace.numel() >= num_splits * batch * h_q * (g.head_dim + 2)),
-                    "radixkv: workspace must be contiguous float32 with >= num_splits * B * H_q * "
+                        workspace.numel() >= capacity * h_q * (g.head_dim + 2),
+                    "radixkv: workspace must be contiguous float32 with >= plan capacity * H_q * "
                     "(D + 2) elements");
-  // Split decode: one merge counter per (request, KV head, 16-head chunk); they must be zero
-  // before the call and every call leaves them zero (the last block of each group resets its own).
+  // Merge counters: one per (request, KV head, 16-head chunk); they must be zero before the call
+  // and every call leaves them zero (the last block of each group resets its own).
   check_gpu(counters, "counters", k_cache);
   const int64_t n_counters = batch * g.heads * ((h_q / g.heads + 15) / 16);
   TORCH_CHECK_VALUE(counters.scalar_type() == at::kInt && counters.is_contiguous() &&
-                        (num_splits == 1 || counters.numel() >= n_counters),
+                        counters.numel() >= n_counters,
                     "radixkv: counters must be contiguous int32 with >= B * H_kv * "
                     "ceil(H_q / H_kv / 16) elements (zero-filled)");
   rk::PagedDecodeParams p{};
@@ -279,7 +289,8 @@ void paged_decode(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
   p.num_kv_heads = static_cast<int32_t>(g.heads);
   p.head_dim = static_cast<int32_t>(g.head_dim);
   p.page_size = static_cast<int32_t>(g.page_size);
-  p.num_splits = static_cast<int32_t>(num_splits);
+  p.plan = plan.data_ptr<int32_t>();
+  p.plan_capacity = static_cast<int32_t>(capacity);
   p.sm_scale = static_cast<float>(sm_scale);
   p.dtype = dtype_code(q, "q");
   p.kv_type = kv_code(k_cache);
@@ -290,9 +301,6 @@ void paged_decode(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                     " (supported: 0 = auto, 1 = matrix units, 2 = CUDA cores)");
   p.kernel = static_cast<int32_t>(kernel);
   p.status = status_ptr(status, k_cache);
-  // Tuning knob, read per call so one process can compare variants (needs a tuning build).
-  const char* variant = std::getenv("RADIXKV_DECODE_VARIANT");
-  p.variant = variant ? std::atoi(variant) : 0;
   const c10::cuda::CUDAGuard guard(q.device());
   call([&] { rk::launch_paged_decode(p, at::cuda::getCurrentCUDAStream().stream()); });
 }
@@ -305,7 +313,7 @@ TORCH_LIBRARY(radixkv, m) {
   m.def("copy_blocks(Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor pairs, Tensor(c!) status) -> ()");
   m.def("paged_decode(Tensor q, Tensor k_cache, Tensor v_cache, Tensor? kv_indptr, "
         "Tensor page_table, Tensor kv_lens, Tensor(a!) out, Tensor(b!) workspace, "
-        "Tensor(c!) counters, float sm_scale, int layout, int num_splits, Tensor(d!) status, "
+        "Tensor(c!) counters, float sm_scale, int layout, Tensor plan, Tensor(d!) status, "
         "int kernel, Tensor? k_scale=None, Tensor? v_scale=None) -> ()");
 }
 

@@ -183,10 +183,13 @@ def test_paged_decode_fp8_graph_replay_reads_scales_on_device():
     q = torch.randn(3, 32, 128, dtype=torch.bfloat16, device="cuda")
     out = torch.empty_like(q)
     ks, vs = pool.k_scale.clone(), pool.v_scale.clone()
-    ops.paged_decode(q, pool.k, pool.v, indptr, indices, lens, out=out, k_scale=ks, v_scale=vs)
+    plan = ops.decode_plan([700, 33, 1], 16, ops.decode_slots(32, 8), device="cuda")
+    ops.paged_decode(q, pool.k, pool.v, indptr, indices, lens, out=out, k_scale=ks, v_scale=vs,
+                     plan=plan)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        ops.paged_decode(q, pool.k, pool.v, indptr, indices, lens, out=out, k_scale=ks, v_scale=vs)
+        ops.paged_decode(q, pool.k, pool.v, indptr, indices, lens, out=out, k_scale=ks, v_scale=vs,
+                         plan=plan)
     for f in (1.0, 0.5, 2.0):
         q.copy_(torch.randn_like(q))
         ks.copy_(pool.k_scale * f)
@@ -266,16 +269,17 @@ def test_opcheck_fp8_signatures():
     out = torch.empty_like(q)
     ws = torch.empty(4 * 2 * 8 * 130, dtype=torch.float32, device="cuda")
     counters = torch.zeros(4, dtype=torch.int32, device="cuda")
-    status = torch.zeros(2, dtype=torch.int32, device="cuda")
+    status = torch.zeros(3, dtype=torch.int32, device="cuda")
     # opcheck's test_schema compares tensors with arithmetic that torch does not implement for
     # float8 dtypes; the schemas (the same ones the 16-bit caches use) get that check in
     # tests/test_kernels_gpu.py. Fake tensors, autograd registration and AOT dispatch run here.
     utils = ("test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")
     for splits in (1, 4):
+        plan = ops.decode_plan(lens, 16, num_splits=splits, device="cuda")
         for kernel in (0, 2):
             torch.library.opcheck(torch.ops.radixkv.paged_decode.default,
                                   (q, pool.k, pool.v, indptr, indices, lens, out, ws, counters, 0.1,
-                                   0, splits, status, kernel, pool.k_scale, pool.v_scale),
+                                   0, plan, status, kernel, pool.k_scale, pool.v_scale),
                                   test_utils=utils)
     kc = torch.zeros(8, 16, 2, 128, dtype=torch.uint8, device="cuda").view(E4M3)
     vc = torch.zeros_like(kc)

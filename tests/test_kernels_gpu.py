@@ -188,10 +188,12 @@ def test_paged_decode_custom_scale_and_cuda_graph_replay():
     lens = pool.kv_lens()
     q = torch.randn(3, 32, 128, dtype=torch.bfloat16, device="cuda")
     out = torch.empty_like(q)
-    ops.paged_decode(q, pool.k, pool.v, indptr, indices, lens, 0.05, out=out)  # warm: build, workspace
+    # The work plan is built on the host before capture (capture allows no read-back).
+    plan = ops.decode_plan([700, 33, 1], 16, ops.decode_slots(32, 8), device="cuda")
+    ops.paged_decode(q, pool.k, pool.v, indptr, indices, lens, 0.05, out=out, plan=plan)  # warm
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        ops.paged_decode(q, pool.k, pool.v, indptr, indices, lens, 0.05, out=out)
+        ops.paged_decode(q, pool.k, pool.v, indptr, indices, lens, 0.05, out=out, plan=plan)
     for _ in range(2):
         q.copy_(torch.randn_like(q))
         out.fill_(float("nan"))
@@ -270,15 +272,16 @@ def test_opcheck_every_op():
     out = torch.empty_like(q)
     ws = torch.empty(4 * 2 * 8 * 130, dtype=torch.float32, device="cuda")
     counters = torch.zeros(2 * 2 * 1, dtype=torch.int32, device="cuda")  # B * H_kv * ceil(G / 16)
-    status = torch.zeros(2, dtype=torch.int32, device="cuda")
+    status = torch.zeros(3, dtype=torch.int32, device="cuda")
     for splits in (1, 4):
+        plan = ops.decode_plan(lens, 16, num_splits=splits, device="cuda")
         for kernel in (0, 2):
             torch.library.opcheck(torch.ops.radixkv.paged_decode.default,
                                   (q, pool.k, pool.v, indptr, indices, lens, out, ws, counters, 0.1,
-                                   0, splits, status, kernel))
+                                   0, plan, status, kernel))
     torch.library.opcheck(torch.ops.radixkv.paged_decode.default,
                           (q, pool.k, pool.v, None, pool.block_table(), lens, out, ws, counters, 0.1,
-                           0, 1, status, 0))
+                           0, ops.decode_plan(lens, 16, num_splits=1, device="cuda"), status, 0))
     assert int(counters.abs().sum()) == 0  # every call leaves the merge counters at zero
     kc = torch.zeros(8, 16, 2, 128, dtype=dt, device="cuda")
     vc = torch.zeros_like(kc)
@@ -427,10 +430,11 @@ def test_split_graph_replay_reuses_counters():
     lens = pool.kv_lens()
     q = torch.randn(2, 32, 128, dtype=torch.bfloat16, device="cuda")
     out = torch.empty_like(q)
-    ops.paged_decode(q, pool.k, pool.v, indptr, indices, lens, out=out, num_splits=24)  # warm
+    plan = ops.decode_plan([3000, 100], 1, num_splits=24, device="cuda")
+    ops.paged_decode(q, pool.k, pool.v, indptr, indices, lens, out=out, plan=plan)  # warm
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        ops.paged_decode(q, pool.k, pool.v, indptr, indices, lens, out=out, num_splits=24)
+        ops.paged_decode(q, pool.k, pool.v, indptr, indices, lens, out=out, plan=plan)
     for _ in range(3):
         q.copy_(torch.randn_like(q))
         out.fill_(float("nan"))
@@ -486,3 +490,65 @@ def test_grid_beyond_one_block_per_sm_matches_reference(dtype, page):
         ops.paged_decode(q, pool.k, pool.v, indptr, indices, pool.kv_lens(), out=out, num_splits=splits)
         assert not out.isnan().any()
         assert_close(out, ref, dtype, what=f"splits={splits}")
+
+
+@pytest.mark.parametrize("kernel", ["auto", "cuda_core"])
+@pytest.mark.parametrize("page", [1, 16])
+def test_ragged_batch_through_balanced_plan(kernel, page):
+    """A ragged batch (one long request among short ones) through the Rust-built plan: the long
+    request is cut into many units and merged, the short ones are written directly; a padded
+    plan (unused rows, as a CUDA graph's buffer holds) gives the same result."""
+    need(128, page, torch.bfloat16)
+    from radixkv import _core
+
+    lens = [20000, 3, 700, 1, 0, 129, 4096, 64]
+    h_q, h_kv = 32, 8
+    pool = Pool(lens, page, h_kv, 128, torch.bfloat16, "bshd", seed=90 + page)
+    indptr, indices = pool.csr()
+    q = torch.randn(len(lens), h_q, 128, dtype=torch.bfloat16, device="cuda")
+    ref = R.paged_decode(q.float(), pool.k.float(), pool.v.float(), indptr, indices, pool.kv_lens())
+    slots = ops.decode_slots(h_q, h_kv, kernel=kernel)
+    tight = ops.decode_plan(lens, page, slots, device="cuda")
+    padded = ops.decode_plan(lens, page, slots, device="cuda",
+                             capacity=_core.decode_plan_capacity(len(lens), slots))
+    rows = tight.cpu()[: tight.numel() - len(lens)].view(-1, 4)
+    assert int(rows[0, 3]) > 1, "the long request must be cut"
+    for plan in (tight, padded):
+        out = torch.full_like(q, float("nan"))
+        ops.paged_decode(q, pool.k, pool.v, indptr, indices, pool.kv_lens(), out=out, plan=plan,
+                         kernel=kernel)
+        torch.cuda.synchronize()
+        assert torch.equal(out[4], torch.zeros_like(out[4]))
+        assert_close(out, ref, torch.bfloat16, what=f"capacity {plan.numel()}")
+    # Without a plan the op plans the same way from kv_lens (read back on the host).
+    out = ops.paged_decode(q, pool.k, pool.v, indptr, indices, pool.kv_lens(), kernel=kernel)
+    assert_close(out, ref, torch.bfloat16, what="op-built plan")
+
+
+@pytest.mark.parametrize("kernel", ["auto", "cuda_core"])
+def test_bad_plan_rows_are_skipped_and_recorded(kernel):
+    """A plan row naming no request, or a unit count out of range, is recorded in the status word
+    (word 2) and reads nothing outside the batch. A bad plan may leave merge counters non-zero
+    (a unit that never arrives), so the caller zeroes them before the next call, as the docs say."""
+    need(128, 1, torch.bfloat16)
+    lens = [3000, 50]
+    pool = Pool(lens, 1, 8, 128, torch.bfloat16, "bshd", seed=5)
+    indptr, indices = pool.csr()
+    q = torch.randn(2, 32, 128, dtype=torch.bfloat16, device="cuda")
+    good = ops.decode_plan(lens, 1, num_splits=4, device="cuda")
+    bad = good.clone()
+    bad[4 * 1] = 9        # unit 1 names request 9 of a batch of 2
+    bad[4 * 4 + 3] = 999  # unit 4's unit count out of range
+    ops.take_errors()
+    ops.paged_decode(q, pool.k, pool.v, indptr, indices, pool.kv_lens(), plan=bad, kernel=kernel)
+    torch.cuda.synchronize()
+    assert ("paged_decode", "plan") in {(f.op, f.check) for f in ops.take_errors()}
+    from radixkv.ops import _api
+
+    _api._counter_bufs[q.device].zero_()
+    ref = R.paged_decode(q.float(), pool.k.float(), pool.v.float(), indptr, indices, pool.kv_lens())
+    for _ in range(2):
+        out = ops.paged_decode(q, pool.k, pool.v, indptr, indices, pool.kv_lens(), plan=good,
+                               kernel=kernel)
+        torch.cuda.synchronize()
+        assert_close(out, ref, torch.bfloat16, what="good plan after a bad one")

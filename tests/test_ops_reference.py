@@ -208,17 +208,28 @@ def test_kernel_size_check_names_supported_values():
         _api._check_kernel_sizes(128, 16, torch.float32)
 
 
-def test_num_splits_depends_on_batch_context_and_sms():
-    # One request of 32k tokens on 132 SMs: split to fill the GPU (capped at 64).
-    assert ops.decode_num_splits(1, 8, 1, 32768, 132) == 64
-    # A batch that already fills the GPU: single pass.
-    assert ops.decode_num_splits(256, 8, 1, 512, 132) == 1
-    # Short context: never cut below 128 tokens per split.
-    assert ops.decode_num_splits(1, 8, 1, 512, 132) == 4
-    # Partitions that fit one wave: 16 x 8 blocks on 528 slots -> 4 splits (512 blocks), not 5.
-    assert ops.decode_num_splits(16, 8, 1, 4096, 132) == 4
-    # A smaller GPU needs fewer splits for the same work.
-    assert ops.decode_num_splits(4, 8, 1, 32768, 20) < ops.decode_num_splits(4, 8, 1, 32768, 132)
+def test_decode_plan_cuts_by_length_and_slots():
+    from radixkv import _core
+
+    def counts(plan, batch):
+        cap = (len(plan) - batch) // 4
+        first = plan[4 * cap:]
+        return [int(plan[4 * int(f) + 3]) for f in first]
+
+    # One request of 32k tokens, 16 units at once: cut to fill them.
+    plan, units, _ = _core.build_decode_plan([32768], 16, slots=16)
+    assert units == 16 and counts(plan, 1) == [16]
+    # A batch that already fills the slots: one unit each.
+    _, units, _ = _core.build_decode_plan([512] * 256, 16, slots=66)
+    assert units == 256
+    # Short context: never cut below 128 tokens per unit.
+    assert counts(_core.build_decode_plan([512], 16, slots=16)[0], 1) == [4]
+    # Ragged: units in proportion to length.
+    c = counts(_core.build_decode_plan([256, 32768], 16, slots=64)[0], 2)
+    assert c[0] == 1 and c[1] >= 32
+    # A smaller GPU cuts into fewer units.
+    assert (_core.build_decode_plan([32768] * 4, 16, slots=5)[1]
+            < _core.build_decode_plan([32768] * 4, 16, slots=33)[1])
 
 
 def test_host_checks_catch_short_page_lists(monkeypatch):

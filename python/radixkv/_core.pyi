@@ -433,19 +433,48 @@ def build_paged_extend_metadata(
     ``page_size`` 1 (the default) the result equals it."""
 
 def build_decode_metadata(
-    pages: _PerRequest, kv_lens: Optional[_IntSeq] = None, page_size: Optional[int] = None
+    pages: _PerRequest,
+    kv_lens: Optional[_IntSeq] = None,
+    page_size: Optional[int] = None,
+    plan_slots: Optional[int] = None,
+    plan_capacity: Optional[int] = None,
 ) -> DecodeMetadata[_Int32Array]:
     """CSR decode metadata. ``pages[b]``: request b's pages in order (its slots when
     ``page_size`` is 1, the default); ``kv_lens[b]``: its valid tokens (required when
     ``page_size > 1``; must match ``ceil(kv_len / page_size)`` pages and be >= 1). Fields:
     ``qo_indptr``, ``kv_indptr``, ``kv_indices``, ``seq_lens`` (= ``kv_lens``), ``kv_last_page_len``,
-    ``out_cache_loc`` (slot of each request's last token)."""
+    ``out_cache_loc`` (slot of each request's last token). With ``plan_slots`` (work units the GPU
+    runs at once, ``radixkv.ops.decode_slots``) also ``decode_plan``, paged_decode's work plan, in
+    the same buffer, with ``plan_capacity`` unit rows (default: those used; pass
+    :func:`decode_plan_capacity` for CUDA graphs)."""
 
 def build_block_table_metadata(
     pages: _PerRequest,
     kv_lens: Optional[_IntSeq] = None,
     page_size: Optional[int] = None,
     width: Optional[int] = None,
+    plan_slots: Optional[int] = None,
+    plan_capacity: Optional[int] = None,
 ) -> BlockTableMetadata[_Int32Array]:
     """Block-table decode metadata (``block_tables [n, width]`` zero-padded, ``seq_lens``,
-    ``kv_last_page_len``), from the same inputs as :func:`build_decode_metadata`."""
+    ``kv_last_page_len``), from the same inputs as :func:`build_decode_metadata` (``plan_slots``,
+    ``plan_capacity`` likewise)."""
+
+def build_decode_plan(
+    kv_lens: _IntSeq,
+    page_size: int,
+    slots: Optional[int] = None,
+    capacity: Optional[int] = None,
+    units_per_request: Optional[int] = None,
+) -> tuple[_Int32Array, int, int]:
+    """paged_decode's work plan for requests of ``kv_lens`` tokens: int32
+    ``[4 * capacity + n]``, unit rows ``(request, kv_start, kv_end, units of the request)`` (unused:
+    ``(-1, 0, 0, 0)``) then each request's first unit row. Balanced for ``slots`` concurrent units
+    (chunks of about equal, page-aligned length), or every request cut into ``units_per_request``
+    units; exactly one of the two. ``capacity``: unit rows (default: those used). Returns
+    ``(plan, units used, chunk length)``. Raises InvalidArgument for a negative length or a
+    capacity below the units needed."""
+
+def decode_plan_capacity(batch: int, slots: int) -> int:
+    """Unit rows a balanced plan of ``batch`` requests for ``slots`` concurrent units needs at
+    most: a fixed plan buffer size for CUDA graphs."""

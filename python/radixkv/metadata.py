@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 import warnings
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Generic, Optional, TypeVar, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -272,6 +272,13 @@ class DecodeMetadata(BatchMetadata[ArrayT]):
     def page_size(self) -> int:
         return self.scalars["page_size"]
 
+    @property
+    def decode_plan(self) -> Optional[ArrayT]:
+        """int32 ``[4 * capacity + n]``: the decode work plan (``paged_decode(plan=...)``), present
+        when the builder was given ``plan_slots``; else None. Scalars ``plan_units``,
+        ``plan_capacity``, ``plan_chunk`` come with it."""
+        return self._fields.get("decode_plan")
+
     def to(self, device: Device, *, non_blocking: bool = False) -> DecodeMetadata[torch.Tensor]:
         """The same fields as torch int32 tensors on ``device``, through one copy."""
         return self._to(device, non_blocking)  # type: ignore[return-value]
@@ -298,6 +305,13 @@ class BlockTableMetadata(BatchMetadata[ArrayT]):
     @property
     def block_tables(self) -> ArrayT:
         return self._fields["block_tables"]
+
+    @property
+    def decode_plan(self) -> Optional[ArrayT]:
+        """int32 ``[4 * capacity + n]``: the decode work plan (``paged_decode(plan=...)``), present
+        when the builder was given ``plan_slots``; else None. Scalars ``plan_units``,
+        ``plan_capacity``, ``plan_chunk`` come with it."""
+        return self._fields.get("decode_plan")
 
     @property
     def kv_last_page_len(self) -> ArrayT:

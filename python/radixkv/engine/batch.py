@@ -146,12 +146,14 @@ def pages_of(w: Work, page_size: int) -> np.ndarray:
 
 
 def decode_metadata(decodes: list[Seq], page_size: int,
-                    positions: Optional[np.ndarray] = None) -> DecodeMetadata[np.ndarray]:
+                    positions: Optional[np.ndarray] = None,
+                    plan_slots: Optional[int] = None) -> DecodeMetadata[np.ndarray]:
     """Rust-built CSR metadata of a decode batch (each sequence's pages already cover its new
     position, so ``pages`` is exactly its page list). ``positions``: the int32 positions from
-    ``decode_inputs``, if already built (the lengths are one more)."""
+    ``decode_inputs``, if already built (the lengths are one more). ``plan_slots``: also build
+    paged_decode's work plan (``decode_plan``) for that many concurrent units, in the same buffer."""
     lens = positions + 1 if positions is not None else [s.kv_len + 1 for s in decodes]
-    return rk.build_decode_metadata([s.pages for s in decodes], lens, page_size)
+    return rk.build_decode_metadata([s.pages for s in decodes], lens, page_size, plan_slots=plan_slots)
 
 
 def decode_inputs(decodes: list[Seq]) -> tuple[np.ndarray, np.ndarray]:
@@ -163,7 +165,7 @@ def decode_inputs(decodes: list[Seq]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def build_step(plan: StepPlan, copies: list[tuple[int, int]], page_size: int,
-               staging: Staging) -> StepBatch:
+               staging: Staging, plan_slots: Optional[int] = None) -> StepBatch:
     """Eager step inputs: Rust metadata for each kind of work, packed and copied once."""
     ext = dec = None
     if plan.extends:
@@ -172,7 +174,7 @@ def build_step(plan: StepPlan, copies: list[tuple[int, int]], page_size: int,
             [len(w.tokens) for w in plan.extends], page_size)
     dec_tokens, dec_pos = decode_inputs(plan.decodes)
     if plan.decodes:
-        dec = decode_metadata(plan.decodes, page_size, dec_pos)
+        dec = decode_metadata(plan.decodes, page_size, dec_pos, plan_slots)
     n_ext = ext.num_tokens if ext is not None else 0
     tokens = np.fromiter((t for w in plan.extends for t in w.tokens), np.int32, n_ext)
     entries = sample_entries(plan)

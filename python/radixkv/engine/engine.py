@@ -67,6 +67,11 @@ class Engine:
         self._finished: list[Completion] = []
         self._copies: list[tuple[Seq, int, int]] = []  # copy-on-write pages for the next step
         self._next_ns = 0
+        # Work units paged_decode runs at once here: the decode metadata carries a plan for it.
+        mc0 = model.config
+        self._plan_slots: Optional[int] = (
+            self.ops.decode_slots(mc0.num_q_heads, mc0.num_kv_heads, self.device)
+            if self.device.type == "cuda" and hasattr(self.ops, "decode_slots") else None)
         use_graphs = config.cuda_graphs if config.cuda_graphs is not None else self.device.type == "cuda"
         self.graphs: Optional[DecodeGraphs] = None
         # On the CPU (or with the reference ops) the graph layouts run eagerly: the same packing
@@ -152,7 +157,7 @@ class Engine:
             if graph is not None:
                 logits, entries, temps, lo, hi, any_t, copies_t = self._pack_graph(plan, copies, graph)
             else:
-                batch = build_step(plan, copies, self.kv.page_size, self.staging)
+                batch = build_step(plan, copies, self.kv.page_size, self.staging, self._plan_slots)
                 entries, copies_t = batch.sample.entries, batch.copies
             if prof:
                 torch.cuda.synchronize()
@@ -200,6 +205,11 @@ class Engine:
         pages = sum(s.npages for s in plan.decodes)
         return self.graphs.bucket(len(plan.decodes), pages)
 
+    def _graph_plan(self, lay: Any, seq_lens: np.ndarray) -> Optional[np.ndarray]:
+        if self.graphs is None or not lay.plan_capacity:
+            return None
+        return self.graphs.plan_for(lay, seq_lens)
+
     def _pack_graph(self, plan: StepPlan, copies: list[tuple[int, int]], graph: Any) -> tuple:
         ps = self.kv.page_size
         seqs = plan.decodes
@@ -211,7 +221,8 @@ class Engine:
         lay = graph.layout
         buf = self.staging.buffer(lay.size)
         n = pack_decode(buf, lay, tok, pos, md.kv_indptr, md.kv_indices, md.seq_lens,
-                        md.out_cache_loc, temps, lo, hi, np.asarray(copies, np.int32).reshape(-1))
+                        md.out_cache_loc, temps, lo, hi, np.asarray(copies, np.int32).reshape(-1),
+                        self._graph_plan(lay, md.seq_lens))
         st = self.staging.send(n, graph.static)
         b = len(seqs)
         u32 = 0xFFFFFFFF

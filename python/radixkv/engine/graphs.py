@@ -6,7 +6,8 @@ capacity), ``seq_lens`` (the ops' ``kv_lens``), the slots the new K/V go to, the
 parameters and room for copy-on-write pairs. The engine packs a step straight into that layout in its pinned staging
 buffer, so the step's one host-to-device copy fills the graph's inputs. Rows past the real batch
 are padding: ``kv_len`` 0 (paged_decode yields zeros) and slot -1 (store_kv skips them). The
-split-KV plan of paged_decode is fixed per bucket (it would otherwise follow the lengths) and its
+work plan of paged_decode (``plan``) is part of the layout: a fixed capacity per bucket
+(``decode_plan_capacity``), refilled each step by the Rust planner from the step's lengths; its
 workspace and merge counters are the engine's own buffers.
 """
 
@@ -42,17 +43,25 @@ class DecodeLayout:
     lo: int
     hi: int
     copies: int  # 2 * batch int32 words: (src, dst) page pairs
+    plan: int  # paged_decode's work plan: 4 * plan_capacity + batch words
     indices: int
     size: int
+    plan_capacity: int = 0  # unit rows (0: no plan, the reference ops)
 
     @staticmethod
-    def make(batch: int, capacity: int) -> DecodeLayout:
+    def make(batch: int, capacity: int, plan_capacity: int = 0) -> DecodeLayout:
         at = 0
         offs = []
-        for n in (batch, batch, batch + 1, batch, batch, batch, batch, batch, 2 * batch, capacity):
+        plan_words = 4 * plan_capacity + batch if plan_capacity else 0
+        for n in (batch, batch, batch + 1, batch, batch, batch, batch, batch, 2 * batch,
+                  plan_words, capacity):
             offs.append(at)
             at += _aligned(n)
-        return DecodeLayout(batch, capacity, *offs, size=at)
+        return DecodeLayout(batch, capacity, *offs, size=at, plan_capacity=plan_capacity)
+
+    @property
+    def plan_words(self) -> int:
+        return 4 * self.plan_capacity + self.batch if self.plan_capacity else 0
 
 
 class _Graph:
@@ -68,18 +77,18 @@ class DecodeAttention:
 
     def __init__(self, pool: KVPool, ops: ModuleType, indptr: torch.Tensor, indices: torch.Tensor,
                  lens: torch.Tensor, write: torch.Tensor, workspace: Optional[torch.Tensor],
-                 counters: Optional[torch.Tensor], num_splits: Optional[int],
+                 counters: Optional[torch.Tensor], plan: Optional[torch.Tensor],
                  live: Optional[int] = None) -> None:
         self.pool, self.ops = pool, ops
         self.indptr, self.indices, self.lens, self.write = indptr, indices, lens, write
-        self.workspace, self.counters, self.num_splits = workspace, counters, num_splits
+        self.workspace, self.counters, self.plan = workspace, counters, plan
         self.live = live  # eager emulation only: rows past it are padding, left zero
 
     def __call__(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         kc, vc = self.pool.k[layer], self.pool.v[layer]
         sc = self.pool.scales(layer)  # FP8 pools: device scale tensors, captured like the caches
         self.ops.store_kv(kc, vc, k, v, self.write, **sc)
-        if self.num_splits is None:  # the reference ops (CPU): no split plan, no empty rows
+        if self.plan is None:  # the reference ops (CPU): no work plan, no empty rows
             n = q.shape[0] if self.live is None else self.live
             out = torch.zeros_like(q)
             out[:n] = self.ops.paged_decode(q[:n], kc, vc, self.indptr[: n + 1], self.indices,
@@ -87,7 +96,7 @@ class DecodeAttention:
             return out
         return self.ops.paged_decode(q, kc, vc, self.indptr, self.indices, self.lens,
                                      workspace=self.workspace, counters=self.counters,
-                                     num_splits=self.num_splits, **sc)
+                                     plan=self.plan, **sc)
 
 
 class DecodeGraphs:
@@ -107,14 +116,16 @@ class DecodeGraphs:
         self.hq, self.hkv, self.dim = num_q_heads, num_kv_heads, head_dim
         # On the CPU (or with the reference ops) the same static layouts run eagerly.
         self.eager = device.type != "cuda" or not hasattr(ops, "decode_plan")
-        self.splits: dict[int, Optional[int]] = {b: None for b in self.buckets}
+        self.slots: Optional[int] = None  # work units paged_decode runs at once (its plan's size)
         self.workspace: Optional[torch.Tensor] = None
         self.counters: Optional[torch.Tensor] = None
         if not self.eager:
-            self.splits = {b: int(ops.decode_plan(b, num_q_heads, num_kv_heads, est_len, device)[0])
-                           for b in self.buckets}
+            from radixkv import _core
+
+            self.slots = int(ops.decode_slots(num_q_heads, num_kv_heads, device))
             top = self.buckets[-1]
-            ws = max(s * b * num_q_heads * (head_dim + 2) for b, s in self.splits.items() if s)
+            ws = max(_core.decode_plan_capacity(b, self.slots) for b in self.buckets) \
+                * num_q_heads * (head_dim + 2)
             self.workspace = torch.empty(max(ws, 1), dtype=torch.float32, device=device)
             self.counters = torch.zeros(ops.decode_counter_words(top, num_q_heads, num_kv_heads),
                                         dtype=torch.int32, device=device)
@@ -147,14 +158,21 @@ class DecodeGraphs:
         attend = DecodeAttention(
             self.pool, self.ops, st.narrow(0, lay.indptr, b + 1), st.narrow(0, lay.indices, lay.capacity),
             st.narrow(0, lay.lens, b), st.narrow(0, lay.write, b), self.workspace, self.counters,
-            self.splits[b], live)
+            st.narrow(0, lay.plan, lay.plan_words) if lay.plan_capacity else None, live)
         return self.forward(st.narrow(0, lay.tok, b).long(), st.narrow(0, lay.pos, b).long(), attend, None)
 
     def _capture(self, b: int) -> Optional[_Graph]:
         capacity = b * self.max_pages_per_seq
-        lay = DecodeLayout.make(b, capacity)
+        if self.slots is not None:
+            from radixkv import _core
+
+            lay = DecodeLayout.make(b, capacity, _core.decode_plan_capacity(b, self.slots))
+        else:
+            lay = DecodeLayout.make(b, capacity)
         static = torch.zeros(lay.size, dtype=torch.int32, device=self.device)
         static.narrow(0, lay.write, b).fill_(-1)  # padding rows write nothing
+        if lay.plan_capacity:  # a valid plan of empty requests until the first step packs one
+            static.narrow(0, lay.plan, lay.plan_words).copy_(torch.from_numpy(self.plan_for(lay, [])))
         g = _Graph(lay, static)
         if self.eager:
             self.graphs[b] = g
@@ -182,6 +200,21 @@ class DecodeGraphs:
         self.graphs[b] = g
         return g
 
+    def plan_for(self, lay: DecodeLayout, seq_lens: Any) -> np.ndarray:
+        """The work plan of a step with ``seq_lens`` (rows past them: empty) at ``lay``'s fixed
+        capacity, built by the Rust planner."""
+        from radixkv import _core
+
+        lens = np.zeros(lay.batch, np.int64)
+        lens[: len(seq_lens)] = seq_lens
+        assert self.slots is not None
+        plan, _, _ = _core.build_decode_plan(lens, self.pool_page_size(), slots=self.slots,
+                                             capacity=lay.plan_capacity)
+        return plan
+
+    def pool_page_size(self) -> int:
+        return int(self.pool.page_size)
+
     def replay(self, g: _Graph, live: int) -> torch.Tensor:
         """Logits ``[bucket, V]`` of the step packed into ``g.static`` (``live`` real rows)."""
         if self.eager:
@@ -197,7 +230,7 @@ class DecodeGraphs:
 def pack_decode(out: np.ndarray, lay: DecodeLayout, tokens: np.ndarray, positions: np.ndarray,
                 kv_indptr: np.ndarray, kv_indices: np.ndarray, seq_lens: np.ndarray,
                 write: np.ndarray, temps: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-                copies: np.ndarray) -> int:
+                copies: np.ndarray, plan: Optional[np.ndarray] = None) -> int:
     """Write one decode step into ``out`` in ``lay``'s layout (padding the rows past the batch);
     returns how many int32 words to copy. ``kv_indices`` is copied only as far as it is used."""
     n, b = tokens.size, lay.batch
@@ -213,5 +246,7 @@ def pack_decode(out: np.ndarray, lay: DecodeLayout, tokens: np.ndarray, position
     out[lay.lo : lay.lo + n] = lo
     out[lay.hi : lay.hi + n] = hi
     out[lay.copies : lay.copies + copies.size] = copies
+    if plan is not None:
+        out[lay.plan : lay.plan + plan.size] = plan
     out[lay.indices : lay.indices + kv_indices.size] = kv_indices
     return lay.indices + int(kv_indices.size)

@@ -14,7 +14,7 @@ calibrates them.
 from __future__ import annotations
 
 from types import ModuleType
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 
@@ -132,15 +132,23 @@ class StepAttention:
                                         e.seq_lens, **self._max_q(), **sc)
         if d is not None and e is None:
             ops.store_kv(kc, vc, k, v, d.out_cache_loc, **sc)
-            return ops.paged_decode(q, kc, vc, d.kv_indptr, d.kv_indices, d.seq_lens, **sc)
+            return ops.paged_decode(q, kc, vc, d.kv_indptr, d.kv_indices, d.seq_lens,
+                                    **self._plan(), **sc)
         assert e is not None and d is not None
         out = torch.empty_like(q)
         ops.store_kv(kc, vc, k[:s], v[:s], e.out_cache_loc, **sc)
         ops.store_kv(kc, vc, k[s:], v[s:], d.out_cache_loc, **sc)
         out[:s] = ops.extend_attention(q[:s], kc, vc, e.qo_indptr, e.kv_indptr, e.kv_indices,
                                        e.seq_lens, **self._max_q(), **sc)
-        out[s:] = ops.paged_decode(q[s:], kc, vc, d.kv_indptr, d.kv_indices, d.seq_lens, **sc)
+        out[s:] = ops.paged_decode(q[s:], kc, vc, d.kv_indptr, d.kv_indices, d.seq_lens,
+                                   **self._plan(), **sc)
         return out
+
+    def _plan(self) -> dict[str, Any]:
+        # The work plan rides in the decode metadata (built with plan_slots on a GPU), so the op
+        # does not read the lengths back to plan it.
+        plan = self.decode.decode_plan if self.decode is not None else None
+        return {"plan": plan} if plan is not None else {}
 
     def _max_q(self) -> dict[str, int]:
         # The public ops take it (grid sizing without reading qo_indptr); the reference does not.

@@ -17,6 +17,7 @@ import os
 import warnings
 from typing import Any, NoReturn, Optional
 
+import numpy as np
 import torch
 
 from radixkv import InvalidArgument
@@ -284,7 +285,7 @@ def _raise_recorded(device: torch.device) -> None:
 _KERNEL_CODE = {"auto": 0, "mma": 1, "cuda_core": 2}
 
 
-# ----------------------------------------------------------------------------- split-KV sizing
+# ----------------------------------------------------------------------------- decode work plan
 
 
 def _sm_count(device: torch.device) -> int:
@@ -294,34 +295,9 @@ def _sm_count(device: torch.device) -> int:
     return _num_sms[idx]
 
 
-# A partition shorter than this is not worth its share of the combine traffic.
-_MIN_TOKENS_PER_SPLIT = 128
-_MAX_SPLITS = 64
 # Query heads one block of the matrix-unit decode kernel serves (the M of its MMA tiles).
 _MMA_ROWS = 16
 _has_mfma: dict[int, bool] = {}
-
-
-def decode_num_splits(batch: int, kv_heads: int, head_chunks: int, est_len: int, num_sms: int,
-                      blocks_per_sm: int = 4, min_tokens: int = _MIN_TOKENS_PER_SPLIT) -> int:
-    """How many KV partitions paged_decode uses (1 = single pass, no combine).
-
-    The grid has ``batch * kv_heads * head_chunks`` blocks before splitting and the GPU holds
-    ``num_sms * blocks_per_sm`` at once (the kernel's shared memory decides: 1 for the
-    matrix-unit kernel's 192 KB, 4 for the CUDA-core kernel's 48 KB). When the unsplit grid
-    already fills three quarters of that, one pass is best. Otherwise the context is cut into as
-    many partitions as still fit in one wave (a partial second wave would run at a fraction of the
-    bandwidth), but never into pieces shorter than ``min_tokens`` tokens. ``est_len`` is the mean
-    context length, known on the host from the index tensors' shapes, so choosing costs no
-    synchronisation.
-    """
-    base = max(1, batch * kv_heads * head_chunks)
-    capacity = num_sms * blocks_per_sm
-    if 4 * base >= 3 * capacity:
-        return 1
-    fit = capacity // base
-    cap = max(1, est_len // max(1, min_tokens))
-    return int(max(1, min(fit, cap, _MAX_SPLITS)))
 
 
 def _head_chunk(group: int) -> int:
@@ -335,9 +311,9 @@ def _head_chunk(group: int) -> int:
 
 def _matrix_kernel(device: torch.device, kernel: str = "auto") -> bool:
     """Whether paged_decode runs the matrix-unit kernel here (hip/paged_decode_kernel.cuh, run_any):
-    NVIDIA and AMD parts with MFMA do unless ``kernel="cuda_core"``; gfx906-class parts, and tuning
-    variant 3, run the CUDA-core one."""
-    if kernel == "cuda_core" or _tuning_variant() == 3:
+    NVIDIA and AMD parts with MFMA do unless ``kernel="cuda_core"``; gfx906-class parts run the
+    CUDA-core one."""
+    if kernel == "cuda_core":
         return False
     if torch.version.hip is None:
         return True
@@ -348,43 +324,74 @@ def _matrix_kernel(device: torch.device, kernel: str = "auto") -> bool:
     return _has_mfma[idx]
 
 
-def _tuning_variant() -> int:
-    """Kernel variant of a tuning build (RADIXKV_DECODE_VARIANTS=1), read per call like the binding."""
-    if os.environ.get("RADIXKV_DECODE_VARIANTS") != "1":
-        return 0
-    try:
-        return int(os.environ.get("RADIXKV_DECODE_VARIANT", "0"))
-    except ValueError:
-        return 0
-
-
 def _mma_head_chunks(h_q: int, h_kv: int) -> int:
-    """Blocks per (request, KV head) of the matrix-unit decode kernel: the GQA group in chunks of
+    """Blocks per (unit, KV head) of the matrix-unit decode kernel: the GQA group in chunks of
     _MMA_ROWS query heads (paged_decode_mma.cuh, head_chunks)."""
     return -(-(h_q // max(h_kv, 1)) // _MMA_ROWS)
 
 
-def decode_plan(batch: int, h_q: int, h_kv: int, est_len: int,
-                device: Optional[torch.device] = None, kernel: str = "auto") -> tuple[int, int]:
-    """(num_splits, head_chunks) that paged_decode picks on ``device`` for this shape and
-    ``kernel`` choice (see :func:`paged_decode`)."""
+def decode_slots(h_q: int, h_kv: int, device: Optional[torch.device] = None,
+                 kernel: str = "auto") -> int:
+    """Work units of a decode plan the GPU runs at once for this head shape: the blocks the
+    device holds (SMs x blocks per SM: 1 for the matrix-unit kernel's 192 KB blocks, 4 for the
+    CUDA-core kernel's 48 KB) over the blocks one unit takes (KV heads x head chunks). The plan
+    builders (:func:`decode_plan`, ``build_decode_metadata(plan_slots=...)``) size the chunks
+    from it; it is a property of the device and heads, not of the batch."""
     dev = device if device is not None else torch.device("cuda", torch.cuda.current_device())
     group = h_q // max(h_kv, 1)
-    variant = _tuning_variant()
     if _matrix_kernel(dev, kernel):
-        chunks = _mma_head_chunks(h_q, h_kv)
-        # Splits are sized for the 192 KB shape (one block per SM); grids of more blocks than
-        # SMs run the 96 KB shape (two per SM). Tuning variant 2 always runs the 96 KB shape.
-        per_sm = 2 if variant == 2 and torch.version.hip is None else 1
+        chunks, per_sm = _mma_head_chunks(h_q, h_kv), 1
     else:
-        chunks = group // _head_chunk(group)
-        per_sm = 4
-    return decode_num_splits(batch, h_kv, chunks, est_len, _sm_count(dev), per_sm), chunks
+        chunks, per_sm = group // _head_chunk(group), 4
+    return max(1, _sm_count(dev) * per_sm // max(1, h_kv * chunks))
+
+
+def decode_plan(kv_lens: Any, page_size: int, slots: Optional[int] = None, *,
+                capacity: Optional[int] = None, num_splits: Optional[int] = None,
+                device: Optional[torch.device] = None) -> torch.Tensor:
+    """The decode work plan ``paged_decode(plan=...)`` reads, built on the host by the Rust core
+    (``radixkv._core.build_decode_plan``; layout in hip/paged_decode.h): every request cut into
+    units of about one chunk length, so that ``slots`` units (:func:`decode_slots`) keep the GPU
+    busy to the end of a ragged batch. ``num_splits`` instead cuts every request into that many
+    equal units (e.g. to exercise the merge). ``capacity``: unit rows (default: those used; pass
+    ``radixkv._core.decode_plan_capacity(B, slots)`` for a buffer a CUDA graph can replay).
+    ``kv_lens``: host lengths (a list, NumPy array or CPU tensor; a GPU tensor is read back,
+    which synchronises; a negative length plans as 0). Returns int32 on ``device`` (default:
+    CPU)."""
+    from radixkv import _core
+
+    if isinstance(kv_lens, torch.Tensor):
+        kv_lens = kv_lens.detach().to("cpu", torch.int64).numpy()
+    # A negative length plans as an empty request: the kernels clamp it and record the fault.
+    kv_lens = np.maximum(np.asarray(kv_lens, dtype=np.int64).reshape(-1), 0)
+    if num_splits is not None:
+        if not 1 <= int(num_splits) <= 256:
+            _fail(f"num_splits must be in [1, 256], got {num_splits}")
+        arr, _, _ = _core.build_decode_plan(kv_lens, page_size, capacity=capacity,
+                                            units_per_request=int(num_splits))
+    else:
+        if slots is None:
+            _fail("decode_plan needs slots= (see decode_slots) or num_splits=")
+        arr, _, _ = _core.build_decode_plan(kv_lens, page_size, slots=int(slots), capacity=capacity)
+    t = torch.from_numpy(arr)
+    return t if device is None or torch.device(device).type == "cpu" else t.to(device)
 
 
 def decode_counter_words(batch: int, h_q: int, h_kv: int) -> int:
-    """int32 merge counters a split decode needs: one per (request, KV head, 16-head chunk)."""
+    """int32 merge counters a decode needs: one per (request, KV head, 16-head chunk)."""
     return max(1, batch * h_kv * _mma_head_chunks(h_q, h_kv))
+
+
+def _check_plan(plan: torch.Tensor, batch: int, device: torch.device) -> int:
+    """Checks the shape of a decode plan; returns its capacity (unit rows)."""
+    _check_index("plan", plan, 1, device)
+    n = plan.numel()
+    if n < batch or (batch > 0 and n == batch) or (n - batch) % 4 != 0:
+        _fail(f"plan must be int32 [4 * capacity + B] with capacity >= 1 for B = {batch}, "
+              f"got {n} elements (build it with radixkv.ops.decode_plan)")
+    if not plan.is_contiguous() or plan.data_ptr() % 16 != 0:
+        _fail("plan must be contiguous and start on a 16-byte boundary")
+    return (n - batch) // 4
 
 
 def _scratch(cache: dict[torch.device, torch.Tensor], name: str, device: torch.device, n: int,
@@ -524,6 +531,7 @@ def paged_decode(
     out: Optional[torch.Tensor] = None,
     workspace: Optional[torch.Tensor] = None,
     counters: Optional[torch.Tensor] = None,
+    plan: Optional[torch.Tensor] = None,
     num_splits: Optional[int] = None,
     kernel: str = "auto",
     k_scale: Optional[torch.Tensor] = None,
@@ -535,11 +543,17 @@ def paged_decode(
     ``kv_indptr`` int32 ``[B+1]`` + ``kv_indices`` int32 ``[nnz]``, or ``block_tables=`` int32
     ``[B, max_blocks]``; ``kv_lens`` int32 ``[B]`` valid tokens per request. ``H_q`` must be a
     multiple of ``H_kv``. Returns ``[B, H_q, D]`` in q's dtype (written into ``out`` if given).
-    ``workspace``: float32 scratch for split-KV partials (a per-device cached buffer by default);
-    ``counters``: int32 merge counters, zero before first use and left zero by every call (at
-    least :func:`decode_counter_words` elements; a per-device cached buffer by default). Calls
-    that may run at the same time on different streams need their own ``workspace`` and
-    ``counters``. ``num_splits`` overrides the automatic partition count (see :func:`decode_plan`).
+    ``plan``: the work plan (int32 on q's device, :func:`decode_plan` or the ``decode_plan`` field
+    of metadata built with ``plan_slots=``): which KV range of which request each block reads,
+    balanced so ragged batches keep the GPU busy. Without one, the plan is built here from
+    ``kv_lens`` read back to the host (a synchronisation; pass one on a hot path or in graph
+    capture). ``num_splits`` (no ``plan``): cut every request into that many units instead.
+    ``workspace``: float32 scratch for the partials of requests of several units, >= capacity x
+    H_q x (D + 2) elements (a per-device cached buffer by default); ``counters``: int32 merge
+    counters, zero before first use and left zero by every call (at least
+    :func:`decode_counter_words` elements; a per-device cached buffer by default). Calls that may
+    run at the same time on different streams need their own ``workspace`` and ``counters``. A
+    plan fault (recorded as ``plan``) may leave counters non-zero: zero them before reusing them.
     ``kernel``: ``"auto"`` (the device's default: matrix units where it has them), ``"cuda_core"``
     (the portable kernel gfx906-class parts run; on NVIDIA too, e.g. to test it) or ``"mma"``;
     :func:`radixkv.ops.take_kernel_log` says which ran. A request with kv_len 0 yields zeros.
@@ -560,10 +574,14 @@ def paged_decode(
     if out is not None and (out.shape != q.shape or out.dtype != q.dtype or out.device != q.device):
         _fail(f"out must be {tuple(q.shape)} {q.dtype} on {q.device}")
     _fp8.check_scales(k_cache, h_kv, k_scale, v_scale, _checked())
+    if plan is not None and num_splits is not None:
+        _fail("pass plan= or num_splits=, not both")
     if backend(q.device) == "reference":
+        if plan is not None:
+            _check_plan(plan, batch, q.device)
         res = reference.paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_lens, scale,
                                      block_tables=block_tables, layout=layout,
-                                     k_scale=k_scale, v_scale=v_scale)
+                                     k_scale=k_scale, v_scale=v_scale, plan=plan)
         if _checked():
             _raise_recorded(q.device)
         if out is None:
@@ -575,27 +593,24 @@ def paged_decode(
         out = torch.empty_like(q, memory_format=torch.contiguous_format)
     if not out.is_contiguous():
         _fail("out must be contiguous")
-    if block_tables is not None:
-        est_len = block_tables.shape[1] * page_size
-        table = block_tables
-    else:
-        assert kv_indices is not None
-        est_len = (kv_indices.numel() * page_size) // max(batch, 1)
-        table = kv_indices
-    if num_splits is None:
-        splits, _ = decode_plan(batch, h_q, h_kv, est_len, q.device, kernel)
-    else:
-        if not 1 <= num_splits <= 256:
-            _fail(f"num_splits must be in [1, 256], got {num_splits}")
-        splits = int(num_splits)
-    ws = _scratch(_workspaces, "workspace", q.device,
-                  splits * batch * h_q * (dim + 2) if splits > 1 else 1, torch.float32, workspace)
+    table = block_tables if block_tables is not None else kv_indices
+    assert table is not None
+    if plan is None:
+        if torch.cuda.is_current_stream_capturing():
+            _fail("paged_decode inside CUDA-graph capture needs plan= (radixkv.ops.decode_plan, "
+                  "or the decode_plan field of metadata built with plan_slots): planning reads "
+                  "kv_lens back to the host")
+        slots = None if num_splits is not None else decode_slots(h_q, h_kv, q.device, kernel)
+        plan = decode_plan(kv_lens, page_size, slots, num_splits=num_splits, device=q.device)
+    capacity = _check_plan(plan, batch, q.device)
+    ws = _scratch(_workspaces, "workspace", q.device, capacity * h_q * (dim + 2), torch.float32,
+                  workspace)
     cnt = _scratch(_counter_bufs, "counters", q.device, decode_counter_words(batch, h_q, h_kv),
                    torch.int32, counters, zero=True)
     scale_args = (k_scale, v_scale) if _fp8.is_fp8(k_cache.dtype) else ()
     _call(torch.ops.radixkv.paged_decode,
           q.contiguous(), k_cache, v_cache, kv_indptr, table, kv_lens, out, ws, cnt, scale, code,
-          splits, _status.buffer(q.device), _KERNEL_CODE[kernel], *scale_args)
+          plan, _status.buffer(q.device), _KERNEL_CODE[kernel], *scale_args)
     if _checked():
         _raise_recorded(q.device)
     return out

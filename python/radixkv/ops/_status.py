@@ -2,7 +2,8 @@
 
 Every op takes a small int32 buffer, one per device, cached here. The kernels set one bit per
 (op, check) in word 0 by ``atomicOr`` when they meet bad metadata (which they clamp or skip, so
-nothing outside the cache is read), and the decode kernels set a bit per kernel kind in word 1.
+nothing outside the cache is read), the decode kernels set a bit per kernel kind in word 1, and
+word 2 holds checks outside the per-op bytes (a bad decode plan).
 Writing it costs the op path nothing: no allocation, no synchronisation, a fixed buffer (CUDA-graph
 safe; warm it up, i.e. make one call on the device, before capture). :func:`take_errors` reads and
 clears it; that call synchronises. The reference ops report the same faults into a host-side word.
@@ -35,7 +36,13 @@ CHECK_BIT = {name: 1 << i for i, (name, _) in enumerate(CHECKS)}
 # word 1: decode kernels that ran
 KERNELS = ("mma", "mma_narrow", "cuda_core")
 
-STATUS_WORDS = 2
+# word 2: checks of no one op's byte, bit -> (op, name, what it means)
+EXTRA_CHECKS = (
+    ("paged_decode", "plan", "a decode plan row naming no request, not a range, a unit count "
+     "outside [1, 256] or a first unit outside the plan (skipped or clamped)"),
+)
+
+STATUS_WORDS = 3
 
 _bufs: dict[torch.device, torch.Tensor] = {}
 
@@ -48,7 +55,7 @@ class KernelFault:
     check: str
 
     def __str__(self) -> str:
-        what = dict(CHECKS)[self.check]
+        what = dict(CHECKS + tuple((c, w) for _, c, w in EXTRA_CHECKS))[self.check]
         return f"{self.op}: {self.check}: {what}"
 
 
@@ -83,6 +90,13 @@ def record(device: torch.device, op: str, checks: int) -> None:
     buf[0] = word - (1 << 32) if word >= 1 << 31 else word
 
 
+def record_extra(device: torch.device, check: str) -> None:
+    """Host-side report of an EXTRA_CHECKS entry (word 2)."""
+    bit = 1 << [c for _, c, _ in EXTRA_CHECKS].index(check)
+    buf = buffer(device)
+    buf[2] = int(buf[2].item()) | bit
+
+
 def decode_faults(word: int) -> list[KernelFault]:
     """The faults set in a status word 0 value."""
     word &= 0xFFFFFFFF
@@ -110,7 +124,10 @@ def take_errors(device: Optional[torch.device] = None) -> list[KernelFault]:
     """Faults the ops on ``device`` (default: the current GPU, else the CPU) recorded since the last
     call, and clear them. Synchronises with the device. An empty list means every input the kernels
     read was in range."""
-    return decode_faults(_take(device, 0))
+    word0 = _take(device, 0)
+    extra = _take(device, 2)
+    return decode_faults(word0) + [KernelFault(op, c) for i, (op, c, _) in enumerate(EXTRA_CHECKS)
+                                   if extra >> i & 1]
 
 
 def take_kernel_log(device: Optional[torch.device] = None) -> set[str]:

@@ -20,8 +20,6 @@ Environment:
   ``RADIXKV_PAGE_SIZES`` (``1,16``): compile only these variants (faster builds); a call needing
   another one raises an error naming it. ``RADIXKV_KV_DTYPES`` (``e4m3``, ``e5m2``, or
   ``none``): the FP8 cache variants of store_kv / paged_decode compiled in (default: both).
-- ``RADIXKV_DECODE_VARIANTS=1``: tuning build with alternative decode kernels, chosen per call
-  by ``RADIXKV_DECODE_VARIANT`` (see hip/paged_decode_kernel.cuh).
 - ``RADIXKV_VERBOSE_BUILD=1``: show the compiler's output.
 - ``RADIXKV_PREBUILT_LIB``: path of an already built library (e.g. built on another machine with
   the same torch); it is loaded instead of building.
@@ -107,8 +105,6 @@ def variant_defines() -> list[str]:
         if unknown:
             raise ValueError(f"{env}={want!r}: unknown {sorted(unknown)} (known: {', '.join(values)})")
         flags += [f"-D{prefix}{v.upper()}={int(v in keep)}" for v in values]
-    if os.environ.get("RADIXKV_DECODE_VARIANTS") == "1":
-        flags.append("-DRADIXKV_DECODE_VARIANTS=1")  # tuning build: RADIXKV_DECODE_VARIANT picks
     return flags
 
 

@@ -276,17 +276,97 @@ def paged_decode(
     layout: str = "bshd",
     k_scale: Optional[torch.Tensor] = None,
     v_scale: Optional[torch.Tensor] = None,
+    plan: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
     """One query per request over its paged context. q ``[B, H_q, D]`` -> ``[B, H_q, D]`` (q.dtype).
 
     This is extend attention with one query per request: that query is the last position, so the
     shifted causal mask lets it see every key. A request with no key gets zeros; keys on pages
-    outside the pool are left out.
+    outside the pool are left out. With a work ``plan`` (``radixkv.ops.decode_plan``) the result is
+    computed as the kernels do: one softmax state per unit, merged per request
+    (:func:`paged_decode_planned`).
     """
+    if plan is not None:
+        return paged_decode_planned(q, k_cache, v_cache, kv_indptr, kv_indices, kv_lens, sm_scale,
+                                    plan, block_tables=block_tables, layout=layout,
+                                    k_scale=k_scale, v_scale=v_scale)
     qo_indptr = torch.arange(q.shape[0] + 1, dtype=torch.int32)
     return _attention(q, k_cache, v_cache, qo_indptr, kv_indptr, kv_indices, kv_lens, sm_scale,
                       block_tables, layout, decode=True,
                       k_scale=k_scale, v_scale=v_scale)
+
+
+def paged_decode_planned(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    kv_indptr: Optional[torch.Tensor],
+    kv_indices: Optional[torch.Tensor],
+    kv_lens: Optional[torch.Tensor],
+    sm_scale: Optional[float],
+    plan: torch.Tensor,
+    *,
+    block_tables: Optional[torch.Tensor] = None,
+    layout: str = "bshd",
+    k_scale: Optional[torch.Tensor] = None,
+    v_scale: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
+    """Decode through a work plan, the way the kernels run it: each unit row ``(request,
+    kv_start, kv_end, units)`` (hip/paged_decode.h) yields a softmax state ``(m, l, o)`` over its
+    keys (its range clamped to the request's tokens), and a request's states are merged by
+    ``o = sum_u l_u exp(m_u - M) o_u / sum_u l_u exp(m_u - M)``. Rows naming no request of the
+    batch are skipped and recorded (``plan`` in word 2 of the status). Keys no unit covers are left
+    out, as the kernels leave them."""
+    assert kv_lens is not None
+    _, page_size, _, dim = cache_dims(k_cache, layout)
+    scale = 1.0 / math.sqrt(dim) if sm_scale is None else float(sm_scale)
+    batch, h_q = q.shape[0], q.shape[1]
+    rows = plan.to("cpu", torch.int64)
+    cap = (rows.numel() - batch) // 4
+    units = rows[: 4 * cap].view(cap, 4)
+    lens = kv_lens.to("cpu", torch.int64)
+    states: list[list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]] = [[] for _ in range(batch)]
+    checks, bad_plan = 0, False
+    for u in range(cap):
+        b, s0, s1, cnt = (int(x) for x in units[u])
+        if not 0 <= b < batch:
+            bad_plan |= b != -1
+            continue
+        bad_plan |= s0 < 0 or s1 < s0 or not 1 <= cnt <= 256
+        pages, n_k, c = clamped_request(b, int(lens[b]), kv_indptr, kv_indices, block_tables, page_size)
+        checks |= c
+        lo = min(max(s0, 0), n_k)
+        hi = min(max(s1, lo), n_k)
+        k, ok = _gather_valid(k_cache, pages, n_k, layout, k_scale)
+        v, _ = _gather_valid(v_cache, pages, n_k, layout, v_scale)
+        if not bool(ok[lo:hi].all()):
+            checks |= _status.CHECK_BIT["page_range"]
+        group = h_q // k.shape[1]
+        kk = k[lo:hi].repeat_interleave(group, dim=1)  # [n, H_q, D]
+        vv = v[lo:hi].repeat_interleave(group, dim=1)
+        sc = torch.einsum("hd,khd->hk", q[b].float(), kk) * scale  # [H_q, n]
+        sc = sc.masked_fill(~ok[lo:hi].unsqueeze(0), float("-inf"))
+        m = sc.amax(dim=-1) if sc.shape[-1] else torch.full((h_q,), float("-inf"), device=q.device)
+        m_safe = torch.where(torch.isinf(m), torch.zeros_like(m), m)
+        pw = torch.exp(sc - m_safe.unsqueeze(1))
+        l_sum = pw.sum(dim=-1)
+        o = torch.einsum("hk,khd->hd", pw, vv) / torch.where(l_sum > 0, l_sum, 1.0).unsqueeze(1)
+        states[b].append((m, l_sum, o))
+    out = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+    for b, st in enumerate(states):
+        if not st:
+            continue
+        m = torch.stack([x[0] for x in st])  # [U, H_q]
+        big = m.amax(dim=0)
+        big = torch.where(torch.isinf(big), torch.zeros_like(big), big)
+        w = torch.stack([x[1] for x in st]) * torch.exp(m - big)  # empty units: l = 0
+        total = w.sum(dim=0)
+        o = (w.unsqueeze(-1) * torch.stack([x[2] for x in st])).sum(dim=0)
+        out[b] = o / torch.where(total > 0, total, 1.0).unsqueeze(-1)
+    _status.record(q.device, "paged_decode", checks)
+    if bad_plan:
+        _status.record_extra(q.device, "plan")
+    return out.to(q.dtype)
 
 
 def extend_attention(

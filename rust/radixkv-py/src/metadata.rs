@@ -121,16 +121,34 @@ fn page_size_arg(page_size: Option<&Bound<'_, PyAny>>) -> PyResult<usize> {
     Ok(args::opt_count(page_size, "page_size")?.unwrap_or(1))
 }
 
+/// Appends the decode work plan (`decode_plan`) when `plan_slots` is given.
+fn add_plan(
+    m: &mut MetadataBuf,
+    plan_slots: Option<&Bound<'_, PyAny>>,
+    plan_capacity: Option<&Bound<'_, PyAny>>,
+) -> PyResult<()> {
+    let capacity = args::opt_count(plan_capacity, "plan_capacity")?;
+    match args::opt_count(plan_slots, "plan_slots")? {
+        Some(slots) => m.with_decode_plan(slots, capacity).py(),
+        None if capacity.is_some() => Err(InvalidArgument::new_err(
+            "plan_capacity needs plan_slots (the work units the GPU runs at once)",
+        )),
+        None => Ok(()),
+    }
+}
+
 /// CSR decode metadata (`radixkv.DecodeMetadata`): `pages[b]` lists request b's pages (its
 /// slots when `page_size` is 1, the default); `kv_lens[b]` its valid tokens (required when
-/// `page_size > 1`).
+/// `page_size > 1`). With `plan_slots`, also the decode work plan (`decode_plan`).
 #[pyfunction]
-#[pyo3(signature = (pages, kv_lens = None, page_size = None))]
+#[pyo3(signature = (pages, kv_lens = None, page_size = None, plan_slots = None, plan_capacity = None))]
 fn build_decode_metadata<'py>(
     py: Python<'py>,
     pages: &Bound<'py, PyAny>,
     kv_lens: Option<&Bound<'py, PyAny>>,
     page_size: Option<&Bound<'py, PyAny>>,
+    plan_slots: Option<&Bound<'py, PyAny>>,
+    plan_capacity: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let page_size = page_size_arg(page_size)?;
     let pages = per_request(pages, "pages")?;
@@ -138,20 +156,73 @@ fn build_decode_metadata<'py>(
     let p = slices(&pages);
     let l = lens.as_ref().map(I32Input::as_slice);
     let work = p.iter().map(|s| s.len()).sum();
-    let m = maybe_detach(py, work, || metadata::decode_metadata(&p, l, page_size)).py()?;
+    let mut m = maybe_detach(py, work, || metadata::decode_metadata(&p, l, page_size)).py()?;
+    add_plan(&mut m, plan_slots, plan_capacity)?;
     wrap_metadata(py, "DecodeMetadata", m)
 }
 
-/// Block-table decode metadata (`radixkv.BlockTableMetadata`): `[n, width]` tables padded with
-/// 0, from the same inputs as `build_decode_metadata`; `width` defaults to the longest.
+/// The decode work plan alone (`paged_decode`'s `plan=`): int32 `NumPy` array in
+/// `radixkv_core::metadata::plan`'s layout, for requests of `kv_lens` tokens, balanced for `slots`
+/// work units run at once, or with every request cut into `units_per_request` units; `capacity`
+/// unit rows (default: those used). Returns `(plan, units, chunk)`.
 #[pyfunction]
-#[pyo3(signature = (pages, kv_lens = None, page_size = None, width = None))]
+#[pyo3(signature = (kv_lens, page_size, slots = None, capacity = None, units_per_request = None))]
+fn build_decode_plan<'py>(
+    py: Python<'py>,
+    kv_lens: &Bound<'py, PyAny>,
+    page_size: &Bound<'py, PyAny>,
+    slots: Option<&Bound<'py, PyAny>>,
+    capacity: Option<&Bound<'py, PyAny>>,
+    units_per_request: Option<&Bound<'py, PyAny>>,
+) -> PyResult<(Bound<'py, PyArray1<i32>>, usize, usize)> {
+    let lens_in = ints(kv_lens, "kv_lens")?;
+    let mut lens = Vec::with_capacity(lens_in.as_slice().len());
+    for (b, &l) in lens_in.as_slice().iter().enumerate() {
+        lens.push(
+            usize::try_from(l)
+                .map_err(|_| InvalidArgument::new_err(format!("kv_lens[{b}] = {l} is negative")))?,
+        );
+    }
+    let page_size = args::count(page_size, "page_size")?;
+    if page_size == 0 {
+        return Err(InvalidArgument::new_err("page_size must be >= 1"));
+    }
+    let capacity = args::opt_count(capacity, "capacity")?;
+    let slots = args::opt_count(slots, "slots")?;
+    let fixed = args::opt_count(units_per_request, "units_per_request")?;
+    let (v, info) = match (slots, fixed) {
+        (Some(s), None) => metadata::decode_plan(&lens, page_size, s, capacity),
+        (None, Some(n)) => metadata::decode_plan_fixed(&lens, page_size, n, capacity),
+        _ => {
+            return Err(InvalidArgument::new_err(
+                "build_decode_plan: pass exactly one of slots= and units_per_request=",
+            ))
+        }
+    }
+    .py()?;
+    Ok((to_numpy(py, v), info.units, info.chunk))
+}
+
+/// Unit rows a decode plan for `batch` requests and `slots` concurrent units needs at most
+/// (fixed per batch size: what a CUDA graph's plan buffer holds).
+#[pyfunction]
+fn decode_plan_capacity(batch: usize, slots: usize) -> usize {
+    metadata::decode_plan_capacity(batch, slots)
+}
+
+/// Block-table decode metadata (`radixkv.BlockTableMetadata`): `[n, width]` tables padded with
+/// 0, from the same inputs as `build_decode_metadata`; `width` defaults to the longest. With
+/// `plan_slots`, also the decode work plan (`decode_plan`).
+#[pyfunction]
+#[pyo3(signature = (pages, kv_lens = None, page_size = None, width = None, plan_slots = None, plan_capacity = None))]
 fn build_block_table_metadata<'py>(
     py: Python<'py>,
     pages: &Bound<'py, PyAny>,
     kv_lens: Option<&Bound<'py, PyAny>>,
     page_size: Option<&Bound<'py, PyAny>>,
     width: Option<&Bound<'py, PyAny>>,
+    plan_slots: Option<&Bound<'py, PyAny>>,
+    plan_capacity: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let page_size = page_size_arg(page_size)?;
     let width = args::opt_count(width, "width")?;
@@ -160,10 +231,11 @@ fn build_block_table_metadata<'py>(
     let p = slices(&pages);
     let l = lens.as_ref().map(I32Input::as_slice);
     let work = p.iter().map(|s| s.len()).sum();
-    let m = maybe_detach(py, work, || {
+    let mut m = maybe_detach(py, work, || {
         metadata::block_table_metadata(&p, l, page_size, width)
     })
     .py()?;
+    add_plan(&mut m, plan_slots, plan_capacity)?;
     wrap_metadata(py, "BlockTableMetadata", m)
 }
 
@@ -197,5 +269,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(build_decode_metadata, m)?)?;
     m.add_function(wrap_pyfunction!(build_block_table_metadata, m)?)?;
     m.add_function(wrap_pyfunction!(build_paged_extend_metadata, m)?)?;
+    m.add_function(wrap_pyfunction!(build_decode_plan, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_plan_capacity, m)?)?;
     Ok(())
 }

@@ -43,6 +43,38 @@ impl MetadataBuf {
             .find(|(n, _)| *n == name)
             .map(|&(_, v)| v)
     }
+
+    /// Appends field `decode_plan` (flat, [`super::plan`]'s layout) built from this batch's
+    /// `seq_lens` and `page_size`, and the scalars `plan_units`, `plan_capacity`, `plan_chunk`, so
+    /// the plan travels to the device in the batch's one copy. `slots`: work units the GPU runs at
+    /// once; `capacity`: unit rows (`None`: exactly those used; pass
+    /// [`super::decode_plan_capacity`] for CUDA graphs). On error `self` is unchanged.
+    pub fn with_decode_plan(&mut self, slots: usize, capacity: Option<usize>) -> crate::Result<()> {
+        let lens: Vec<usize> = self
+            .field("seq_lens")
+            .ok_or_else(|| crate::CoreError::invalid("metadata has no seq_lens to plan from"))?
+            .iter()
+            .map(|&l| usize::try_from(l).unwrap_or(0))
+            .collect();
+        let page_size = usize::try_from(self.scalar("page_size").unwrap_or(1)).unwrap_or(1);
+        let mut plan = Vec::new();
+        let info = super::plan::decode_plan_into(&lens, page_size, slots, capacity, &mut plan)?;
+        let offset = self.data.len().next_multiple_of(FIELD_ALIGN);
+        self.data
+            .try_reserve(offset - self.data.len() + plan.len())
+            .map_err(|_| crate::CoreError::invalid("cannot allocate the decode plan"))?;
+        self.data.resize(offset, 0);
+        self.data.extend_from_slice(&plan);
+        self.fields.push(Field {
+            name: "decode_plan",
+            offset,
+            shape: vec![plan.len()],
+        });
+        self.scalars.push(("plan_units", info.units as i64));
+        self.scalars.push(("plan_capacity", info.capacity as i64));
+        self.scalars.push(("plan_chunk", info.chunk as i64));
+        Ok(())
+    }
 }
 
 /// Appends fields one after another into one vector, padding between them.

@@ -8,6 +8,8 @@
 //! - [`paged_extend_metadata`]: extend batches over pages (e.g. from a `BlockAllocator`).
 //! - [`decode_metadata`]: decode batches in CSR form, over slots (`page_size == 1`) or pages.
 //! - [`block_table_metadata`]: decode batches as a zero-padded `[batch, max_blocks]` block table.
+//! - [`decode_plan`] / [`MetadataBuf::with_decode_plan`]: the balanced work partition of a decode
+//!   batch that `paged_decode` reads (which KV range of which request each block covers).
 //!
 //! The builders only read their inputs: an error means nothing was built, nothing else changed.
 
@@ -15,12 +17,18 @@ mod buffer;
 mod decode;
 mod extend;
 mod paged;
+mod plan;
 
 pub(crate) use buffer::try_vec;
 pub use buffer::{Field, MetadataBuf, FIELD_ALIGN};
 pub(crate) use decode::table_width;
 pub use decode::{block_table_metadata, decode_metadata, fill_block_table};
 pub use extend::{extend_metadata, paged_extend_metadata};
+pub use plan::{
+    decode_plan, decode_plan_capacity, decode_plan_fixed, decode_plan_fixed_into, decode_plan_into,
+    decode_plan_len, plan_chunk, PlanInfo, MAX_UNITS_PER_REQUEST, MAX_WAVES, MIN_CHUNK_TOKENS,
+    PLAN_COLS,
+};
 
 #[cfg(test)]
 mod tests;
