@@ -99,8 +99,9 @@ __global__ void __launch_bounds__(kThreads, (Tile<D, GC>::kMinBlocks))
   __shared__ vec16 smem[Tl::kSmemVecs];
 
   const int unit = blockIdx.x;
-  Unit job = plan_row(p, unit);  // paged_decode_mma.cuh
-  if (!plan_row_ok(p, job)) return;  // an unused row
+  Unit job;
+  RequestPages rq;
+  if (!unit_and_pages<PS>(p, unit, job, rq)) return;  // an unused row (paged_decode_mma.cuh)
   const int b = job.b;
   const int group = p.num_q_heads / p.num_kv_heads;
   const int chunks = group / GC;
@@ -108,7 +109,6 @@ __global__ void __launch_bounds__(kThreads, (Tile<D, GC>::kMinBlocks))
   const int h0 = kvh * group + (blockIdx.z % chunks) * GC;  // first query head served here
   const int tid = threadIdx.x, rg = tid / LPR, lane = tid % LPR;
 
-  const RequestPages rq = request_pages<PS>(p, b);  // paged_decode_mma.cuh
   const int32_t* pages = rq.pages;
   job = clamp_unit(p, job, rq.len, kMaxUnits);
   const int begin = job.begin, end = job.end, units = job.count;  // this unit's tokens

@@ -81,6 +81,19 @@ RK_DEVICE Unit clamp_unit(const PagedDecodeParams& p, Unit w, int len, int max_u
   w.count = min(max(w.count, 1), max_units);
   return w;
 }
+// Unit `unit`'s plan row and its request's pages. Plans list units in request order, so in a plan
+// of one unit per request, and in every plan of one request, unit u belongs to request
+// min(u, batch - 1): that request's metadata is loaded beside the row instead of after it, and
+// loaded again for the row's own request only when the guess was wrong. False: an unused row.
+template <int PS>
+RK_DEVICE bool unit_and_pages(const PagedDecodeParams& p, int unit, Unit& job, RequestPages& rq) {
+  const int guess = min(unit, p.batch - 1);
+  if (guess >= 0) rq = request_pages<PS>(p, guess);
+  job = plan_row(p, unit);
+  if (!plan_row_ok(p, job)) return false;
+  if (job.b != guess) rq = request_pages<PS>(p, job.b);
+  return true;
+}
 // The row of request b's first unit, clamped so its `count` units lie inside the plan.
 RK_DEVICE int first_unit(const PagedDecodeParams& p, int b, int count) {
   const int f = p.plan[static_cast<int64_t>(p.plan_capacity) * 4 + b];
@@ -218,8 +231,9 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
   const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
   const int unit = blockIdx.y + gridDim.y * blockIdx.z;
   if (unit >= p.plan_capacity) return;
-  Unit job = plan_row(p, unit);
-  if (!plan_row_ok(p, job)) return;  // an unused row
+  Unit job;
+  RequestPages rq;
+  if (!unit_and_pages<PS>(p, unit, job, rq)) return;  // an unused row
   const int b = job.b;
   const int head_block = blockIdx.x;
   const int group = p.num_q_heads / p.num_kv_heads;
@@ -228,7 +242,6 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
   const int h0 = kvh * group + chunk * kRows;  // first query head of this block
   const int rows = min(kRows, group - chunk * kRows);
 
-  const RequestPages rq = request_pages<PS>(p, b);
   const int32_t* pages = rq.pages;
   job = clamp_unit(p, job, rq.len, kMaxUnits);
   // This unit's tokens; warp w takes tiles w, w + W, ...
