@@ -567,7 +567,9 @@ impl RadixTree {
     /// Inserts without any slot validation beyond non-negativity (caller-owned slots).
     pub fn insert(&mut self, ns: &[u8], tokens: &[i32], slots: &[Slot]) -> Result<usize> {
         let plan = self.checked_plan(ns, tokens, slots)?;
-        Ok(self.commit_insert(ns, plan, tokens, slots, false, (0.0, 0)).0)
+        Ok(self
+            .commit_insert(ns, plan, tokens, slots, false, (0.0, 0))
+            .0)
     }
 
     /// Validates an insert without a pool and plans it (read-only).
