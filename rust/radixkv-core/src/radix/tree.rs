@@ -900,9 +900,9 @@ impl RadixTree {
     }
 }
 
-/// `dst[k] = T::from_slot(src[k])` (equal lengths). Fixed-size chunks: LLVM vectorises the
-/// int64 -> int32 narrowing of a chunk, where a plain zip loop stayed one id at a time
-/// (this copy is most of a long match's work).
+/// `dst[k] = T::from_slot(src[k])` (equal lengths), in fixed-size chunks that give LLVM a
+/// loop of known length to vectorise (a plain zip loop ran one id at a time; this copy is
+/// a large part of a long match's work).
 #[inline]
 pub(crate) fn copy_slots<T: SlotOut>(dst: &mut [T], src: &[Slot]) {
     const CHUNK: usize = 16;
