@@ -36,6 +36,7 @@ from typing import Any, Dict, List
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _anchors  # noqa: E402
+import cache_bench_sglang  # noqa: E402
 import _memory  # noqa: E402
 import _micro  # noqa: E402
 import _paged  # noqa: E402
@@ -88,6 +89,56 @@ def _events_table(off: List[Dict[str, Any]], on: List[Dict[str, Any]],
     return "\n".join(lines)
 
 
+def _plugin_table(plugin: Dict[str, Any]) -> str:
+    """Mean µs per request through SGLang's request lifecycle, the plugin vs SGLang's caches."""
+    rows = plugin.get("rows", [])
+    by = {(r["trace"], r["system"]): r for r in rows}
+    traces = list(dict.fromkeys(r["trace"] for r in rows))
+    lines = ["| trace | plugin µs (p99) | plugin + events µs (p99) | SGLang URC (Rust) µs (p99) "
+             "| SGLang RadixCache µs (p99) | URC / plugin | URC / plugin + events | hit plugin / "
+             "SGLang |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+
+    def cell(r: Any) -> str:
+        return "-" if r is None else f"{r['mean_us']:.1f} ({r['p99_us']:.1f})"
+
+    for t in traces:
+        p, pe = by.get((t, "radixkv-plugin")), by.get((t, "radixkv-plugin+events"))
+        u, s = by.get((t, "sglang-urc-rust")), by.get((t, "sglang-radix"))
+
+        def ratio(a: Any, b: Any) -> str:
+            return "-" if a is None or b is None else f"**{a['mean_us'] / b['mean_us']:.1f}x**"
+        ref = u or s
+        hit = "-" if p is None or ref is None else f"{p['hit_rate']:.4f} / {ref['hit_rate']:.4f}"
+        lines.append(f"| {t} | {cell(p)} | {cell(pe)} | {cell(u)} | {cell(s)} | {ratio(u, p)} | "
+                     f"{ratio(u, pe)} | {hit} |")
+    return "\n".join(lines)
+
+
+def _page_hits_table(paged: List[Dict[str, Any]], plugin: Dict[str, Any], page: int) -> str:
+    """Hit rates at page 1 and page ``page``: SGLang's own RadixCache and the plugin through
+    SGLang's lifecycle (which also inserts the prompt after prefill), next to radixkv's
+    ``_paged.py`` replay (inserts at finish only)."""
+    hits = {(h["trace"], h["system"], h["page_size"]): h["hit_rate"]
+            for h in plugin.get("page_hits", [])}
+    lines = [f"| trace | SGLang page 1 | SGLang page {page} | plugin page 1 | plugin page {page} | "
+             f"radixkv page 1 | radixkv page {page} + partial pages | gap to page 1 | "
+             "SGLang gap |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+
+    def f(x: Any) -> str:
+        return "-" if x is None else f"{x:.4f}"
+
+    for r in paged:
+        t = r["trace"]
+        s1, sp = hits.get((t, "sglang-radix", 1)), hits.get((t, "sglang-radix", page))
+        p1, pp = hits.get((t, "radixkv-plugin", 1)), hits.get((t, "radixkv-plugin", page))
+        m1, mp = r.get("hit_page1"), r.get(f"hit_page{page}_partial")
+        gap = "-" if m1 is None or mp is None else f"{(mp - m1) * 100:+.2f} pp"
+        sgap = "-" if s1 is None or sp is None else f"{(sp - s1) * 100:+.2f} pp"
+        lines.append(f"| {t} | {f(s1)} | {f(sp)} | {f(p1)} | {f(pp)} | {f(m1)} | {f(mp)} | "
+                     f"{gap} | {sgap} |")
+    return "\n".join(lines)
+
+
 def parse_args(argv: List[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--traces", default="all", help="comma list or 'all'")
@@ -106,6 +157,13 @@ def parse_args(argv: List[str]) -> argparse.Namespace:
     ap.add_argument("--no-memory", action="store_true")
     ap.add_argument("--no-events", action="store_true",
                     help="skip the replay with KV events on (drained every request)")
+    ap.add_argument("--no-plugin", action="store_true",
+                    help="skip the SGLang-plugin replay (cache_bench_sglang.py in the anchors' "
+                         "venv) and SGLang's paged hit rates")
+    ap.add_argument("--plugin-repeats", type=int, default=3)
+    ap.add_argument("--plugin-traces", default="all",
+                    help="comma list or 'all': traces for the plugin stage (SGLang's request "
+                         "lifecycle is the slow part; tree has 5440 requests)")
     ap.add_argument("--no-paged", action="store_true",
                     help="skip the page-1 / page-16 / page-16 + partial pages hit rates")
     ap.add_argument("--page", type=int, default=16, help="page size of the paged hit rates")
@@ -176,6 +234,15 @@ def main(argv: List[str]) -> int:
                                        systems, names, a.repeats, a.max_running, log=_log)
         info["anchors_s"] = round(time.time() - t0, 1)
         info["loadavg_after_anchors"] = _loadavg()
+
+    plugin: Dict[str, Any] = {}
+    if not a.no_plugin:
+        t0 = time.time()
+        plugin = cache_bench_sglang.run_in_subprocess(
+            _anchors.anchors_python(a.anchors_python), shared,
+            names if a.plugin_traces == "all" else a.plugin_traces.split(","), a.plugin_repeats,
+            a.max_running, [] if a.no_paged else [1, a.page], log=_log)
+        info["plugin_s"] = round(time.time() - t0, 1)
 
     _log("radixkv: loading traces")
     traces = [_traces.load_trace(shared, n, a.trace_dir) for n in names]
@@ -249,13 +316,27 @@ def main(argv: List[str]) -> int:
     if with_events:
         md += ["## KV events on (every request drains `take_events()` inside its timed span)", "",
                _events_table(mine, with_events, anchors["results"]), ""]
+    if plugin.get("rows"):
+        md += ["## Through the SGLang plugin (SGLang's request lifecycle, same run)", "",
+               "`bench/cache_bench_sglang.py` in the anchors' venv: real `Req` objects through "
+               "SGLang 0.5.23's scheduler helpers on its CPU pools, the same driver for every "
+               f"cache; median of {a.plugin_repeats} after one untimed pass. Mean (p99) µs of "
+               "cache work per request; events on: SGLang's `--enable-kv-cache-events`, drained "
+               "every admission and finish inside the timed span.", "",
+               _plugin_table(plugin), ""]
+    if paged and plugin.get("page_hits"):
+        md += [f"## Hit rate at page 1 and page {a.page}, SGLang next to radixkv (same run)", "",
+               _page_hits_table(paged, plugin, a.page), "",
+               "SGLang and the plugin: `cache_bench_sglang.py --page-hits` (SGLang's "
+               "`PagedTokenToKVPoolAllocator`, partial pages dropped, prompt inserted after "
+               "prefill and at finish); radixkv: `_paged.py` (below).", ""]
     if paged:
         md += [f"## Hit rate on a paged pool: page 1 vs page {a.page} vs page {a.page} with "
                "sub-page reuse", "",
                "`_paged.py`: the same scheduling, inserting at finish only; with partial pages "
                "a request reuses the tail of a cached page by copying it into a fresh page. "
-               "SGLang's page-16 anchor is not run here (its bench script drives page 1 only); "
-               "SGLang, like radixkv without partial pages, drops every partial page.", "",
+               "SGLang, like radixkv without partial pages, drops every partial page (its "
+               "page-16 hit rate: the table above, from the plugin run).", "",
                _paged.table(paged, a.page, a.kv_bytes_per_token), ""]
     if breakdown:
         md += ["## Where radixkv's time goes (3 instrumented passes, median per call)", "",
@@ -274,7 +355,7 @@ def main(argv: List[str]) -> int:
     (out / f"{a.name}.md").write_text(text)
     _report.write_json(out / f"{a.name}.json", {
         "info": info, "anchors": anchors, "radixkv": mine, "radixkv_variant": variant,
-        "radixkv_events": with_events, "paged": paged,
+        "radixkv_events": with_events, "paged": paged, "plugin": plugin,
         "comparison": comp,
         "breakdown": breakdown, "micro": micro, "memory": memory, "anchor_memory": anchor_mem,
         "targets": tgt})

@@ -9,6 +9,8 @@ timed per request: admission plus finish, retries included) at the request level
 cache differs:
 
     radixkv-plugin   radixkv.integrations.sglang.RadixKVPrefixCache (this repository)
+    radixkv-plugin+events  the same with SGLang's --enable-kv-cache-events on, each admission
+                     and finish draining ``take_events()`` inside its timed span
     sglang-urc-rust  UnifiedRadixCache, FULL component, Rust tree core (SGLang's default)
     sglang-radix     RadixCache (SGLang's Python tree)
 
@@ -18,6 +20,13 @@ seen on chat), so run it there or leave it out of ``--systems``.
 
 Usage (radixkv built into the venv; ``make sglang-deps`` for SGLang):
     python bench/cache_bench_sglang.py --traces chat,fewshot --repeats 3
+    # in the anchors' venv (torch 2.14.1), radixkv imported from the source tree:
+    PYTHONPATH=python .venv-anchors/bin/python bench/cache_bench_sglang.py --json out.json \
+        --page-hits 1,16
+
+``--page-hits`` adds one untimed pass per page size for the hit rate alone (SGLang's
+``PagedTokenToKVPoolAllocator`` above page 1; the KV pool rounded up to whole pages) for
+``--hit-systems``. ``bench/cache_bench.py`` runs this script that way in the same run.
 
 Prints per trace and system the mean / p99 µs per request, the hit rate and the tokens evicted,
 and the ratio of each SGLang cache's mean to the plugin's.
@@ -44,14 +53,21 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import _traces  # noqa: E402
 
-SYSTEMS = ("radixkv-plugin", "sglang-radix", "sglang-urc-rust")
+SYSTEMS = ("radixkv-plugin", "radixkv-plugin+events", "sglang-radix", "sglang-urc-rust")
 
 
 def cache_factory(system: str) -> Callable[[Any], Any]:
-    if system == "radixkv-plugin":
+    if system in ("radixkv-plugin", "radixkv-plugin+events"):
         from radixkv.integrations.sglang.cache import RadixKVPrefixCache
 
-        return RadixKVPrefixCache
+        if system == "radixkv-plugin":
+            return RadixKVPrefixCache
+
+        def with_events(params: Any) -> Any:
+            params.enable_kv_cache_events = True
+            return RadixKVPrefixCache(params)
+
+        return with_events
     if system == "sglang-radix":
         from sglang.srt.mem_cache.radix_cache import RadixCache
 
@@ -73,11 +89,15 @@ def cache_factory(system: str) -> Callable[[Any], Any]:
     raise SystemExit(f"cache_bench_sglang: unknown system {system!r}")
 
 
-def replay(system: str, trace: Any, capacity: int, max_running: int) -> Dict[str, Any]:
+def replay(system: str, trace: Any, capacity: int, max_running: int,
+           page_size: int = 1) -> Dict[str, Any]:
     from _sglang_replay import Lifecycle
 
     longest = max(len(r.prompt) + r.output_len for r in trace.requests)
-    lc = Lifecycle(cache_factory(system), capacity, max_running, longest + 8)
+    capacity = -(-capacity // page_size) * page_size
+    lc = Lifecycle(cache_factory(system), capacity, max_running, longest + 8, page_size)
+    drain = system.endswith("+events")
+    events = 0
     reqs = [lc.make_req(str(r.id), r.prompt, r.output_len) for r in trace.requests]
     per = [0] * len(reqs)
     running: deque[int] = deque()
@@ -85,10 +105,13 @@ def replay(system: str, trace: Any, capacity: int, max_running: int) -> Dict[str
     retries = 0
 
     def finish_oldest() -> None:
+        nonlocal events
         j = running.popleft()
         lc.decode(reqs[j], trace.requests[j].output)  # untimed, as in the anchor
         t0 = clock()
         lc.finish(reqs[j])
+        if drain:
+            events += len(lc.cache.take_events())
         per[j] += clock() - t0
 
     gc.collect()
@@ -99,6 +122,8 @@ def replay(system: str, trace: Any, capacity: int, max_running: int) -> Dict[str
         while True:
             t0 = clock()
             ok = lc.admit(req, trace.requests[i].output_len)
+            if drain:
+                events += len(lc.cache.take_events())
             per[i] += clock() - t0
             if ok:
                 break
@@ -114,12 +139,44 @@ def replay(system: str, trace: Any, capacity: int, max_running: int) -> Dict[str
     us = sorted(x / 1e3 for x in per)
     prompt_tokens = sum(len(r.prompt) for r in trace.requests)
     return {
-        "system": system, "trace": trace.name, "wall_s": wall,
+        "system": system, "trace": trace.name, "wall_s": wall, "page_size": page_size,
+        "events": events,
         "mean_us": statistics.fmean(us),
         "p99_us": us[max(0, math.ceil(0.99 * len(us)) - 1)],
         "hit_rate": lc.matched / prompt_tokens, "retries": retries,
         "tree_tokens_end": lc.cache.evictable_size() + lc.cache.protected_size(),
     }
+
+
+def run_in_subprocess(python: Path, shared: Path, traces: List[str], repeats: int,
+                      max_running: int, pages: List[int], systems: str = ",".join(SYSTEMS),
+                      log: Callable[[str], None] = print) -> Dict[str, Any]:
+    """This script in another interpreter (the anchors' venv: SGLang's Rust core needs torch
+    2.14), importing radixkv from this checkout's ``python/`` (the extension built there by
+    ``maturin develop`` is abi3); returns its ``--json`` rows."""
+    import json
+    import subprocess
+    import tempfile
+
+    repo = HERE.parent
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "plugin.json"
+        cmd = [str(python), str(Path(__file__).resolve()), "--shared", str(shared), "--traces",
+               ",".join(traces), "--systems", systems, "--repeats", str(repeats),
+               "--max-running", str(max_running), "--json", str(out)]
+        if pages:
+            cmd += ["--page-hits", ",".join(map(str, pages))]
+        env = dict(os.environ, PYTHONPATH=str(repo / "python"))
+        log("plugin: " + " ".join(cmd[1:]))
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, env=env, cwd=str(repo))
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            log("  | " + line.rstrip("\n"))
+        if proc.wait() != 0 or not out.exists():
+            raise SystemExit(f"cache_bench: plugin benchmark failed (exit {proc.returncode})")
+        data: Dict[str, Any] = json.loads(out.read_text())
+    return data
 
 
 def main(argv: List[str]) -> int:
@@ -130,6 +187,10 @@ def main(argv: List[str]) -> int:
     ap.add_argument("--max-running", type=int, default=16)
     ap.add_argument("--shared", default=None)
     ap.add_argument("--limit", type=int, default=0, help="replay only the first N requests")
+    ap.add_argument("--page-hits", default="",
+                    help="comma list of page sizes: one untimed pass each, hit rate only")
+    ap.add_argument("--hit-systems", default="sglang-radix,radixkv-plugin")
+    ap.add_argument("--json", default=None, help="write the rows here")
     a = ap.parse_args(argv)
     import _sglang_env
 
@@ -155,9 +216,29 @@ def main(argv: List[str]) -> int:
             med = {k: statistics.median(r[k] for r in runs) if isinstance(v, (int, float))
                    else v for k, v in runs[0].items()}
             rows.append(med)
-            print(f"{name:10s} {system:16s} mean {med['mean_us']:8.1f} us  p99 "
+            print(f"{name:10s} {system:22s} mean {med['mean_us']:8.1f} us  p99 "
                   f"{med['p99_us']:8.1f} us  hit {med['hit_rate']:.4f}  retries "
                   f"{med['retries']}", flush=True)
+    hits: List[Dict[str, Any]] = []
+    pages = [int(x) for x in a.page_hits.split(",") if x]
+    for name in names if pages else []:
+        trace = _traces.load_trace(shared, name)
+        cap = _traces.capacity_tokens(shared, trace, a.max_running)
+        if a.limit:
+            trace.requests = trace.requests[: a.limit]
+        for system in [s for s in a.hit_systems.split(",") if s]:
+            for ps in pages:
+                r = replay(system, trace, cap, a.max_running, ps)
+                hits.append({k: r[k] for k in ("system", "trace", "page_size", "hit_rate",
+                                               "retries")})
+                print(f"{name:10s} {system:22s} page {ps:3d} hit {r['hit_rate']:.4f}  retries "
+                      f"{r['retries']}", flush=True)
+    if a.json:
+        import json
+
+        Path(a.json).write_text(json.dumps({"rows": rows, "page_hits": hits,
+                                            "repeats": a.repeats,
+                                            "max_running": a.max_running}, indent=1))
     print("\nratio of each SGLang cache's mean µs per request to the plugin's (same run):")
     for name in names:
         mine = next((r for r in rows if r["trace"] == name and r["system"] == "radixkv-plugin"),
@@ -165,7 +246,7 @@ def main(argv: List[str]) -> int:
         if mine is None:
             continue
         for r in rows:
-            if r["trace"] == name and r["system"] != "radixkv-plugin":
+            if r["trace"] == name and not r["system"].startswith("radixkv-plugin"):
                 same = "same hit rate" if abs(r["hit_rate"] - mine["hit_rate"]) < 1e-9 else (
                     f"hit rate differs: {r['hit_rate']:.4f}")
                 print(f"  {name:10s} {r['system']:16s} {r['mean_us'] / mine['mean_us']:6.2f}x"

@@ -171,9 +171,16 @@ def test_match_ending_inside_a_node_refreshes_its_lower_half_as_sglang() -> None
     _replay_side_by_side(1, steps, lambda: next(tails))
 
 
-def _replay_side_by_side(page_size: int, steps: list, draw_tail) -> None:
+def _with_policy(factory, policy: str):
+    def make(params: object) -> object:
+        params.eviction_policy = policy  # type: ignore[attr-defined]
+        return factory(params)
+    return make
+
+
+def _replay_side_by_side(page_size: int, steps: list, draw_tail, policy: str = "lru") -> None:
     # radixkv and SGLang's own RadixCache side by side on identical pools and requests
-    mine, ref = (_lifecycle(page_size, capacity=384, factory=f)
+    mine, ref = (_lifecycle(page_size, capacity=384, factory=_with_policy(f, policy))
                  for f in (RadixKVPrefixCache, RadixCache))
     stems = [[s * 1000 + j for j in range(64)] for s in range(4)]
     running: list = []
@@ -211,6 +218,78 @@ def _replay_side_by_side(page_size: int, steps: list, draw_tail) -> None:
             lc.finish(r)
     mine.leak_check()
     assert mine.cache.protected_size() == 0
+
+
+@pytest.mark.parametrize("policy", ["lfu", "slru"])
+@settings(max_examples=EXAMPLES, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(_step, min_size=1, max_size=40), data=st.data())
+def test_hit_ordered_policies_evict_as_sglang(policy: str, steps: list, data) -> None:
+    # lfu / slru order by hit counts, which SGLang counts on insert (beyond the request's
+    # inserted_len), not on match: evictable sizes and hit lengths must follow its RadixCache
+    _replay_side_by_side(1, steps, lambda: data.draw(st.lists(st.integers(0, 5), max_size=12)),
+                         policy)
+
+
+def _direct_pair(policy: str) -> list:
+    lcs = [_lifecycle(capacity=64, factory=_with_policy(f, policy))
+           for f in (RadixKVPrefixCache, RadixCache)]
+    return [lc.cache for lc in lcs]
+
+
+def _ins(cache: object, tokens: list, inserted_len: int = 0) -> int:
+    import torch
+    from sglang.srt.mem_cache.base_prefix_cache import InsertParams
+    from sglang.srt.mem_cache.radix_cache import RadixKey
+
+    value = torch.tensor(tokens, dtype=torch.int64)
+    return cache.insert(InsertParams(key=RadixKey(tokens), value=value,  # type: ignore[attr-defined]
+                                     inserted_len=inserted_len)).prefix_len
+
+
+def _evict_one(cache: object) -> list:
+    # which cached tokens one eviction of a single token takes (values equal token ids here;
+    # the allocator's free is replaced so nothing outside the tree changes)
+    from sglang.srt.mem_cache.base_prefix_cache import EvictParams
+
+    freed: list = []
+    alloc = cache.token_to_kv_pool_allocator  # type: ignore[attr-defined]
+    alloc.free = lambda ids: freed.extend(int(x) for x in ids)  # type: ignore[method-assign]
+    cache.evict(EvictParams(num_tokens=1))  # type: ignore[attr-defined]
+    return sorted(freed)
+
+
+@pytest.mark.parametrize("policy", ["lfu", "slru"])
+def test_hits_count_on_insert_not_match_as_sglang(policy: str) -> None:
+    # B inserted twice (a second request: inserted_len 0, one more hit), A matched three times
+    # (SGLang counts no hit on a match): SGLang's lfu / slru evict A, the less inserted leaf.
+    from sglang.srt.mem_cache.base_prefix_cache import MatchPrefixParams
+    from sglang.srt.mem_cache.radix_cache import RadixKey
+
+    a, b = [1, 2, 3, 4], [5, 6, 7, 8]
+    got = []
+    for cache in _direct_pair(policy):
+        _ins(cache, a)
+        _ins(cache, b)
+        assert _ins(cache, b) == 4
+        _ins(cache, b, inserted_len=4)  # the same request again: no new hit
+        for _ in range(3):
+            cache.match_prefix(MatchPrefixParams(key=RadixKey(a)))  # type: ignore[attr-defined]
+        got.append(_evict_one(cache))
+    assert got[0] == got[1] == a
+
+
+def test_insert_splitting_a_node_refreshes_its_lower_half_as_sglang() -> None:
+    # An insert that diverges inside X's node splits it; SGLang stamps the whole node, so the
+    # lower half of X outlives Y (inserted before the split) under lru.
+    x, y = [1, 2, 3, 4, 5, 6], [9, 9, 9]
+    got = []
+    for cache in _direct_pair("lru"):
+        _ins(cache, x)
+        _ins(cache, y)
+        _ins(cache, [1, 2, 3, 7])  # splits X at 3: lower half [4, 5, 6], new leaf [7]
+        got.append(_evict_one(cache))
+    assert got[0] == got[1] == y
 
 
 def test_bad_node_handle_is_refused_and_changes_nothing() -> None:

@@ -200,6 +200,11 @@ class RadixCache:
       or int64 either way. Without a pool, ids up to 2**63 - 1 are accepted; once an id above
       2**31 - 1 has been cached, an int32 output is refused with ``InvalidArgument`` before
       anything changes.
+    - ``sglang_stamps``: hit counts and access times as SGLang's ``RadixCache`` keeps them (for
+      its scheduler's plugin): a match counts no hit; ``insert_node`` counts one on each node
+      of its path ending beyond ``inserted_len``; a node split by a match or an insert gets
+      the access time on both halves. Off (default): a match counts a hit on its path, an
+      insert none, and only the path is stamped. Changes lfu / slru (and lru) order only.
     """
 
     def __new__(
@@ -211,6 +216,7 @@ class RadixCache:
         events: bool = False,
         slot_dtype: _SlotDtype = None,
         partial_pages: bool = False,
+        sglang_stamps: bool = False,
     ) -> RadixCache: ...
     def match_prefix(
         self,
@@ -235,12 +241,20 @@ class RadixCache:
         (finite, else ``InvalidArgument``) becomes the new nodes' priority and raises every
         node of the path to at least it (max-propagated, as SGLang does)."""
     def insert_node(
-        self, tokens: _IntSeq, slots: _IntSeq, namespace: _Namespace = None, *, priority: float = 0.0
+        self,
+        tokens: _IntSeq,
+        slots: _IntSeq,
+        namespace: _Namespace = None,
+        *,
+        priority: float = 0.0,
+        inserted_len: int = 0,
     ) -> tuple[int, Node]:
         """As ``insert``, also returning the ``Node`` where the inserted whole pages end: what a
         scheduler locks next, without a second ``match_prefix``. A path already cached that
         ends inside a node splits it there, as ``match_prefix`` would; the node survives later
-        splits like any handle. The root node when ``tokens`` holds no whole page."""
+        splits like any handle. The root node when ``tokens`` holds no whole page.
+        ``inserted_len`` (>= 0; used with ``sglang_stamps``): leading tokens this request
+        inserted before, whose nodes count no new hit."""
     def lock(self, node: Node) -> int:
         """``lock_ref += 1`` up to the root; the tokens that became protected (>= 0). SGLang's
         ``inc_lock_ref`` delta (change in evictable tokens) is its negation."""

@@ -268,7 +268,7 @@ impl PyRadixCache {
     #[new]
     #[pyo3(signature = (
         pool, page_size = None, *, policy = "lru", events = false, slot_dtype = None,
-        partial_pages = false
+        partial_pages = false, sglang_stamps = false
     ))]
     fn new(
         pool: Option<Bound<'_, PyTokenPool>>,
@@ -277,6 +277,7 @@ impl PyRadixCache {
         events: bool,
         slot_dtype: Option<&Bound<'_, PyAny>>,
         partial_pages: bool,
+        sglang_stamps: bool,
     ) -> PyResult<Self> {
         let page_size = match page_size {
             Some(p) => Some(
@@ -290,6 +291,7 @@ impl PyRadixCache {
             policy: Policy::parse(policy).py()?,
             events,
             partial_pages,
+            sglang_stamps,
         };
         let dtype = SlotDtype::parse(slot_dtype, SlotDtype::I32)?;
         let shared = pool.as_ref().map(|p| p.get().inner.clone());
@@ -424,15 +426,19 @@ impl PyRadixCache {
     /// As `insert`, also returning the node where the inserted whole pages end (a node the
     /// path ends inside is split there, as `match_prefix` does): the node a scheduler moves
     /// its lock to, without matching again.
-    #[pyo3(signature = (tokens, slots, namespace = None, *, priority = 0.0))]
+    /// `inserted_len` (caches made with `sglang_stamps=True`): leading tokens this request
+    /// inserted before; only nodes ending beyond it count a hit.
+    #[pyo3(signature = (tokens, slots, namespace = None, *, priority = 0.0, inserted_len = 0))]
     fn insert_node(
         slf: &Bound<'_, Self>,
         tokens: &Bound<'_, PyAny>,
         slots: &Bound<'_, PyAny>,
         namespace: Option<&Bound<'_, PyAny>>,
         priority: f64,
+        inserted_len: i64,
     ) -> PyResult<(usize, PyNode)> {
         let priority = finite(priority)?;
+        let inserted_len = count(inserted_len, "inserted_len")?;
         let t = i32_input(tokens, "tokens")?;
         let s = insert_slots(slots, "slots")?;
         let mut ns = Vec::new();
@@ -442,8 +448,8 @@ impl PyRadixCache {
             let id = this.id;
             let (inner, t) = (&mut this.inner, t.as_slice());
             let (present, h) = match s.slice() {
-                SlotsRef::I32(s) => inner.insert_node_from(&ns, t, s, priority),
-                SlotsRef::I64(s) => inner.insert_node_from(&ns, t, s, priority),
+                SlotsRef::I32(s) => inner.insert_node_from(&ns, t, s, priority, inserted_len),
+                SlotsRef::I64(s) => inner.insert_node_from(&ns, t, s, priority, inserted_len),
             }
             .py()?;
             (present, h, id)

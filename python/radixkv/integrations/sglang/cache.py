@@ -99,9 +99,12 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
             from sglang.srt.disaggregation.kv_events import AllBlocksCleared
 
             self._pending.append(AllBlocksCleared())
-        # int64 ids in and out: SGLang's slot dtype, so path slots need no conversion
+        # int64 ids in and out: SGLang's slot dtype, so path slots need no conversion;
+        # sglang_stamps: hits counted on insert and split nodes stamped whole, as SGLang's
+        # RadixCache does, so lfu / slru / lru evict in its order
         self.tree = radixkv.RadixCache(None, self.page_size, policy=cast(Any, self.eviction_policy),
-                                       events=self.events_on, slot_dtype="int64")
+                                       events=self.events_on, slot_dtype="int64",
+                                       sglang_stamps=True)
         self.root_node = self.tree.root
         self._empty_indices = torch.empty((0,), dtype=torch.int64, device=self.device)
         self._empty_match = MatchResult(
@@ -158,13 +161,14 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
     def match_prefix(self, params: MatchPrefixParams) -> MatchResult:
         """Longest cached whole-page prefix of ``params.key`` (capped at ``key.limit``) in its
         namespace; splits the node the match ends inside and refreshes the path's LRU time.
-        Slots are not returned: SGLang reads them through ``prefix_device_indices``."""
+        Slots are not returned: SGLang reads them through ``prefix_device_indices``. As in
+        SGLang, a match counts no hit and a split node is stamped whole (``sglang_stamps``)."""
         if self.disable:
             return self._empty_match
         tokens, ns = self._key_arrays(params.key)
         if len(tokens) == 0:
             return self._empty_match
-        m = self._match(tokens, ns)
+        m = self.tree.match_prefix(tokens, ns)
         node = m.node
         return MatchResult(
             device_prefix_len=m.length,
@@ -178,21 +182,7 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
             return
         tokens, ns = self._key_arrays(key)
         if len(tokens):
-            self._match(tokens, ns)
-
-    def _match(self, tokens: np.ndarray, ns: Namespace) -> Any:
-        """``tree.match_prefix`` with SGLang's LRU stamping: a match that ends inside a node
-        splits it, and SGLang stamps that whole node before splitting, so the unmatched lower
-        half is refreshed too. radixkv refreshes only the matched path; touching the lower half
-        here (an insert of its already-present path: time only, no hit, no new node) keeps the
-        eviction order, hence evictable sizes and later hit lengths, equal to SGLang's."""
-        before = self.tree.num_nodes
-        m = self.tree.match_prefix(tokens, ns)
-        if self.tree.num_nodes > before:
-            (tail,) = m.node.children
-            path = np.concatenate([tokens[: m.length], np.asarray(tail.key, dtype=tokens.dtype)])
-            self.tree.insert(path, self.tree.path_slots(tail), ns)
-        return m
+            self.tree.match_prefix(tokens, ns)
 
     def path_device_indices(self, node: Any) -> torch.Tensor:
         """Slots of the path root -> ``node``: contiguous int64 [depth] on the KV device."""
@@ -213,7 +203,8 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
         else:
             slots = slots_to_host(params.value[: len(tokens)])
         present, node = self.tree.insert_node(tokens, slots, ns,
-                                              priority=float(params.priority or 0))
+                                              priority=float(params.priority or 0),
+                                              inserted_len=int(params.inserted_len or 0))
         return InsertResult(prefix_len=present, total_len=len(tokens), last_device_node=node)
 
     def checkpoint(self, req: Req, *, up_to: int, **kwargs: Any) -> None:
@@ -229,13 +220,16 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
         ns = namespace_of(req.extra_key, req.cache_salt)
         slots = slots_to_host(row[:n])
         priority = float(req.priority or 0)
-        present, node = self.tree.insert_node(tokens, slots, ns, priority=priority)
+        # hits only on nodes beyond what this request inserted before (SGLang's rule)
+        present, node = self.tree.insert_node(tokens, slots, ns, priority=priority,
+                                              inserted_len=kv.cache_inserted_len)
         kv.cache_inserted_len = max(kv.cache_inserted_len, n)
         prompt = self._aligned_len(len(req.origin_input_ids))
         if 0 < prompt < n:
-            # as SGLang's RadixCache: split at the prompt boundary, one priority step up, so
-            # the output tail can be evicted without the prompt
-            self.tree.insert(tokens[:prompt], slots[:prompt], ns, priority=priority + 1)
+            # as SGLang's RadixCache: split at the prompt boundary (no hit: inserted_len covers
+            # it), one priority step up, so the output tail can be evicted without the prompt
+            self.tree.insert_node(tokens[:prompt], slots[:prompt], ns, priority=priority + 1,
+                                  inserted_len=prompt)
         protected = kv.cache_protected_len
         if present > protected:
             # another request inserted [protected, present) first: the row's copies are

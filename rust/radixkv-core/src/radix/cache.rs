@@ -18,8 +18,8 @@ use super::node::{NodeHandle, NIL};
 use super::partial::Tail;
 use super::policy::Policy;
 use super::tree::{
-    check_lengths, check_priority, check_slots_nonneg, check_tokens, plan_matched, NodeInfo,
-    NodeView, PrefixMatch, RadixTree,
+    check_lengths, check_priority, check_slots_nonneg, check_tokens, copy_slots, plan_matched,
+    widen_slots, NodeInfo, NodeView, PrefixMatch, RadixTree,
 };
 use crate::error::{CoreError, Result};
 use crate::pool::{SlotState, TokenPool};
@@ -47,6 +47,9 @@ pub struct CacheOptions {
     pub events: bool,
     /// Cache partial last pages and report partial-page tails (partial.rs); `page_size` > 1.
     pub partial_pages: bool,
+    /// Count hits and stamp access times as `SGLang`'s `RadixCache` does (tree.rs,
+    /// `RadixTree::sglang_stamps`), so its lfu / slru / lru orders come out the same.
+    pub sglang_stamps: bool,
 }
 
 #[derive(Debug)]
@@ -96,8 +99,10 @@ impl RadixCache {
             }
             None => opts.page_size.unwrap_or(NonZeroUsize::MIN),
         };
+        let mut tree = RadixTree::with_options(page_size, opts.policy, opts.events);
+        tree.sglang_stamps = opts.sglang_stamps;
         Ok(Self {
-            tree: RadixTree::with_options(page_size, opts.policy, opts.events),
+            tree,
             pool,
             evicted_buf: Vec::new(),
             wide_buf: Vec::new(),
@@ -203,7 +208,7 @@ impl RadixCache {
     /// cached. The caller keeps ownership of `slots[..returned]` (duplicates: free them) and of
     /// the partial last page.
     pub fn insert(&mut self, ns: &[u8], tokens: &[i32], slots: &[Slot]) -> Result<usize> {
-        Ok(self.insert_impl(ns, tokens, slots, false, 0.0)?.0)
+        Ok(self.insert_impl(ns, tokens, slots, false, 0.0, 0)?.0)
     }
 
     /// As `insert`, with a priority (finite) given to the new nodes and raised to at least
@@ -215,7 +220,7 @@ impl RadixCache {
         slots: &[Slot],
         priority: f64,
     ) -> Result<usize> {
-        Ok(self.insert_impl(ns, tokens, slots, false, priority)?.0)
+        Ok(self.insert_impl(ns, tokens, slots, false, priority, 0)?.0)
     }
 
     /// As `insert`, also returning the handle of the inserted path's end (whole pages; a node
@@ -228,7 +233,7 @@ impl RadixCache {
         slots: &[Slot],
         priority: f64,
     ) -> Result<(usize, NodeHandle)> {
-        self.insert_node_from(ns, tokens, slots, priority)
+        self.insert_node_from(ns, tokens, slots, priority, 0)
     }
 
     /// `insert_with_priority` for slots of either width (an int32 array is read in place).
@@ -239,18 +244,22 @@ impl RadixCache {
         slots: &[T],
         priority: f64,
     ) -> Result<usize> {
-        Ok(self.insert_impl(ns, tokens, slots, false, priority)?.0)
+        Ok(self.insert_impl(ns, tokens, slots, false, priority, 0)?.0)
     }
 
     /// `insert_node` for slots of either width (an int32 array is read in place).
+    /// `inserted_len`: how many leading tokens this request inserted before; with
+    /// `sglang_stamps` only the nodes ending beyond it count a hit (`SGLang`'s rule), else
+    /// it is ignored.
     pub fn insert_node_from<T: SlotOut>(
         &mut self,
         ns: &[u8],
         tokens: &[i32],
         slots: &[T],
         priority: f64,
+        inserted_len: usize,
     ) -> Result<(usize, NodeHandle)> {
-        let (present, end) = self.insert_impl(ns, tokens, slots, true, priority)?;
+        let (present, end) = self.insert_impl(ns, tokens, slots, true, priority, inserted_len)?;
         Ok((present, self.tree.end_handle(end)))
     }
 
@@ -264,6 +273,7 @@ impl RadixCache {
         slots: &[T],
         split_end: bool,
         priority: f64,
+        inserted_len: usize,
     ) -> Result<(usize, u32)> {
         check_lengths(tokens, slots)?;
         let priority = check_priority(priority)?;
@@ -282,22 +292,29 @@ impl RadixCache {
             }
         }
         if let Some(s) = T::as_slots(slots) {
-            return self.insert_checked(ns, plan, tokens, s, split_end, priority);
+            return self.insert_checked(ns, plan, tokens, s, split_end, priority, inserted_len);
         }
         let mut wide = std::mem::take(&mut self.wide_buf);
         // The prefix is never read: it keeps whatever an earlier insert left there.
         if wide.len() < slots.len() {
             wide.resize(slots.len(), 0);
         }
-        for (w, &s) in wide[matched..slots.len()].iter_mut().zip(&slots[matched..]) {
-            *w = s.to_slot();
-        }
-        let r = self.insert_checked(ns, plan, tokens, &wide[..slots.len()], split_end, priority);
+        widen_slots(&mut wide[matched..slots.len()], &slots[matched..]);
+        let r = self.insert_checked(
+            ns,
+            plan,
+            tokens,
+            &wide[..slots.len()],
+            split_end,
+            priority,
+            inserted_len,
+        );
         self.wide_buf = wide;
         r
     }
 
     /// The rest of an insert once lengths, priority, tokens and slot signs / ranges passed.
+    #[allow(clippy::too_many_arguments)] // the insert's arguments plus the plan
     fn insert_checked(
         &mut self,
         ns: &[u8],
@@ -306,6 +323,7 @@ impl RadixCache {
         slots: &[Slot],
         split_end: bool,
         priority: f64,
+        inserted_len: usize,
     ) -> Result<(usize, u32)> {
         let matched = plan_matched(plan.as_ref());
         let usable = self.tree.usable(tokens.len());
@@ -320,7 +338,14 @@ impl RadixCache {
         let Some(pool) = &self.pool else {
             let top = new.iter().chain(tail).copied().max().unwrap_or(-1);
             self.max_slot = self.max_slot.max(top);
-            return Ok(self.commit_with_tail(ns, plan, tokens, slots, split_end, priority, None));
+            return Ok(self.commit_with_tail(
+                ns,
+                plan,
+                tokens,
+                slots,
+                (split_end, priority, inserted_len),
+                None,
+            ));
         };
         let pool = pool.clone();
         let mut pool = lock_pool(&pool);
@@ -335,8 +360,7 @@ impl RadixCache {
             plan,
             tokens,
             slots,
-            split_end,
-            priority,
+            (split_end, priority, inserted_len),
             Some(&mut pool),
         ))
     }
@@ -344,22 +368,25 @@ impl RadixCache {
     /// Commits the whole pages, then (partial pages on) the tail: stored as a partial leaf
     /// under the path's end unless a child there starts with it. Returns (tokens the caller
     /// keeps, end): with the tail already present the caller keeps every slot.
-    #[allow(clippy::too_many_arguments)] // the insert's arguments plus the locked pool
     fn commit_with_tail(
         &mut self,
         ns: &[u8],
         plan: Option<super::tree::Walk>,
         tokens: &[i32],
         slots: &[Slot],
-        split_end: bool,
-        priority: f64,
+        (split_end, priority, inserted_len): (bool, f64, usize),
         pool: Option<&mut TokenPool>,
     ) -> (usize, u32) {
         let usable = self.tree.usable(tokens.len());
         let with_tail = self.partial_pages && usable < tokens.len();
-        let (present, end) =
-            self.tree
-                .commit_insert(ns, plan, tokens, slots, split_end || with_tail, priority);
+        let (present, end) = self.tree.commit_insert(
+            ns,
+            plan,
+            tokens,
+            slots,
+            split_end || with_tail,
+            (priority, inserted_len),
+        );
         if !with_tail {
             return (present, end);
         }
@@ -509,9 +536,7 @@ impl RadixCache {
             let mut reused = 0;
             self.tree.evict_each(n - available, |v| {
                 let k = v.len().min(n - reused);
-                for (o, &s) in out[reused..reused + k].iter_mut().zip(v) {
-                    *o = T::from_slot(s);
-                }
+                copy_slots(&mut out[reused..reused + k], &v[..k]);
                 surplus.extend_from_slice(&v[k..]);
                 reused += k;
             });

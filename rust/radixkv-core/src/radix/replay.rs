@@ -144,6 +144,7 @@ impl Harness {
             policy,
             events,
             partial_pages: false,
+            sglang_stamps: false,
         };
         let cache = RadixCache::with_options(Some(pool.clone()), opts).expect("fresh pool");
         Self {

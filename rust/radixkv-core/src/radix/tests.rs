@@ -406,3 +406,80 @@ fn cache_lock_calls_return_protected_deltas() {
     assert_eq!(c.protected_size(), 0);
     c.check().unwrap();
 }
+
+fn sglang_cache() -> RadixCache {
+    let opts = CacheOptions {
+        sglang_stamps: true,
+        ..CacheOptions::default()
+    };
+    RadixCache::with_options(None, opts).unwrap()
+}
+
+/// (`hit_count`, `last_access`) of the node whose full path is `path`.
+fn stamps(c: &RadixCache, path: &str) -> (u32, u64) {
+    let row = c
+        .dump()
+        .into_iter()
+        .find(|r| r.1 == t(path))
+        .expect("node present");
+    (row.5, row.4)
+}
+
+#[test]
+fn sglang_stamps_count_hits_on_insert_beyond_inserted_len_not_on_match() {
+    let mut c = sglang_cache();
+    let s = |n: usize| (0..n as Slot).collect::<Vec<_>>();
+    c.insert_node_from(b"", &t("ABCD"), &s(4), 0.0, 0).unwrap();
+    assert_eq!(stamps(&c, "ABCD").0, 1, "a new leaf counts one hit");
+    c.match_prefix(b"", &t("ABCD")).unwrap();
+    assert_eq!(stamps(&c, "ABCD").0, 1, "a match counts none");
+    // the same request extends its path: "ABCD" ends at 4 <= inserted_len, no new hit there
+    c.insert_node_from(b"", &t("ABCDEF"), &s(6), 0.0, 4)
+        .unwrap();
+    assert_eq!(stamps(&c, "ABCD").0, 1);
+    assert_eq!(stamps(&c, "ABCDEF").0, 1);
+    // another request: every node on its path ends beyond inserted_len 0
+    c.insert_node_from(b"", &t("ABCDEF"), &s(6), 0.0, 0)
+        .unwrap();
+    assert_eq!((stamps(&c, "ABCD").0, stamps(&c, "ABCDEF").0), (2, 2));
+    c.check().unwrap();
+    // off (the default): the match counts, the insert does not
+    let mut d = RadixCache::new(None, None).unwrap();
+    d.insert_node_from(b"", &t("ABCD"), &s(4), 0.0, 0).unwrap();
+    d.match_prefix(b"", &t("ABCD")).unwrap();
+    assert_eq!(stamps(&d, "ABCD").0, 1);
+    d.insert_node_from(b"", &t("ABCD"), &s(4), 0.0, 0).unwrap();
+    assert_eq!(stamps(&d, "ABCD").0, 1);
+}
+
+#[test]
+fn sglang_stamps_refresh_both_halves_of_a_split() {
+    let s = |n: usize| (0..n as Slot).collect::<Vec<_>>();
+    for stamped in [false, true] {
+        let opts = CacheOptions {
+            sglang_stamps: stamped,
+            ..CacheOptions::default()
+        };
+        let mut c = RadixCache::with_options(None, opts).unwrap();
+        c.insert(b"", &t("ABCDEF"), &s(6)).unwrap();
+        c.insert(b"", &t("XYZ"), &s(3)).unwrap();
+        // a match ending inside "ABCDEF" splits it at 3
+        c.match_prefix(b"", &t("ABC")).unwrap();
+        let (_, lower) = stamps(&c, "ABCDEF");
+        let (_, upper) = stamps(&c, "ABC");
+        assert_eq!(
+            lower == upper,
+            stamped,
+            "lower half stamped only with sglang_stamps"
+        );
+        // an insert diverging inside "ABCDEF"'s lower half splits it at 4
+        c.insert(b"", &t("ABCDQ"), &s(5)).unwrap();
+        let (_, lower) = stamps(&c, "ABCDEF");
+        let (_, upper) = stamps(&c, "ABCD");
+        assert_eq!(lower == upper, stamped);
+        c.check().unwrap();
+        // lru: with the whole node stamped, the older "XYZ" goes first
+        let first = c.evict_slots(1);
+        assert_eq!(first.len() == 3, stamped, "evicted {first:?}");
+    }
+}

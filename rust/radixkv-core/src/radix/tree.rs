@@ -51,6 +51,12 @@ pub struct RadixTree {
     pub(crate) path_buf: Vec<u32>,
     /// Page hashes and pending events; `None` (no cost) unless events are on.
     pub(crate) events: Option<EventLog>,
+    /// `SGLang`'s `RadixCache` bookkeeping: a match counts no hit; an insert counts one on
+    /// every node of its path that ends beyond the request's `inserted_len` (and on its new
+    /// leaf); a node split by a match or an insert is stamped whole (both halves get the
+    /// access time). Off: a match counts a hit on its path, an insert none, and only the
+    /// path is stamped.
+    pub(crate) sglang_stamps: bool,
 }
 
 /// What `match_prefix` found.
@@ -172,6 +178,7 @@ impl RadixTree {
             evicted_total: 0,
             path_buf: Vec::new(),
             events: events.then(EventLog::default),
+            sglang_stamps: false,
         }
     }
 
@@ -386,18 +393,22 @@ impl RadixTree {
         // only the rest needs the sign check (before anything changes).
         let w = self.walk(root, &tokens[..self.usable(tokens.len())]);
         check_tokens(&tokens[w.matched..])?;
-        let end = match w.partial {
-            Some((child, at)) => self.split(child, at),
-            None => w.node,
+        let (end, lower) = match w.partial {
+            Some((child, at)) => (self.split(child, at), Some(child)),
+            None => (w.node, None),
         };
         if end == root {
             return Ok((0, NodeHandle::ROOT));
         }
         self.clock += 1;
         let now = self.clock;
+        let sg = self.sglang_stamps;
+        if let Some(l) = lower.filter(|_| sg) {
+            self.touch(l, now, false, None);
+        }
         let mut i = end;
         while i != root {
-            self.touch(i, now, true, None);
+            self.touch(i, now, !sg, None);
             i = self.node(i).parent;
         }
         Ok((w.matched, self.handle(end)))
@@ -423,7 +434,7 @@ impl RadixTree {
         tokens: &[i32],
         slots: &[Slot],
         split_end: bool,
-        priority: f64,
+        (priority, inserted_len): (f64, usize),
     ) -> (usize, u32) {
         let usable = self.usable(tokens.len());
         let Some(w) = plan else {
@@ -434,6 +445,9 @@ impl RadixTree {
             self.clock += 1;
             let root = self.root_or_create(ns);
             let leaf = self.add_leaf(root, &tokens[..usable], &slots[..usable], priority);
+            if self.sglang_stamps && usable > inserted_len {
+                self.touch(leaf, self.clock, true, None);
+            }
             return (0, leaf);
         };
         if w.matched == 0 && usable == 0 {
@@ -442,9 +456,11 @@ impl RadixTree {
         self.clock += 1;
         let now = self.clock;
         let mut at = w.node;
+        let mut lower = None;
         if w.matched < usable {
             if let Some((child, c)) = w.partial {
                 at = self.split(child, c);
+                lower = Some(child);
             }
             at = self.add_leaf(
                 at,
@@ -456,15 +472,33 @@ impl RadixTree {
             // Everything is present and ends inside `child`: split only if the caller wants
             // the exact path end.
             at = if split_end {
+                lower = Some(child);
                 self.split(child, c)
             } else {
                 child
             };
         }
         let end = at;
-        // The reused prefix counts as an access, as in match_prefix (but not as a hit).
+        if !self.sglang_stamps {
+            // The reused prefix counts as an access, as in match_prefix (but not as a hit).
+            while !self.node(at).is_root() {
+                self.touch(at, now, false, Some(priority));
+                at = self.node(at).parent;
+            }
+            return (w.matched, end);
+        }
+        if let Some(l) = lower {
+            self.touch(l, now, false, None);
+        }
+        // A hit on each node ending beyond what this request inserted before.
+        let mut depth_end = if w.matched < usable {
+            usable
+        } else {
+            self.depth(end)
+        };
         while !self.node(at).is_root() {
-            self.touch(at, now, false, Some(priority));
+            self.touch(at, now, depth_end > inserted_len, Some(priority));
+            depth_end -= self.node(at).len();
             at = self.node(at).parent;
         }
         (w.matched, end)
@@ -533,7 +567,9 @@ impl RadixTree {
     /// Inserts without any slot validation beyond non-negativity (caller-owned slots).
     pub fn insert(&mut self, ns: &[u8], tokens: &[i32], slots: &[Slot]) -> Result<usize> {
         let plan = self.checked_plan(ns, tokens, slots)?;
-        Ok(self.commit_insert(ns, plan, tokens, slots, false, 0.0).0)
+        Ok(self
+            .commit_insert(ns, plan, tokens, slots, false, (0.0, 0))
+            .0)
     }
 
     /// Validates an insert without a pool and plans it (read-only).
@@ -555,7 +591,7 @@ impl RadixTree {
         slots: &[Slot],
     ) -> Result<(usize, NodeHandle)> {
         let plan = self.checked_plan(ns, tokens, slots)?;
-        let (present, end) = self.commit_insert(ns, plan, tokens, slots, true, 0.0);
+        let (present, end) = self.commit_insert(ns, plan, tokens, slots, true, (0.0, 0));
         Ok((present, self.end_handle(end)))
     }
 
@@ -765,9 +801,7 @@ impl RadixTree {
             let n = self.node(i);
             let v = n.value();
             pos -= v.len();
-            for (o, &s) in out[pos..pos + v.len()].iter_mut().zip(v) {
-                *o = T::from_slot(s);
-            }
+            copy_slots(&mut out[pos..pos + v.len()], v);
             i = n.parent;
         }
         Ok(())
@@ -863,6 +897,46 @@ impl RadixTree {
             hit_count: n.hit_count,
             priority: n.priority,
         })
+    }
+}
+
+/// `dst[k] = T::from_slot(src[k])` (equal lengths), in fixed-size chunks that give LLVM a
+/// loop of known length to vectorise (a plain zip loop ran one id at a time; this copy is
+/// a large part of a long match's work).
+#[inline]
+pub(crate) fn copy_slots<T: SlotOut>(dst: &mut [T], src: &[Slot]) {
+    const CHUNK: usize = 16;
+    debug_assert_eq!(dst.len(), src.len());
+    let mut d = dst.chunks_exact_mut(CHUNK);
+    let mut s = src.chunks_exact(CHUNK);
+    for (dc, sc) in (&mut d).zip(&mut s) {
+        let sc: &[Slot; CHUNK] = sc.try_into().expect("a whole chunk");
+        let dc: &mut [T; CHUNK] = dc.try_into().expect("a whole chunk");
+        for k in 0..CHUNK {
+            dc[k] = T::from_slot(sc[k]);
+        }
+    }
+    for (o, &x) in d.into_remainder().iter_mut().zip(s.remainder()) {
+        *o = T::from_slot(x);
+    }
+}
+
+/// `dst[k] = src[k].to_slot()` (equal lengths), in chunks as `copy_slots`.
+#[inline]
+pub(crate) fn widen_slots<T: SlotOut>(dst: &mut [Slot], src: &[T]) {
+    const CHUNK: usize = 16;
+    debug_assert_eq!(dst.len(), src.len());
+    let mut d = dst.chunks_exact_mut(CHUNK);
+    let mut s = src.chunks_exact(CHUNK);
+    for (dc, sc) in (&mut d).zip(&mut s) {
+        let sc: &[T; CHUNK] = sc.try_into().expect("a whole chunk");
+        let dc: &mut [Slot; CHUNK] = dc.try_into().expect("a whole chunk");
+        for k in 0..CHUNK {
+            dc[k] = sc[k].to_slot();
+        }
+    }
+    for (o, &x) in d.into_remainder().iter_mut().zip(s.remainder()) {
+        *o = x.to_slot();
     }
 }
 
