@@ -399,9 +399,9 @@ extend_attention_kernel(const ExtendParams p) {
 
   const int G = p.num_q_heads / p.num_kv_heads;
   if (blockIdx.x == 0 && blockIdx.y == 0) guard::check_extend_batch(p);  // records, never stops
-  // Fast prologue (with kPtAsync): the per-request values are loaded together, and the walkers
-  // fetch tiles 0 and 1's page entries together, so the first K/V copy waits on three dependent
-  // global round trips (indptr / lengths, page entries, K/V) instead of five.
+  // Fast prologue (where page entries go by cp.async): the per-request values are loaded together,
+  // and the walkers fetch tiles 0 and 1's page entries together, so the first K/V copy waits on
+  // three dependent global round trips (indptr / lengths, page entries, K/V) instead of five.
   constexpr bool kFastPrologue = kPtAsync;
   int req, kvh, tile, lq, q_begin = 0, lk = 0, kv_start = 0;
   if (kRankOrder) {
@@ -522,27 +522,24 @@ extend_attention_kernel(const ExtendParams p) {
   }
   mma::async_commit();
 
-  {
-    if (kFastPrologue) {
-      // Rows of tiles 0 and 1 from the entries in registers; tile 2's entry goes by cp.async
-      // (the loop's first wait makes it visible). sInfo is first read after the barrier below.
-      if (is_walker) {
-        sRows[threadIdx.x] = Copy::entry(row_source(w0, info, p, int(threadIdx.x)));
-        sRows[kBN + threadIdx.x] =
-            Copy::entry(walk_from<kPtAsync>(w1, info, my_walk, p, kBN + int(threadIdx.x), kBN));
-      }
-    } else {
-      __syncthreads();  // sInfo visible
-      if (is_walker) {
-        sRows[threadIdx.x] = Copy::entry(walk_tile(0));
-        if (kPtAsync) mma::async_wait<0>();  // tile 1's page entry (and Q) landed
-        sRows[kBN + threadIdx.x] = Copy::entry(walk_tile(1));
-      }
+  if (kFastPrologue) {
+    // Rows of tiles 0 and 1 from the entries in registers; tile 2's entry goes by cp.async
+    // (the loop's first wait makes it visible). sInfo is first read after the barrier below.
+    if (is_walker) {
+      sRows[threadIdx.x] = Copy::entry(row_source(w0, info, p, int(threadIdx.x)));
+      sRows[kBN + threadIdx.x] =
+          Copy::entry(walk_from<kPtAsync>(w1, info, my_walk, p, kBN + int(threadIdx.x), kBN));
     }
-    __syncthreads();  // sRows[0] visible
-    Copy::copy(sK, sV, sRows, v_minus_k);
-    mma::async_commit();
+  } else {
+    __syncthreads();  // sInfo visible
+    if (is_walker) {  // entries loaded plainly (no kPtAsync): tile 1's is in the walker's state
+      sRows[threadIdx.x] = Copy::entry(walk_tile(0));
+      sRows[kBN + threadIdx.x] = Copy::entry(walk_tile(1));
+    }
   }
+  __syncthreads();  // sRows[0] visible
+  Copy::copy(sK, sV, sRows, v_minus_k);
+  mma::async_commit();
 
   // Per-lane shared-memory addresses of the matrix operands (see mma.h).
   const mma::SmemLane lane_q = mma::lane_q<D>(sQ);
@@ -586,20 +583,18 @@ extend_attention_kernel(const ExtendParams p) {
     const mma::SmemLane tK = mma::lane_offset(lane_k, buf * C::kKVElems);
     const mma::SmemLane tV = mma::lane_offset(lane_v, buf * C::kKVElems);
 
-    {
-      mma::async_wait<0>();  // K_n and V_n (issued a whole tile ago) done
+    mma::async_wait<0>();  // K_n and V_n (issued a whole tile ago) done
 #if RK_HAS_WGMMA
-      if (kWgmma) wgmma::fence_proxy_async();  // ... and visible to the tensor cores' reads
+    if (kWgmma) wgmma::fence_proxy_async();  // ... and visible to the tensor cores' reads
 #endif
-      __syncthreads();       // visible to all; tile n-1 fully consumed
-      if (n + 1 < n_kv_tiles)
-        Copy::copy(sK + (buf ^ 1) * C::kKVElems, sV + (buf ^ 1) * C::kKVElems,
-                                         sRows + (buf ^ 1) * kBN, v_minus_k);
-      mma::async_commit();
-      // Tile n's row table is free (its copies were issued before the barrier): tile n + 2.
-      if (is_walker && n + 2 < n_kv_tiles)
-        sRows[buf * kBN + threadIdx.x] = Copy::entry(walk_tile(n + 2));
-    }
+    __syncthreads();       // visible to all; tile n-1 fully consumed
+    if (n + 1 < n_kv_tiles)
+      Copy::copy(sK + (buf ^ 1) * C::kKVElems, sV + (buf ^ 1) * C::kKVElems, sRows + (buf ^ 1) * kBN,
+                 v_minus_k);
+    mma::async_commit();
+    // Tile n's row table is free (its copies were issued before the barrier): tile n + 2.
+    if (is_walker && n + 2 < n_kv_tiles)
+      sRows[buf * kBN + threadIdx.x] = Copy::entry(walk_tile(n + 2));
 
     Acc s[kMT][kKB];  // S = Q K^T for this warp's rows, then P
     float corr[kMT][kSlots];
