@@ -374,7 +374,6 @@ extend_attention_kernel(const ExtendParams p) {
   constexpr int kKB = kBN / 16;  // 16-key blocks per key tile
   constexpr int kDB = D / 16;    // 16-wide blocks along head_dim
   constexpr int kSlots = mma::kRowSlots;
-  constexpr int kQkUnroll = C::kQkUnroll;
   constexpr bool kWgmma = C::kWgmma;
   constexpr bool kPtAsync = C::kPtAsync;
   using Copy = TileCopy<D, kBN, kThreads, kWgmma>;
@@ -718,7 +717,7 @@ extend_attention_kernel(const ExtendParams p) {
     for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
       for (int kb = 0; kb < kKB; ++kb) mma::zero(s[mt][kb]);
-#pragma unroll kQkUnroll
+#pragma unroll C::kQkUnroll
     for (int kk = 0; kk < kDB; ++kk) {
       Frag qf[kMT];
 #pragma unroll
