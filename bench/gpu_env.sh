@@ -1,6 +1,6 @@
 # bench/gpu_env.sh -- the GPU machine's environment for radixkv's device scripts; source it from
-# the repository root (bench/gpu_run.sh, bench/final_gpu.sh, bench/final_extend.sh,
-# bench/tune_extend.sh). Idempotent: a second source in the same call reuses what the first set up.
+# the repository root (the gpu_*.sh scripts here, bench/lab/gpu_run.sh, bench/lab/final_gpu.sh,
+# bench/kernels_fp8.py). Idempotent: a second source in the same call reuses what the first set up.
 #   - FlashInfer (unpacked from the benchmark kit into .anchors/; bench/README.md) on PYTHONPATH;
 #   - pytest and rich from .whl/ if the image lacks them;
 #   - the Rust extension from .carry/_core.abi3.so (a fresher build than the checkout's);

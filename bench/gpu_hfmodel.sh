@@ -4,7 +4,7 @@
 # demo on a named shape, then transformers' continuous-batching baseline on the serving traces.
 # Logs and JSON go to $OUT; bench/results/hf_baseline.json is written there too.
 #
-# usage (device tool, repository root, same carry as bench/gpu_run.sh):
+# usage (device tool, repository root, same carry as bench/lab/gpu_run.sh):
 #   bash bench/gpu_hfmodel.sh    # about 5-8 min on an H200 (estimated; timeouts cap it at 590 s)
 #   RADIXKV_HF_REQUESTS=32 bash bench/gpu_hfmodel.sh   # a shorter baseline
 set -uo pipefail

@@ -2,7 +2,7 @@
 # Issue 11 on the GPU in one command: kernel library, the engine's GPU tests (CUDA graphs vs eager,
 # no reference fallback), the demo on cuda, then bench/serve.py. Logs, JSON and PNG go to $OUT.
 #
-# usage (device tool, repository root, same carry as bench/gpu_run.sh):
+# usage (device tool, repository root, same carry as bench/lab/gpu_run.sh):
 #   bash bench/gpu_serve.sh              # about 4-5 min on an H200 (estimated): every run of
 #                                        # serve.py, the max-length contiguous baseline included
 #   RADIXKV_SERVE_ARGS="--hf-baseline" bash bench/gpu_serve.sh   # + vs-transformers ratios

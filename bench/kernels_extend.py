@@ -189,97 +189,19 @@ def radixkv_runner(pool: Pool, c: dict[str, torch.Tensor], extend: int) -> Calla
     return lambda: (op(*args), out)[1]
 
 
-def _timed_after(timer: Timer, fn: Callable[[], Any], pre: Optional[Callable[[], Any]], reps: int) -> float:
-    """Median event time (µs) of ``fn`` after a clean L2 flush and, if given, one untimed ``pre``
-    call between the flush and the timed call (it leaves the SM's shared-memory carveout and the
-    launch path as ``pre`` set them)."""
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    for i in range(reps):
-        timer.do_flush("clean")
-        if pre is not None:
-            pre()
-        starts[i].record()
-        fn()
-        ends[i].record()
-    torch.cuda.synchronize()
-    times = sorted(s.elapsed_time(e) for s, e in zip(starts, ends))
-    return 1e3 * times[len(times) // 2]
-
-
-def measure_floor(reps: int = 50, page_size: int = 16) -> list[tuple[str, float, float]]:
-    """Where the time of the smallest cells goes, outside the kernel's own work. Rows: (what,
-    µs right after the flush, µs after the flush plus one untimed launch of a kernel with the
-    same launch configuration). "empty extend" is radixkv's kernel with every L_q = 0: 256 CTAs
-    of the real shared-memory size that read qo_indptr and exit. The small cells' second column
-    puts that empty launch in front (carveout set; note it also brings the request metadata into
-    L2)."""
-    timer = Timer()
-    tiny = torch.zeros(1, device="cuda")
-    op = torch.ops.radixkv.extend_attention.default
-    pool = Pool(page_size, 512)
-    c = pool.cell(0, 128, seed=1)
-    empty_qo = torch.zeros_like(c["qo_indptr"])
-    out = torch.empty_like(c["q"])
-    scale = 1.0 / math.sqrt(D)
-    empty_args = (c["q"], pool.k, pool.v, empty_qo, c["kv_indptr"], c["kv_indices"], c["kv_lens"],
-                  out, scale, 0, 128)
-
-    def empty() -> None:
-        op(*empty_args)
-
-    def tiny_fn() -> None:
-        tiny.add_(1.0)
-
-    rows = [("tiny torch kernel (1 element)", _timed_after(timer, tiny_fn, None, reps),
-             _timed_after(timer, tiny_fn, tiny_fn, reps)),
-            ("empty extend (256 CTAs, L_q = 0)", _timed_after(timer, empty, None, reps),
-             _timed_after(timer, empty, empty, reps))]
-    for extend in (128, 512):
-        cc = pool.cell(0, extend, seed=extend + page_size)
-        run = radixkv_runner(pool, cc, extend)
-        rows.append((f"ps{page_size} P0/E{extend}", _timed_after(timer, run, None, reps),
-                     _timed_after(timer, run, empty, reps)))
-    for name, a, b in rows:
-        print(f"floor | {name:34s} | after flush {a:7.2f} us | after flush + same-config launch {b:7.2f} us",
-              flush=True)
-    return rows
-
-
-def build_variant(name: str, flags: list[str]) -> None:
-    """Build only the extend op with extra -D flags (tuning runs; one variant per process)."""
-    from torch.utils import cpp_extension
-
-    hip = Path(__file__).resolve().parents[1] / "hip"
-    build = Path(os.environ.get("RADIXKV_BUILD_DIR", "/tmp/rkx")) / name
-    build.mkdir(parents=True, exist_ok=True)
-    cpp_extension.load(
-        name=f"rkx_{name}", sources=[str(hip / "extend_attention.cu"), str(hip / "extend_binding.cpp")],
-        extra_include_paths=[str(hip)], extra_cflags=["-O3", "-std=c++17", *flags],
-        extra_cuda_cflags=["-O3", "-std=c++17", "--use_fast_math", "-lineinfo", *flags],
-        build_directory=str(build), is_python_module=False)
-
-
 def run_extend_bench(out_dir: Optional[Path] = None, page_sizes=PAGE_SIZES, prefixes=PREFIXES,
                      extends=EXTENDS, reps: int = 30, version: str = "",
                      cells: Optional[list[tuple[int, ...]]] = None, anchors: bool = True,
-                     variant: Optional[tuple[str, list[str]]] = None, check: bool = False,
-                     sglang_src: Optional[str] = None) -> dict[str, Any]:
-    """Build (radixkv.ops.loader, or one tuning variant), check against FlashInfer, time every
+                     check: bool = False, sglang_src: Optional[str] = None) -> dict[str, Any]:
+    """Build (radixkv.ops.loader), check against FlashInfer, time every
     cell (``cells`` = (page_size, P, E) triples, or (page_size, P, E, runs) with runs as in
     Pool.cell; default the full grid). ``check``: also compare
     each cell's output with a float32 reference (``rel_err_vs_ref``; cells with P + E <= 2560).
     ``sglang_src``: time SGLang's Triton extend kernel too (see load_sglang_extend). Returns the
     JSON."""
-    if variant is None:
-        from radixkv.ops import loader
+    from radixkv.ops import loader
 
-        loader.load()
-    else:
-        build_variant(*variant)
+    loader.load()
     timer = Timer()
     mm = matmul_tflops(timer)
     fi = load_flashinfer() if anchors else None
@@ -338,8 +260,6 @@ def run_extend_bench(out_dir: Optional[Path] = None, page_sizes=PAGE_SIZES, pref
         torch.cuda.empty_cache()
     result = {
         "bench": "extend_attention",
-        "variant": variant[0] if variant else "default",
-        "variant_flags": variant[1] if variant else [],
         "version": version or os.environ.get("RADIXKV_VERSION", ""),
         "device": torch.cuda.get_device_name(),
         "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -421,28 +341,15 @@ def main() -> None:
     ap.add_argument("--cells", default=None,
                     help="ps:P:E[:runs],... (default: the full grid; runs: see Pool.cell)")
     ap.add_argument("--no-anchors", action="store_true", help="skip FlashInfer")
-    ap.add_argument("--variant", default=None, help="NAME=-DFLAG=1,-DFLAG2=2 (tuning build)")
     ap.add_argument("--check", action="store_true", help="compare with a float32 reference")
-    ap.add_argument("--floor", action="store_true",
-                    help="only the measurement-floor diagnostics of the small cells (measure_floor)")
     ap.add_argument("--sglang-src", default=os.environ.get("RADIXKV_SGLANG_SRC", ".anchors/sglang_triton"),
                     help="folder with an importable sglang Triton-kernel tree (anchor; optional)")
     args = ap.parse_args()
-    if args.floor:
-        from radixkv.ops import loader
-
-        loader.load()
-        measure_floor()
-        return
     cells = None
     if args.cells:
         cells = [tuple(int(x) for x in c.split(":")) for c in args.cells.split(",")]
-    variant = None
-    if args.variant:
-        name, _, flags = args.variant.partition("=")
-        variant = (name, [f for f in flags.split(",") if f])
     res = run_extend_bench(args.out, page_sizes=tuple(int(s) for s in args.page_sizes.split(",")),
-                           reps=args.reps, cells=cells, anchors=not args.no_anchors, variant=variant,
+                           reps=args.reps, cells=cells, anchors=not args.no_anchors,
                            check=args.check, sglang_src=args.sglang_src)
     print_table(res)
 

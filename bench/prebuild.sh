@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the kernel library here (no GPU needed) for sm_90 with every variant, and put it with a hash
 # of hip/ in .carry/ (git-ignored) so a device run can load it instead of spending device time on
-# the JIT build. bench/gpu_run.sh falls back to the JIT build when the hash no longer matches.
+# the JIT build. bench/gpu_env.sh's use_prebuilt_library falls back to the JIT build when the hash
+# no longer matches.
 # Needs nvcc from PyPI (hip/check_compile.sh installs it) and a CUDA_HOME layout around it.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

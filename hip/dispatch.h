@@ -7,7 +7,8 @@
 // dtype) and calls the lambda; any other value ends in rk::throw_unsupported, naming the value and
 // the supported set. A variant can be left out of a build with -DRADIXKV_HD_64=0 (etc.): the
 // loader sets these from RADIXKV_HEAD_DIMS / RADIXKV_DTYPES / RADIXKV_PAGE_SIZES so a GPU run
-// compiles only what it needs.
+// compiles only what it needs. These macros (and RADIXKV_KV_* below) scope the build, they do not
+// tune it: each only removes instantiations (a call needing one raises), none changes a kernel.
 #pragma once
 
 #include "common.h"

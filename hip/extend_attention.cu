@@ -4,7 +4,7 @@
 // query head of this KV group) pair: every query head that reads KV head h shares the tile, so
 // each K/V tile brought into shared memory serves the whole GQA group.
 //
-// Work order: by default the grid is 1-D in "rank order": CTA x takes the rank-th heaviest tile
+// Work order: the grid is normally 1-D in "rank order": CTA x takes the rank-th heaviest tile
 // (rank 0 = a request's last query tile, which sees the most keys) of request x / H_kv % B, so
 // the heaviest tiles of every request and head are dispatched first and the last wave holds the
 // shortest ones. When the batch is so ragged that this grid would be mostly empty CTAs (one long
@@ -21,12 +21,8 @@
 // K/V tiles are gathered through the page table into double-buffered shared memory. A page
 // walker (one thread per key row, state in shared memory) computes each row's address one tile
 // ahead; the page-table entry it needs is fetched a tile earlier still (NVIDIA: by cp.async into
-// the walker's shared state), so no step waits on a global load. Two copy paths:
-//   - default: the walker publishes row sources in shared memory and every thread issues 16-byte
-//     copies (cp.async on NVIDIA) into swizzled rows;
-//   - Hopper, opt-in (RADIXKV_EXT_BULK=1): the walker issues one bulk copy (TMA engine) per K row
-//     and per V row into padded rows, bytes counted on an mbarrier per buffer. Measured 26-43%
-//     slower: a bulk copy takes uniform operands, so ptxas loops over the 32 lanes' addresses.
+// the walker's shared state), so no step waits on a global load. The walker publishes row sources
+// in shared memory and every thread issues 16-byte copies (cp.async on NVIDIA) into swizzled rows.
 // Rows past L_k (and rows whose page index is outside the pool) are zero-filled, never read
 // unmasked, so NaN in padding slots cannot reach a result (p = 0 and V = 0, never NaN * 0).
 //
@@ -35,10 +31,10 @@
 //   over this lane's keys (summed across lanes once, at the end), O: running sum of p * V.
 //   c = sm_scale * log2(e): scores are scaled inside exp2 only. An empty state (m = -inf)
 //   rescales by 0 and subtracts 0, so no inf - inf ever forms. A row keeps its max until a new
-//   one exceeds it by more than RADIXKV_EXT_RESCALE_SLACK (log2 units; exponentials stay below
-//   2^slack), and O is rescaled only when some row's max moved (a warp vote). The exponentials of
-//   a 16-key block are computed right before that block's P*V products, so the compiler can
-//   interleave the MUFU/FFMA work of one block with the tensor-core work of the previous one.
+//   one exceeds it by more than kRescaleSlack (log2 units; exponentials stay below 2^slack), and O
+//   is rescaled only when some row's max moved (a warp vote). The exponentials of a 16-key block
+//   are computed right before that block's P*V products, so the compiler can interleave the
+//   MUFU/FFMA work of one block with the tensor-core work of the previous one.
 //
 // Matrix products: mma.sync / MFMA through mma.h everywhere; on sm_90a builds with D = 128 the
 // four warps act as one warpgroup and S = Q K^T and O += P V run as wgmma from 128-byte-swizzled
@@ -46,88 +42,23 @@
 // half's softmax overlaps the other half's products. Softmax, masking, paging and the epilogue
 // are the same code for both (the per-warp accumulator layouts coincide).
 //
-// The result is staged through the (by then unused) Q tile so that it leaves in 16-byte stores.
+// The result is staged through the (by then unused) Q tile so that it leaves in 16-byte stores
+// (NVIDIA; AMD stores from the accumulators).
 //
-// Tuning (NVIDIA, D = 128; bench/NOTES.md "Extend" has the measurements): 4 warps x 32 rows,
-// 64-key tiles, one barrier per tile; wgmma 1.22-1.26x faster than mma.sync on the H200; lazy
-// rescaling with a slack of 8 (log2 units) another 1.7-3.0%; page-table entries by cp.async took
-// page size 1 from +5-9% over page 16 to within ~1% (and page 16 itself 2-3% faster); the fast
-// prologue (3 dependent global round trips before the first product instead of 5) took the
-// smallest cells 4-10% faster (P0/E128 15.7 -> 14.8 µs, P0/E512 73.6 -> 70.9 in one run).
-// AMD uses smaller tiles (gfx90a has 64 KB of LDS).
+// Every choice that differs between targets (tile shape, which copy, product and store paths run)
+// is fixed per architecture in ExtendTraits below; there are no other switches. bench/NOTES.md
+// ("Extend") records how they were chosen.
 #include "extend_attention.h"
 
 #include "dispatch.h"
 #include "guard.h"
-#include "extend_hopper.cuh"
 #include "extend_wgmma.cuh"
 #include "mma.h"
 #include "platform.h"
 #include "softmax.h"
 
-// Tuning knobs (NVIDIA, head_dim 128): warps per CTA, 16-row blocks per warp, key-tile width.
-#ifndef RADIXKV_EXT_W128
-#define RADIXKV_EXT_W128 4
-#endif
-#ifndef RADIXKV_EXT_MT128
-#define RADIXKV_EXT_MT128 2
-#endif
-#ifndef RADIXKV_EXT_BN128
-#define RADIXKV_EXT_BN128 64
-#endif
-#ifndef RADIXKV_EXT_MIN_BLOCKS
-#define RADIXKV_EXT_MIN_BLOCKS 1
-#endif
-#ifndef RADIXKV_EXT_KK_UNROLL
-#define RADIXKV_EXT_KK_UNROLL 8  // head-dim steps of S = Q K^T unrolled (8 = all for D = 128)
-#endif
-#ifndef RADIXKV_EXT_BULK
-#define RADIXKV_EXT_BULK 0  // sm_90: K/V rows by bulk copies (else 16-byte cp.async everywhere)
-#endif
-#ifndef RADIXKV_EXT_EXP_IN_PV
-#define RADIXKV_EXT_EXP_IN_PV 1  // exponentials block by block inside the P*V loop
-#endif
-#ifndef RADIXKV_EXT_O_SMEM
-#define RADIXKV_EXT_O_SMEM 1  // NVIDIA: O through shared memory, 16-byte stores
-#endif
-#ifndef RADIXKV_EXT_WGMMA
-#define RADIXKV_EXT_WGMMA 1  // sm_90a builds, D = 128: S and P*V on wgmma (extend_wgmma.cuh)
-#endif
-#ifndef RADIXKV_EXT_RESCALE_SLACK
-#define RADIXKV_EXT_RESCALE_SLACK 8  // > 0: keep a row's max until the new one exceeds it by this (log2)
-#endif
-#ifndef RADIXKV_EXT_PT_ASYNC
-#define RADIXKV_EXT_PT_ASYNC 1  // NVIDIA, cp.async path: page-table entries fetched by cp.async
-#endif
-#ifndef RADIXKV_EXT_WALK_LATE
-#define RADIXKV_EXT_WALK_LATE 0  // wgmma path: walker steps under S (measured ~1% slower)
-#endif
-#ifndef RADIXKV_EXT_FAST_PROLOGUE
-#define RADIXKV_EXT_FAST_PROLOGUE 1  // cp.async path: tiles 0 and 1's page entries in one round trip
-#endif
-#ifndef RADIXKV_EXT_RANK_ORDER
-#define RADIXKV_EXT_RANK_ORDER 1  // heaviest tiles first across the batch (when the grid allows)
-#endif
-
 namespace rk {
 namespace extend_detail {
-
-constexpr int kKKUnroll = RADIXKV_EXT_KK_UNROLL;
-#if RADIXKV_EXT_HAS_BULK && RADIXKV_EXT_BULK
-constexpr bool kBulk = true;
-#else
-constexpr bool kBulk = false;
-#endif
-#if RK_NVIDIA && RADIXKV_EXT_PT_ASYNC
-constexpr bool kPtAsync = true;  // page-table entries by cp.async (the walker never waits on them)
-#else
-constexpr bool kPtAsync = false;
-#endif
-#if RK_NVIDIA && RADIXKV_EXT_O_SMEM
-constexpr bool kOSmem = true;
-#else
-constexpr bool kOSmem = false;
-#endif
 
 using mma::Acc;
 using mma::Frag;
@@ -162,64 +93,102 @@ RK_DEVICE void warp_sync() {
 #endif
 }
 
-// ----------------------------------------------------------------------------- tiling
+// ----------------------------------------------------------------------------- per-architecture choices
 
-// kWarps warps; each owns kMT blocks of 16 rows; keys move in tiles of kBN. NVIDIA: 32 rows per
-// warp halves shared-memory traffic per FLOP; AMD (gfx90a has 64 KB of LDS): smaller tiles.
-template <int D>
-struct Tiling;
+// The target of this compile pass. The host pass of an NVIDIA build sees Nvidia; it uses only the
+// tile shape (grid, block and shared-memory sizes), which Sm90a shares.
+namespace arch {
+struct Amd {};     // gfx9 wave64: MFMA (gfx90a, gfx94x) or the FMA fallback (gfx906); 64 KB of LDS
+struct Nvidia {};  // sm_80+: mma.sync, ldmatrix, cp.async
+struct Sm90a {};   // Hopper's arch-specific target: Nvidia plus wgmma
 #if RK_AMD
-template <> struct Tiling<64> { static constexpr int kWarps = 4, kMT = 1, kBN = 32; };
-// D = 128 takes 16-key tiles like D = 256: with 32 the bf16 kernel needed more than gfx906's 256
-// VGPRs and spilled ~185 of them to scratch (hip/isa_report.py); 16 needs 173.
-template <> struct Tiling<128> { static constexpr int kWarps = 4, kMT = 1, kBN = 16; };
-template <> struct Tiling<256> { static constexpr int kWarps = 2, kMT = 1, kBN = 16; };
+using Current = Amd;
+#elif RK_HAS_WGMMA
+using Current = Sm90a;
 #else
-template <> struct Tiling<64> { static constexpr int kWarps = 4, kMT = 2, kBN = 64; };
-template <> struct Tiling<128> {
-  static constexpr int kWarps = RADIXKV_EXT_W128, kMT = RADIXKV_EXT_MT128, kBN = RADIXKV_EXT_BN128;
-};
-template <> struct Tiling<256> { static constexpr int kWarps = 4, kMT = 1, kBN = 32; };
+using Current = Nvidia;
 #endif
+}  // namespace arch
+
+// Shared by every target.
+struct ExtendCommon {
+  static constexpr int kMinBlocks = 1;          // __launch_bounds__ minimum CTAs per SM / CU
+  static constexpr int kQkUnroll = 8;           // head-dim steps of S = Q K^T unrolled (all of D <= 128)
+  static constexpr float kRescaleSlack = 8.f;   // log2 units a row's max may be exceeded by (lazy rescale)
+};
+
+// kWarps warps; each owns kMT blocks of 16 rows; keys move in tiles of kBN. kPtAsync: the walker's
+// page-table entries arrive by cp.async, which also lets the prologue fetch tiles 0 and 1's entries
+// in one round trip. kOSmem: the result leaves through shared memory in 16-byte stores. kWgmma:
+// S and P*V on wgmma (extend_wgmma.cuh).
+template <class Arch, int D>
+struct ExtendTraits;
+
+// AMD: small tiles (gfx90a has 64 KB of LDS). D = 128 takes 16-key tiles like D = 256: with 32 the
+// bf16 kernel needs more than gfx906's 256 VGPRs and spills to scratch (hip/isa_report.py).
+template <int D>
+struct AmdTiling;
+template <> struct AmdTiling<64> { static constexpr int kWarps = 4, kMT = 1, kBN = 32; };
+template <> struct AmdTiling<128> { static constexpr int kWarps = 4, kMT = 1, kBN = 16; };
+template <> struct AmdTiling<256> { static constexpr int kWarps = 2, kMT = 1, kBN = 16; };
+template <int D>
+struct ExtendTraits<arch::Amd, D> : ExtendCommon, AmdTiling<D> {
+  static constexpr bool kPtAsync = false, kOSmem = false, kWgmma = false;
+};
+
+// NVIDIA: 32 rows per warp (kMT = 2) halve shared-memory traffic per FLOP.
+template <int D>
+struct NvTiling;
+template <> struct NvTiling<64> { static constexpr int kWarps = 4, kMT = 2, kBN = 64; };
+template <> struct NvTiling<128> { static constexpr int kWarps = 4, kMT = 2, kBN = 64; };
+template <> struct NvTiling<256> { static constexpr int kWarps = 4, kMT = 1, kBN = 32; };
+template <int D>
+struct ExtendTraits<arch::Nvidia, D> : ExtendCommon, NvTiling<D> {
+  static constexpr bool kPtAsync = true, kOSmem = true, kWgmma = false;
+};
+// sm_90a: the NVIDIA choices, with wgmma where its tile shape fits (D = 128; Cfg checks the shape).
+template <int D>
+struct ExtendTraits<arch::Sm90a, D> : ExtendTraits<arch::Nvidia, D> {
+  static constexpr bool kWgmma = D == 128;
+};
 
 template <int D>
-struct Cfg {
-  static constexpr int kWarps = Tiling<D>::kWarps;
-  static constexpr int kMT = Tiling<D>::kMT;
-  static constexpr int kBN = Tiling<D>::kBN;
-  static constexpr int kBM = kWarps * 16 * kMT;  // rows per tile
-  static constexpr int kThreads = kWarps * rk::kWarpSize;
+using Traits = ExtendTraits<arch::Current, D>;
+
+template <int D>
+struct Cfg : Traits<D> {
+  using Tr = Traits<D>;
+  static constexpr int kBM = Tr::kWarps * 16 * Tr::kMT;  // rows per tile
+  static constexpr int kThreads = Tr::kWarps * rk::kWarpSize;
   static constexpr int kChunks = D / 8;           // 16-byte chunks per row
   static constexpr int kQElems = kBM * D;
-  // K/V buffers are sized for padded rows on NVIDIA (the bulk-copy layout, D + 8 elements per
-  // row); the swizzled layout uses the first kBN * D elements of each. The host pass cannot know
-  // which layout the device pass picked, so both fit.
+  // K/V buffers hold kBN rows of kRowElems elements; the swizzled tiles fill the first kBN * D
+  // elements of each. NVIDIA allots D + 8 per row: that footprint (and with it the shared-memory
+  // carve-out and CTAs per SM) is part of the tuned configuration.
 #if RK_NVIDIA
   static constexpr int kRowElems = D + 8;
 #else
   static constexpr int kRowElems = D;
 #endif
-  static constexpr int kRowBytes = kRowElems * 2;
-  static constexpr int kKVElems = kBN * kRowElems;  // one K or V buffer
+  static constexpr int kKVElems = Tr::kBN * kRowElems;  // one K or V buffer
   // Byte offsets: Q tile, K[2], V[2], row table int4 [2][kBN], walker state int4 [kBN], mask
-  // limits int4 [kThreads], the walker's per-CTA constants (WalkInfo), two mbarriers. What is
-  // only needed now and then lives in shared memory rather than in registers across the loop.
+  // limits int4 [kThreads], the walker's per-CTA constants (WalkInfo). What is only needed now
+  // and then lives in shared memory rather than in registers across the loop.
   static constexpr int kOffK = kQElems * 2;
   static constexpr int kOffV = kOffK + 2 * kKVElems * 2;
   static constexpr int kOffRows = kOffV + 2 * kKVElems * 2;
-  static constexpr int kOffWalk = kOffRows + 2 * kBN * 16;
-  static constexpr int kOffLim = kOffWalk + kBN * 16;
+  static constexpr int kOffWalk = kOffRows + 2 * Tr::kBN * 16;
+  static constexpr int kOffLim = kOffWalk + Tr::kBN * 16;
   static constexpr int kOffInfo = kOffLim + kThreads * 16;
-  static constexpr int kOffBar = kOffInfo + 64;
   // + slack to align the base to 1024 bytes (the 128-byte swizzle pattern of wgmma operands).
-  static constexpr int kSmemBytes = kOffBar + 2 * 8 + 1024;
-  static_assert(kMT * mma::kRowSlots <= 4, "mask limits fit one int4 per thread");
-  static_assert(kBN <= kThreads, "one walker thread per key row");
+  static constexpr int kSmemBytes = kOffInfo + 64 + 1024;
+  static_assert(Tr::kMT * mma::kRowSlots <= 4, "mask limits fit one int4 per thread");
+  static_assert(Tr::kBN <= kThreads, "one walker thread per key row");
   static_assert((kKVElems * 2) % 128 == 0 && kOffK % 128 == 0, "buffers stay 128-byte aligned");
-  // The wgmma path (D = 128 on sm_90a): one warpgroup, two 64-row halves, 64-key tiles, K/V
-  // buffers 1024-byte aligned (17408 = 17 * 1024 bytes each).
-  static constexpr bool kWgmmaShape = D == 128 && kWarps == 4 && kMT == 2 && kBN == 64 &&
-                                      (kKVElems * 2) % 1024 == 0 && kOffK % 1024 == 0;
+  // The wgmma path: one warpgroup, two 64-row halves, 64-key tiles, K/V buffers 1024-byte aligned.
+  static_assert(!Tr::kWgmma || (D == 128 && Tr::kWarps == 4 && Tr::kMT == 2 && Tr::kBN == 64 &&
+                                (kKVElems * 2) % 1024 == 0 && kOffK % 1024 == 0),
+                "the wgmma path's tile shape");
 };
 
 // Shared-memory element index of (row, col) in a [kRows][D] Q/K/V tile: mma.h's XOR-swizzled rows,
@@ -232,33 +201,6 @@ RK_DEVICE int tile_index(int row, int col) {
     return mma::smem_index<D>(row, col);
   }
 }
-
-// K/V operand addressing: XOR-swizzled rows of D elements (cp.async copies) or padded rows of
-// kRowBytes (bulk copies). The lane address is computed once; each block is a constant offset.
-template <int D, int kRowBytes, bool kPadded>
-struct KVView {
-  RK_DEVICE static mma::SmemLane lane_k(const uint16_t* t) { return mma::lane_k<D>(t); }
-  RK_DEVICE static mma::SmemLane lane_v(const uint16_t* t) { return mma::lane_v<D>(t); }
-  RK_DEVICE static void load_k(Frag& f, mma::SmemLane l, int key0, int col0) { mma::load_k<D>(f, l, key0, col0); }
-  RK_DEVICE static void load_v(Frag& f, mma::SmemLane l, int key0, int dim0) { mma::load_v<D>(f, l, key0, dim0); }
-};
-#if RK_NVIDIA
-template <int D, int kRowBytes>
-struct KVView<D, kRowBytes, true> {
-  RK_DEVICE static mma::SmemLane lane_k(const uint16_t* t) {
-    return mma::padded_lane_addr<kRowBytes>(t, mma::k_lane_row(), mma::k_lane_chunk());
-  }
-  RK_DEVICE static mma::SmemLane lane_v(const uint16_t* t) {
-    return mma::padded_lane_addr<kRowBytes>(t, mma::v_lane_row(), mma::v_lane_chunk());
-  }
-  RK_DEVICE static void load_k(Frag& f, mma::SmemLane l, int key0, int col0) {
-    mma::load_k_padded<kRowBytes>(f, l, key0, col0);
-  }
-  RK_DEVICE static void load_v(Frag& f, mma::SmemLane l, int key0, int dim0) {
-    mma::load_v_padded<kRowBytes>(f, l, key0, dim0);
-  }
-};
-#endif
 
 // ----------------------------------------------------------------------------- tile lookup
 
@@ -333,12 +275,6 @@ struct RowSrc {
   int64_t addr;
   int bytes;
 };
-// kAsyncFetch (NVIDIA, cp.async copy path): the next entry goes to the state's z by a 4-byte
-// cp.async, committed as its own group; the caller's next cp.async wait (the one before the barrier
-// of the next tile, or an explicit one) makes it visible. Storing a plainly loaded entry instead
-// would stall the walker warps on that load in every step, in front of the warpgroup's products:
-// at page size 1 every step reads 256 new bytes of the table (an L1 miss), at 16 only 16 bytes
-// (mostly L1 hits), which was most of page 1's 5-9% penalty (bench/notes_extend_page1.md).
 RK_DEVICE RowSrc row_source(int4 w, const WalkInfo& in, const ExtendParams& p, int key) {
   const bool valid = key < in.lk && w.z >= 0 && w.z < p.num_pages;
   if (key < in.lk && !valid) guard::report(p.status, guard::kExtend, guard::kPageRange);
@@ -356,6 +292,12 @@ RK_DEVICE void advance(int4& w, const WalkInfo& in, const ExtendParams& p) {
   }
 }
 
+// One walker step: the row source of `key`, then the state moved one tile on with the next page
+// entry. kAsyncFetch (NVIDIA, kPtAsync): that entry goes to the state's z by a 4-byte cp.async,
+// committed as its own group; the caller's next cp.async wait (the one before the barrier of the
+// next tile, or an explicit one) makes it visible. A plainly loaded entry would stall the walker
+// warps on that load in every step, in front of the other warps' products; at page size 1 each
+// step reads kBN * 4 new bytes of the table, mostly L1 misses.
 template <bool kAsyncFetch>
 RK_DEVICE RowSrc walk_from(int4 w, const WalkInfo& in, int4* state, const ExtendParams& p, int key,
                            int step_keys) {
@@ -425,22 +367,16 @@ struct MaskTag {
 };
 
 template <class T, int D, bool kRankOrder>
-__global__ void __launch_bounds__(Cfg<D>::kThreads, RADIXKV_EXT_MIN_BLOCKS)
+__global__ void __launch_bounds__(Cfg<D>::kThreads, Cfg<D>::kMinBlocks)
 extend_attention_kernel(const ExtendParams p) {
   using C = Cfg<D>;
   constexpr int kMT = C::kMT, kBN = C::kBN, kBM = C::kBM, kThreads = C::kThreads;
   constexpr int kKB = kBN / 16;  // 16-key blocks per key tile
   constexpr int kDB = D / 16;    // 16-wide blocks along head_dim
   constexpr int kSlots = mma::kRowSlots;
-  constexpr bool kExpInPV = RADIXKV_EXT_EXP_IN_PV != 0;
-  using KV = KVView<D, C::kRowBytes, kBulk>;
-#if RADIXKV_EXT_HAS_WGMMA
-  constexpr bool kWgmma = RADIXKV_EXT_WGMMA != 0 && C::kWgmmaShape && !kBulk;
-#else
-  constexpr bool kWgmma = false;
-#endif
+  constexpr bool kWgmma = C::kWgmma;
+  constexpr bool kPtAsync = C::kPtAsync;
   using Copy = TileCopy<D, kBN, kThreads, kWgmma>;
-  constexpr bool kWalkLate = kWgmma && RADIXKV_EXT_WALK_LATE != 0;
   // Rows of this warp: blocks of 16 at warp_row0 + mt * kMStride (mma.sync: the warp's own 16 * kMT
   // consecutive rows; wgmma: rows 16w.. of each 64-row half).
   constexpr int kMStride = kWgmma ? 64 : 16;
@@ -455,20 +391,17 @@ extend_attention_kernel(const ExtendParams p) {
   uint16_t* sQ = reinterpret_cast<uint16_t*>(smem);
   uint16_t* sK = reinterpret_cast<uint16_t*>(smem + C::kOffK);  // [2][kBN][kRowElems]
   uint16_t* sV = reinterpret_cast<uint16_t*>(smem + C::kOffV);  // [2][kBN][kRowElems]
-  int4* sRows = reinterpret_cast<int4*>(smem + C::kOffRows);         // [2][kBN] (swizzled path)
+  int4* sRows = reinterpret_cast<int4*>(smem + C::kOffRows);         // [2][kBN]
   int4* sWalk = reinterpret_cast<int4*>(smem + C::kOffWalk);         // [kBN]
   int* sLim = reinterpret_cast<int*>(smem + C::kOffLim);             // [kThreads][4]
   WalkInfo* sInfo = reinterpret_cast<WalkInfo*>(smem + C::kOffInfo);
-  uint64_t* sBar = reinterpret_cast<uint64_t*>(smem + C::kOffBar);   // [2] (bulk path)
-  (void)sRows;
-  (void)sBar;
 
   const int G = p.num_q_heads / p.num_kv_heads;
   if (blockIdx.x == 0 && blockIdx.y == 0) guard::check_extend_batch(p);  // records, never stops
-  // Fast prologue (cp.async path): the per-request values are loaded together, and the walkers
-  // fetch tiles 0 and 1's page entries together, so the first K/V copy waits on three dependent
-  // global round trips (indptr / lengths, page entries, K/V) instead of five.
-  constexpr bool kFastPrologue = RADIXKV_EXT_FAST_PROLOGUE != 0 && kPtAsync && !kBulk;
+  // Fast prologue (where page entries go by cp.async): the per-request values are loaded together,
+  // and the walkers fetch tiles 0 and 1's page entries together, so the first K/V copy waits on
+  // three dependent global round trips (indptr / lengths, page entries, K/V) instead of five.
+  constexpr bool kFastPrologue = kPtAsync;
   int req, kvh, tile, lq, q_begin = 0, lk = 0, kv_start = 0;
   if (kRankOrder) {
     const int lin = blockIdx.x;
@@ -570,9 +503,8 @@ extend_attention_kernel(const ExtendParams p) {
   }
   // Hand tile t's row of this walker to the copy path (walker threads only, t in order 0, 1, ...;
   // after the first barrier, which publishes sInfo).
-  constexpr bool kAsyncFetch = kPtAsync && !kBulk;
   auto walk_tile = [&](int t) {
-    return walk<kAsyncFetch>(my_walk, sInfo, p, t * kBN + int(threadIdx.x), kBN);
+    return walk<kPtAsync>(my_walk, sInfo, p, t * kBN + int(threadIdx.x), kBN);
   };
 
   // Q tile: row r is (position (row0 + r) / G, head kvh * G + (row0 + r) % G); rows past the
@@ -589,67 +521,29 @@ extend_attention_kernel(const ExtendParams p) {
   }
   mma::async_commit();
 
-#if RADIXKV_EXT_HAS_BULK
-  // Bulk path: the walker of row r copies K row r and V row r of tile t into buffer t & 1 and
-  // announces their bytes on that buffer's barrier (a phase per use: tile t waits for parity
-  // (t >> 1) & 1). Zero rows are plain stores, ordered before later bulk writes by a proxy fence.
-  auto issue_bulk = [&](int t) {
-    const int b = t & 1;
-    const RowSrc src = walk_tile(t);
-    uint16_t* dk = sK + b * C::kKVElems + threadIdx.x * C::kRowElems;
-    uint16_t* dv = sV + b * C::kKVElems + threadIdx.x * C::kRowElems;
-    if (src.bytes != 0) {
-      const char* ks = reinterpret_cast<const char*>(src.addr);
-      hopper::mbar_arrive_expect(sBar + b, 2 * D * 2);
-      hopper::bulk_copy(dk, ks, D * 2, sBar + b);
-      hopper::bulk_copy(dv, ks + v_minus_k, D * 2, sBar + b);
-    } else {
-#pragma unroll
-      for (int c = 0; c < C::kChunks; ++c) {
-        reinterpret_cast<uint4*>(dk)[c] = make_uint4(0, 0, 0, 0);
-        reinterpret_cast<uint4*>(dv)[c] = make_uint4(0, 0, 0, 0);
-      }
-      hopper::fence_proxy_async();
-      hopper::mbar_arrive_expect(sBar + b, 0);
+  if (kFastPrologue) {
+    // Rows of tiles 0 and 1 from the entries in registers; tile 2's entry goes by cp.async
+    // (the loop's first wait makes it visible). sInfo is first read after the barrier below.
+    if (is_walker) {
+      sRows[threadIdx.x] = Copy::entry(row_source(w0, info, p, int(threadIdx.x)));
+      sRows[kBN + threadIdx.x] =
+          Copy::entry(walk_from<kPtAsync>(w1, info, my_walk, p, kBN + int(threadIdx.x), kBN));
     }
-  };
-  if (kBulk) {
-    if (threadIdx.x == 0) {
-      hopper::mbar_init(sBar, kBN);
-      hopper::mbar_init(sBar + 1, kBN);
-      hopper::mbar_init_fence();
+  } else {
+    __syncthreads();  // sInfo visible
+    if (is_walker) {  // entries loaded plainly (no kPtAsync): tile 1's is in the walker's state
+      sRows[threadIdx.x] = Copy::entry(walk_tile(0));
+      sRows[kBN + threadIdx.x] = Copy::entry(walk_tile(1));
     }
-    __syncthreads();  // barriers initialised, sInfo visible
-    if (is_walker) issue_bulk(0);
-    mma::async_wait<0>();  // Q (visible to all after the loop's first barrier)
   }
-#endif
-  if (!kBulk) {
-    if (kFastPrologue) {
-      // Rows of tiles 0 and 1 from the entries in registers; tile 2's entry goes by cp.async
-      // (the loop's first wait makes it visible). sInfo is first read after the barrier below.
-      if (is_walker) {
-        sRows[threadIdx.x] = Copy::entry(row_source(w0, info, p, int(threadIdx.x)));
-        sRows[kBN + threadIdx.x] =
-            Copy::entry(walk_from<kAsyncFetch>(w1, info, my_walk, p, kBN + int(threadIdx.x), kBN));
-      }
-    } else {
-      __syncthreads();  // sInfo visible
-      if (is_walker) {
-        sRows[threadIdx.x] = Copy::entry(walk_tile(0));
-        if (kAsyncFetch) mma::async_wait<0>();  // tile 1's page entry (and Q) landed
-        sRows[kBN + threadIdx.x] = Copy::entry(walk_tile(1));
-      }
-    }
-    __syncthreads();  // sRows[0] visible
-    Copy::copy(sK, sV, sRows, v_minus_k);
-    mma::async_commit();
-  }
+  __syncthreads();  // sRows[0] visible
+  Copy::copy(sK, sV, sRows, v_minus_k);
+  mma::async_commit();
 
   // Per-lane shared-memory addresses of the matrix operands (see mma.h).
   const mma::SmemLane lane_q = mma::lane_q<D>(sQ);
-  const mma::SmemLane lane_k = KV::lane_k(sK);
-  const mma::SmemLane lane_v = KV::lane_v(sV);
+  const mma::SmemLane lane_k = mma::lane_k<D>(sK);
+  const mma::SmemLane lane_v = mma::lane_v<D>(sV);
 
   // Per-slot mask limit: key j is visible to the slot's row iff j <= lim. Rows past the request
   // take the last query's limit so their (discarded) softmax stays finite.
@@ -688,34 +582,25 @@ extend_attention_kernel(const ExtendParams p) {
     const mma::SmemLane tK = mma::lane_offset(lane_k, buf * C::kKVElems);
     const mma::SmemLane tV = mma::lane_offset(lane_v, buf * C::kKVElems);
 
-#if RADIXKV_EXT_HAS_BULK
-    if (kBulk) {
-      __syncthreads();  // tile n-1 consumed by every warp: its buffer takes tile n+1
-      if (is_walker && n + 1 < n_kv_tiles) issue_bulk(n + 1);
-      hopper::mbar_wait(sBar + buf, (n >> 1) & 1);  // K_n, V_n landed
-    }
+    mma::async_wait<0>();  // K_n and V_n (issued a whole tile ago) done
+#if RK_HAS_WGMMA
+    if (kWgmma) wgmma::fence_proxy_async();  // ... and visible to the tensor cores' reads
 #endif
-    if (!kBulk) {
-      mma::async_wait<0>();  // K_n and V_n (issued a whole tile ago) done
-#if RADIXKV_EXT_HAS_WGMMA
-      if (kWgmma) hopper::fence_proxy_async();  // ... and visible to the tensor cores' reads
-#endif
-      __syncthreads();       // visible to all; tile n-1 fully consumed
-      if (n + 1 < n_kv_tiles)
-        Copy::copy(sK + (buf ^ 1) * C::kKVElems, sV + (buf ^ 1) * C::kKVElems,
-                                         sRows + (buf ^ 1) * kBN, v_minus_k);
-      mma::async_commit();
-      // Tile n's row table is free (its copies were issued before the barrier): tile n + 2.
-      if (!kWalkLate && is_walker && n + 2 < n_kv_tiles)
-        sRows[buf * kBN + threadIdx.x] = Copy::entry(walk_tile(n + 2));
-    }
+    __syncthreads();       // visible to all; tile n-1 fully consumed
+    if (n + 1 < n_kv_tiles)
+      Copy::copy(sK + (buf ^ 1) * C::kKVElems, sV + (buf ^ 1) * C::kKVElems, sRows + (buf ^ 1) * kBN,
+                 v_minus_k);
+    mma::async_commit();
+    // Tile n's row table is free (its copies were issued before the barrier): tile n + 2.
+    if (is_walker && n + 2 < n_kv_tiles)
+      sRows[buf * kBN + threadIdx.x] = Copy::entry(walk_tile(n + 2));
 
     Acc s[kMT][kKB];  // S = Q K^T for this warp's rows, then P
     float corr[kMT][kSlots];
     float m_use[kMT][kSlots];
 
-    // Row block mt: mask (stage 2 only), running max, correction factor; l rescaled (and, without
-    // kExpInPV, P and its sums formed here). Maxima first run across the key blocks per
+    // Row block mt: mask (stage 2 only), running max, correction factor; l rescaled (P and its
+    // sums are formed in p_block). Maxima first run across the key blocks per
     // accumulator element (kAccElems independent chains), then fold the elements of a slot.
     // Returns whether some row's max grew (only then O needs rescaling).
     auto stats = [&](int mt) {
@@ -750,8 +635,7 @@ extend_attention_kernel(const ExtendParams p) {
         // With a slack, a row keeps its (finite) max while the new one exceeds it by at most the
         // slack in log2 units: its exponentials then stay <= 2^slack, and O and l need no
         // rescaling; both use the same stale max, so O / l is unchanged.
-        if (RADIXKV_EXT_RESCALE_SLACK > 0 && m[mt][sl] != kNegInf &&
-            (m_new - m[mt][sl]) * c <= float(RADIXKV_EXT_RESCALE_SLACK))
+        if (m[mt][sl] != kNegInf && (m_new - m[mt][sl]) * c <= C::kRescaleSlack)
           m_new = m[mt][sl];
         m_use[mt][sl] = m_new == kNegInf ? 0.f : m_new * c;
         // Only a grown max rescales (m = -inf -> factor 0); an unchanged one leaves l and O as is.
@@ -759,27 +643,8 @@ extend_attention_kernel(const ExtendParams p) {
         grew |= m_new > m[mt][sl];
         m[mt][sl] = m_new;
       }
-      if (!kExpInPV) {
 #pragma unroll
-        for (int kb = 0; kb < kKB; ++kb)
-#pragma unroll
-          for (int i = 0; i < mma::kAccElems; ++i) {
-            const float pv = fast_exp2(fmaf(s[mt][kb].x[i], c, -m_use[mt][mma::acc_slot(i)]));
-            s[mt][kb].x[i] = pv;
-            t[i] = kb == 0 ? pv : t[i] + pv;
-          }
-#pragma unroll
-        for (int sl = 0; sl < kSlots; ++sl) {
-          float sum = 0.f;
-#pragma unroll
-          for (int i = 0; i < mma::kAccElems; ++i)
-            if (mma::acc_slot(i) == sl) sum += t[i];
-          l[mt][sl] = fmaf(l[mt][sl], corr[mt][sl], sum);
-        }
-      } else {
-#pragma unroll
-        for (int sl = 0; sl < kSlots; ++sl) l[mt][sl] *= corr[mt][sl];
-      }
+      for (int sl = 0; sl < kSlots; ++sl) l[mt][sl] *= corr[mt][sl];
       return grew;
     };
     auto rescale = [&](int mt) {
@@ -788,32 +653,30 @@ extend_attention_kernel(const ExtendParams p) {
 #pragma unroll
         for (int i = 0; i < mma::kAccElems; ++i) o[mt][db].x[i] *= corr[mt][mma::acc_slot(i)];
     };
-    // P operand of key block kb (the exponentials computed here when kExpInPV).
+    // P operand of key block kb: its exponentials, and their sums into l.
     auto p_block = [&](int mt, int kb, Frag& pf) {
-      if (kExpInPV) {
-        float part[kSlots];
+      float part[kSlots];
 #pragma unroll
-        for (int sl = 0; sl < kSlots; ++sl) part[sl] = 0.f;
+      for (int sl = 0; sl < kSlots; ++sl) part[sl] = 0.f;
 #pragma unroll
-        for (int i = 0; i < mma::kAccElems; ++i) {
-          const float pv = fast_exp2(fmaf(s[mt][kb].x[i], c, -m_use[mt][mma::acc_slot(i)]));
-          s[mt][kb].x[i] = pv;
-          part[mma::acc_slot(i)] += pv;
-        }
-#pragma unroll
-        for (int sl = 0; sl < kSlots; ++sl) l[mt][sl] += part[sl];  // short chains into l
+      for (int i = 0; i < mma::kAccElems; ++i) {
+        const float pv = fast_exp2(fmaf(s[mt][kb].x[i], c, -m_use[mt][mma::acc_slot(i)]));
+        s[mt][kb].x[i] = pv;
+        part[mma::acc_slot(i)] += pv;
       }
+#pragma unroll
+      for (int sl = 0; sl < kSlots; ++sl) l[mt][sl] += part[sl];  // short chains into l
       mma::p_from_acc<T>(pf, s[mt][kb]);
     };
 
-#if RADIXKV_EXT_HAS_WGMMA
+#if RK_HAS_WGMMA
     if constexpr (kWgmma) {
       // Two 64-row halves in a pipeline: both halves' S products are issued at once; the
       // softmax of half 0 runs while the tensor cores compute S of half 1, and the softmax of
       // half 1 while they compute half 0's P*V. wgmma groups complete in order: [S0, S1, PV0, PV1].
-      const uint32_t q_base = hopper::smem_addr(sQ);
-      const uint32_t k_base = hopper::smem_addr(sK + buf * C::kKVElems);
-      const uint32_t v_base = hopper::smem_addr(sV + buf * C::kKVElems);
+      const uint32_t q_base = wgmma::smem_addr(sQ);
+      const uint32_t k_base = wgmma::smem_addr(sK + buf * C::kKVElems);
+      const uint32_t v_base = wgmma::smem_addr(sV + buf * C::kKVElems);
       wgmma::fence();
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) {
@@ -827,10 +690,6 @@ extend_attention_kernel(const ExtendParams p) {
         }
         wgmma::commit();
       }
-      // Late walk: off the path to the first product of the tile (the other warps wait there
-      // for the walker warps otherwise); tile n's row table is free until the next barrier.
-      if (kWalkLate && is_walker && n + 2 < n_kv_tiles)
-        sRows[buf * kBN + threadIdx.x] = Copy::entry(walk_tile(n + 2));
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) {
         wgmma::wait<1>();  // S of half mt done (the half after it may still run)
@@ -858,7 +717,7 @@ extend_attention_kernel(const ExtendParams p) {
     for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
       for (int kb = 0; kb < kKB; ++kb) mma::zero(s[mt][kb]);
-#pragma unroll kKKUnroll
+#pragma unroll C::kQkUnroll
     for (int kk = 0; kk < kDB; ++kk) {
       Frag qf[kMT];
 #pragma unroll
@@ -866,7 +725,7 @@ extend_attention_kernel(const ExtendParams p) {
 #pragma unroll
       for (int kb = 0; kb < kKB; ++kb) {
         Frag kf;
-        KV::load_k(kf, tK, kb * 16, kk * 16);
+        mma::load_k<D>(kf, tK, kb * 16, kk * 16);
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt) mma::mma_qk<T>(s[mt][kb], qf[mt], kf);
       }
@@ -889,7 +748,7 @@ extend_attention_kernel(const ExtendParams p) {
 #pragma unroll
       for (int db = 0; db < kDB; ++db) {
         Frag vf;
-        KV::load_v(vf, tV, kb * 16, db * 16);
+        mma::load_v<D>(vf, tV, kb * 16, db * 16);
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt) mma::mma_pv<T>(o[mt][db], pf[mt], vf);
       }
@@ -900,7 +759,7 @@ extend_attention_kernel(const ExtendParams p) {
   int n = 0;
   for (; n < n_dense; ++n) process(n, MaskTag<false>{});
   for (; n < n_kv_tiles; ++n) process(n, MaskTag<true>{});
-  if (!kBulk) mma::async_wait<0>();
+  mma::async_wait<0>();
 
   // Normalise and store: 1 / (row sum over the row's lanes), 0 for a row that saw no key.
   float inv[kMT][kSlots];
@@ -911,7 +770,7 @@ extend_attention_kernel(const ExtendParams p) {
       const float lt = mma::row_sum(l[mt][sl]);
       inv[mt][sl] = lt > 0.f ? 1.f / lt : 0.f;
     }
-  if (kOSmem) {
+  if (C::kOSmem) {
     // Through this warp's own rows of the Q tile (no other warp reads them; with wgmma the whole
     // warpgroup read Q, hence the barrier): 4-byte writes in the accumulator layout, then
     // 16-byte row chunks to global memory.
@@ -994,7 +853,7 @@ void launch(const ExtendParams& p, Stream stream) {
   if (gx <= 0) return;
   // Rank order launches B * per_req tiles per head; take it unless that is more than twice the
   // tiles that exist (then most of its CTAs would only exit).
-  const bool rank = RADIXKV_EXT_RANK_ORDER != 0 && b <= 2 * a && b * p.num_kv_heads <= 0x7fffffff;
+  const bool rank = b <= 2 * a && b * p.num_kv_heads <= 0x7fffffff;
   if (!rank && gx > 0x7fffffff) throw LaunchError("radixkv extend_attention: grid too large");
   auto kernel = rank ? extend_attention_kernel<T, D, true> : extend_attention_kernel<T, D, false>;
   const dim3 grid = rank ? dim3(unsigned(b * p.num_kv_heads)) : dim3(unsigned(gx), p.num_kv_heads);

@@ -1,6 +1,7 @@
 // hip/extend_wgmma.cuh -- Hopper warpgroup matrix products (wgmma, sm_90a) for the extend kernel.
 //
-// With RADIXKV_EXT_WGMMA and a build for sm_90a, the extend kernel (D = 128) computes
+// In a build for sm_90a (RK_HAS_WGMMA, set from the compiler's target), the extend kernel
+// (D = 128) computes
 //   S(64 x 64 per instruction block) = Q K^T   wgmma m64n64k16, Q and K from shared memory
 //   O(64 x 128)                     += P V     wgmma m64n128k16, P from registers, V from shared
 //                                              memory read transposed (MN-major)
@@ -22,10 +23,11 @@
 
 #include "platform.h"
 
+// The device pass of an sm_90a target: the only one where wgmma exists (not a switch).
 #if RK_NVIDIA && defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define RADIXKV_EXT_HAS_WGMMA 1
+#define RK_HAS_WGMMA 1
 #else
-#define RADIXKV_EXT_HAS_WGMMA 0
+#define RK_HAS_WGMMA 0
 #endif
 
 namespace rk {
@@ -37,7 +39,15 @@ RK_HOST_DEVICE int sw128_index(int row, int col) {
   return (col >> 6) * (kRows * 64) + row * 64 + ((((col >> 3) & 7) ^ (row & 7)) << 3) + (col & 7);
 }
 
-#if RADIXKV_EXT_HAS_WGMMA
+#if RK_HAS_WGMMA
+
+RK_DEVICE uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Order this thread's earlier ordinary (generic proxy) shared-memory writes, e.g. cp.async copies
+// waited for, before the tensor cores' reads of them (async proxy).
+RK_DEVICE void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 RK_DEVICE uint64_t desc_sw128(uint32_t smem_addr, uint32_t lbo_bytes, uint32_t sbo_bytes) {
   return uint64_t((smem_addr & 0x3FFFF) >> 4) | (uint64_t((lbo_bytes & 0x3FFFF) >> 4) << 16) |
@@ -117,7 +127,7 @@ RK_DEVICE void rs_m64n128k16(Acc (&d)[8], const uint32_t (&a)[4], uint64_t db) {
 #undef RK_WG_BLOCKS4
 #undef RK_WG_BLOCK
 
-#endif  // RADIXKV_EXT_HAS_WGMMA
+#endif  // RK_HAS_WGMMA
 
 }  // namespace wgmma
 }  // namespace rk

@@ -193,20 +193,6 @@ RK_DEVICE SmemLane lane_v(const uint16_t* tile) {
   return lane_addr<kCols>(tile, v_lane_row(), v_lane_chunk());
 }
 
-// Padded tiles (no swizzle): rows kRowBytes apart, kRowBytes an odd multiple of 16, so the 8 rows
-// of one ldmatrix matrix fall on 8 distinct groups of 4 banks. Such rows can be filled by bulk
-// (TMA) copies, which write a row linearly. Block (row0, col0) of a lane address is then a pure
-// constant offset.
-template <int kRowBytes>
-RK_DEVICE SmemLane padded_lane_addr(const uint16_t* tile, int r, int cb) {
-  static_assert(kRowBytes % 32 == 16, "padded rows must be an odd multiple of 16 bytes");
-  return static_cast<uint32_t>(__cvta_generic_to_shared(tile)) + r * kRowBytes + cb * 16;
-}
-template <int kRowBytes>
-RK_DEVICE uint32_t padded_block_addr(SmemLane lane, int row0, int col0) {
-  return lane + row0 * kRowBytes + col0 * 2;
-}
-
 RK_DEVICE void ldmatrix_x4_at(Frag& f, uint32_t a) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(f.x[0]), "=r"(f.x[1]), "=r"(f.x[2]), "=r"(f.x[3])
@@ -231,16 +217,6 @@ RK_DEVICE void load_k(Frag& f, SmemLane lane, int key0, int col0) {
 template <int kCols>
 RK_DEVICE void load_v(Frag& f, SmemLane lane, int key0, int dim0) {
   ldmatrix_x4_trans_at(f, block_addr<kCols>(lane, key0, dim0));
-}
-
-// The same operand blocks from padded tiles (lane from padded_lane_addr with the role's row/chunk).
-template <int kRowBytes>
-RK_DEVICE void load_k_padded(Frag& f, SmemLane lane, int key0, int col0) {
-  ldmatrix_x4_at(f, padded_block_addr<kRowBytes>(lane, key0, col0));
-}
-template <int kRowBytes>
-RK_DEVICE void load_v_padded(Frag& f, SmemLane lane, int key0, int dim0) {
-  ldmatrix_x4_trans_at(f, padded_block_addr<kRowBytes>(lane, key0, dim0));
 }
 
 template <class T>

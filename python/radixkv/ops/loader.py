@@ -3,7 +3,9 @@
 Every ``hip/*.cu`` and ``hip/*.cpp`` is compiled into one library with
 ``torch.utils.cpp_extension.load``: nvcc on a CUDA torch (sm_90a and sm_80 unless
 ``TORCH_CUDA_ARCH_LIST`` says otherwise; extend_attention uses wgmma only in an sm_90a build),
-hipcc on a ROCm torch. The library registers the
+hipcc on a ROCm torch. What a kernel does on each target is fixed in the sources (per-architecture
+traits, hip/README.md); the settings below choose sources, targets and which instantiations are
+built, never a kernel's tuning. The library registers the
 ``torch.ops.radixkv.*`` ops through ``TORCH_LIBRARY``; the fake (meta) implementations are then
 registered from :mod:`radixkv.ops._fake`.
 
@@ -17,8 +19,8 @@ Environment:
   by a hash of the sources' contents, the flags, the arch list and the torch build, so a change to
   any of them builds afresh and an unchanged set is not rebuilt.
 - ``RADIXKV_HEAD_DIMS`` (e.g. ``128`` or ``64,128``), ``RADIXKV_DTYPES`` (``bf16``, ``fp16``),
-  ``RADIXKV_PAGE_SIZES`` (``1,16``): compile only these variants (faster builds); a call needing
-  another one raises an error naming it. ``RADIXKV_KV_DTYPES`` (``e4m3``, ``e5m2``, or
+  ``RADIXKV_PAGE_SIZES`` (``1,16``): compile only these variants (faster builds, the same kernels);
+  a call needing another one raises an error naming it. ``RADIXKV_KV_DTYPES`` (``e4m3``, ``e5m2``, or
   ``none``): the FP8 cache variants of store_kv / paged_decode compiled in (default: both).
 - ``RADIXKV_VERBOSE_BUILD=1``: show the compiler's output.
 - ``RADIXKV_PREBUILT_LIB``: path of an already built library (e.g. built on another machine with
@@ -38,7 +40,8 @@ _lock = threading.Lock()
 _loaded = False
 _error: Exception | None = None
 
-# Variant switches understood by hip/dispatch.h (each defaults to 1 = compiled in).
+# Build-scope switches understood by hip/dispatch.h (each defaults to 1 = compiled in): they leave
+# instantiations out, they do not change one.
 _VARIANTS = {
     "RADIXKV_HEAD_DIMS": ("RADIXKV_HD_", ("64", "128", "256")),
     "RADIXKV_DTYPES": ("RADIXKV_DT_", ("fp16", "bf16")),

@@ -4,7 +4,7 @@
 #
 # usage (device tool, repository root, carry [".anchors", ".carry", ".whl",
 #        "python/radixkv/_core.abi3.so"]):
-#   bash bench/gpu_run.sh [tests|bench|all|validate]        (default: all)
+#   bash bench/lab/gpu_run.sh [tests|bench|all|validate]        (default: all)
 #   validate = the GPU tests of RADIXKV_TEST_FILES, then the demo with --device cuda
 # env: RADIXKV_TEST_FILES  test files (default tests/test_kernels_gpu.py);
 #      RADIXKV_TEST_ARGS  extra pytest args (e.g. "-k decode");  RADIXKV_BENCH_ARGS  extra
@@ -16,7 +16,7 @@
 # (`import radixkv` must work there; runs 1 and 4a died on that).
 set -uo pipefail
 what="${1:-all}"
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo"
 OUT="${OUT:-$repo/bench/results/run}"
 mkdir -p "$OUT"
