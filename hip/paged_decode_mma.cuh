@@ -246,6 +246,9 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
   job = clamp_unit(p, job, rq.len, kMaxUnits);
   // This unit's tokens; warp w takes tiles w, w + W, ...
   const int begin = job.begin, end = job.end, units = job.count;
+  // The row of the request's first unit, read now so that the merge (when this block is the
+  // request's last) does not wait on it.
+  const int first = units > 1 ? first_unit(p, b, units) : 0;
   const int ntiles = end > begin ? (end - begin + KEYS - 1) / KEYS : 0;
   const int n_my = ntiles > warp ? (ntiles - warp + W - 1) / W : 0;
   auto tile_start = [&](int i) { return begin + (warp + i * W) * KEYS; };
@@ -664,7 +667,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
   float* cL = cl + kMaxUnits * kRows;          // [16]: 1 / sum of weights
   // Partials of unit first + s sit split_rows * s rows after those of the first unit.
   const int64_t split_rows = p.num_q_heads;
-  const int64_t row_b = static_cast<int64_t>(first_unit(p, b, NS)) * p.num_q_heads + h0;
+  const int64_t row_b = static_cast<int64_t>(first) * p.num_q_heads + h0;
   const int64_t out_b = static_cast<int64_t>(b) * p.num_q_heads + h0;
   // The partials of this thread's first output item for the first kPre partitions are loaded
   // now, in the same round trip as the (m, l) below (Llama's 4 heads x D/4: one item per thread).
