@@ -38,6 +38,8 @@ mod corrupt;
 #[cfg(test)]
 mod edge_tests;
 #[cfg(test)]
+mod partial_tests;
+#[cfg(test)]
 mod proptests;
 #[cfg(test)]
 mod tests;
