@@ -315,6 +315,9 @@ fn accessors_follow_the_sequences() {
     a.free(1).unwrap();
     assert_eq!((a.num_seqs(), a.seq_ids()), (1, vec![2]));
     assert!(!a.contains(1) && a.contains(2));
-    assert_eq!((a.num_blocks(), a.block_size(), a.num_free_blocks()), (8, 4, 6));
+    assert_eq!(
+        (a.num_blocks(), a.block_size(), a.num_free_blocks()),
+        (8, 4, 6)
+    );
     a.check().unwrap();
 }

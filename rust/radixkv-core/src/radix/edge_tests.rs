@@ -29,7 +29,11 @@ fn long_keys_match_and_split_at_the_first_difference() {
             let mut q = key.clone();
             q[diff] = 99;
             let want = diff - diff % page;
-            assert_eq!(t.peek_prefix(b"", &q).unwrap(), want, "page {page} diff {diff}");
+            assert_eq!(
+                t.peek_prefix(b"", &q).unwrap(),
+                want,
+                "page {page} diff {diff}"
+            );
             let m = t.match_prefix(b"", &q).unwrap();
             assert_eq!((m.length, &m.slots[..]), (want, &slots[..want]));
             assert_eq!(t.node_info(m.node).unwrap().depth, want);

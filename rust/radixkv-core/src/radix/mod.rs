@@ -32,6 +32,8 @@ pub use policy::{Policy, SLRU_PROTECTED_HITS};
 pub use tree::{NodeInfo, NodeView, PrefixMatch, RadixTree};
 
 #[cfg(test)]
+mod api_tests;
+#[cfg(test)]
 mod check_tests;
 #[cfg(test)]
 mod corrupt;

@@ -14,7 +14,10 @@ fn partial_cache(slots: usize, page: usize) -> (RadixCache, SharedPool) {
         partial_pages: true,
         ..CacheOptions::default()
     };
-    (RadixCache::with_options(Some(pool.clone()), opts).unwrap(), pool)
+    (
+        RadixCache::with_options(Some(pool.clone()), opts).unwrap(),
+        pool,
+    )
 }
 
 fn num_cached(pool: &SharedPool) -> usize {
@@ -176,7 +179,11 @@ fn partial_pages_need_a_page_above_one_and_the_option() {
     // Without the option: the partial last page is not cached and no tail is reported.
     let mut off = RadixCache::new(None, NonZeroUsize::new(4)).unwrap();
     assert!(!off.partial_pages());
-    assert_eq!(off.insert(b"", &toks(0..10), &(0..10).collect::<Vec<_>>()).unwrap(), 0);
+    assert_eq!(
+        off.insert(b"", &toks(0..10), &(0..10).collect::<Vec<_>>())
+            .unwrap(),
+        0
+    );
     assert_eq!(off.total_size(), 8);
     let m = off.match_prefix(b"", &toks(0..10)).unwrap();
     assert_eq!(m.length, 8);

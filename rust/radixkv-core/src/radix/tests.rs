@@ -416,14 +416,20 @@ fn cache_options_page_size_and_slot_watermark() {
         ..CacheOptions::default()
     };
     let c = RadixCache::with_options(Some(pool.clone()), same).unwrap();
-    assert_eq!((c.page_size(), c.max_slot(), c.partial_pages()), (4, -1, false));
+    assert_eq!(
+        (c.page_size(), c.max_slot(), c.partial_pages()),
+        (4, -1, false)
+    );
     drop(c);
     let other = CacheOptions {
         page_size: Some(nz(2)),
         ..CacheOptions::default()
     };
     let err = RadixCache::with_options(Some(pool.clone()), other).unwrap_err();
-    assert!(err.to_string().contains("differs from the pool's 4"), "{err}");
+    assert!(
+        err.to_string().contains("differs from the pool's 4"),
+        "{err}"
+    );
     // The pool is free again for a cache with the pool's page size taken as is.
     let c = RadixCache::new(Some(pool), None).unwrap();
     assert_eq!(c.page_size(), 4);
