@@ -290,3 +290,29 @@ fn alloc_with_partial_pages_evicts_again_while_pages_stay_short() {
     }
     c.check().unwrap();
 }
+
+#[test]
+fn alloc_with_partial_pages_stops_evicting_once_enough() {
+    // Pool of 4 pages of 4: [1,2,3] on page 0, [4,5,6] on page 1, [8] on page 2 (the rest of
+    // each page freed), page 3 free. alloc(8) evicts the two oldest leaves (the first call's
+    // 4 tokens), which frees pages 0 and 1: enough, so [8] stays.
+    let (mut c, pool) = partial_cache(16, 4);
+    let s = c.alloc(16).unwrap();
+    assert_eq!(c.insert(b"", &[1, 2, 3], &s[..3]).unwrap(), 0);
+    assert_eq!(c.insert(b"", &[4, 5, 6], &s[4..7]).unwrap(), 0);
+    assert_eq!(c.insert(b"", &[8], &s[8..9]).unwrap(), 0);
+    free(&pool, &s[3..4]);
+    free(&pool, &s[7..8]);
+    free(&pool, &s[9..]);
+    assert_eq!((available(&pool), c.evictable_size()), (4, 7));
+    assert_eq!(c.alloc(8).unwrap().len(), 8);
+    assert_eq!(
+        (c.total_size(), c.evicted_tokens(), available(&pool)),
+        (1, 6, 4)
+    );
+    assert_eq!(
+        c.tail(b"", NodeHandle::ROOT, &[8]).map(|t| t.slots),
+        Some(vec![s[8]])
+    );
+    c.check().unwrap();
+}
