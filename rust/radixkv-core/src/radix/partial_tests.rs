@@ -316,3 +316,34 @@ fn alloc_with_partial_pages_stops_evicting_once_enough() {
     );
     c.check().unwrap();
 }
+
+#[test]
+fn alloc_with_partial_pages_at_the_exact_bounds() {
+    // Free pages plus evictable tokens exactly the request: allowed, and enough (pool of 4
+    // pages of 4: [1,2] on page 0, [5,6] on page 1, the rest of both freed, pages 2-3 free).
+    let (mut c, pool) = partial_cache(16, 4);
+    let s = c.alloc(16).unwrap();
+    assert_eq!(c.insert(b"", &[1, 2], &s[..2]).unwrap(), 0);
+    assert_eq!(c.insert(b"", &[5, 6], &s[4..6]).unwrap(), 0);
+    free(&pool, &s[2..4]);
+    free(&pool, &s[6..]);
+    assert_eq!((available(&pool), c.evictable_size()), (8, 4));
+    assert_eq!(c.alloc(12).unwrap().len(), 12);
+    assert_eq!((c.total_size(), available(&pool)), (0, 4));
+    c.check().unwrap();
+
+    // Eviction that brings the pool exactly to the request stops there: the whole page
+    // [1,2,3,4] (oldest) frees page 0, [9] on page 1 stays.
+    let (mut c, pool) = partial_cache(12, 4);
+    let s = c.alloc(12).unwrap();
+    assert_eq!(c.insert(b"", &[1, 2, 3, 4], &s[..4]).unwrap(), 0);
+    assert_eq!(c.insert(b"", &[9], &s[4..5]).unwrap(), 0);
+    free(&pool, &s[5..]);
+    assert_eq!((available(&pool), c.evictable_size()), (4, 5));
+    assert_eq!(c.alloc(8).unwrap().len(), 8);
+    assert_eq!(
+        (c.total_size(), c.evicted_tokens(), available(&pool)),
+        (1, 4, 0)
+    );
+    c.check().unwrap();
+}
