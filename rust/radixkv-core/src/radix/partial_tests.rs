@@ -347,3 +347,25 @@ fn alloc_with_partial_pages_at_the_exact_bounds() {
     );
     c.check().unwrap();
 }
+
+#[test]
+fn alloc_with_partial_pages_may_evict_and_still_fail() {
+    // [1,2,3] and [4,5,6] hold pages 0 and 1 with each page's last slot still out: evicting
+    // both (6 tokens >= the 4 asked) frees no page, nothing is left to evict: OutOfSlots.
+    let (mut c, pool) = partial_cache(8, 4);
+    let s = c.alloc(8).unwrap();
+    assert_eq!(c.insert(b"", &[1, 2, 3], &s[..3]).unwrap(), 0);
+    assert_eq!(c.insert(b"", &[4, 5, 6], &s[4..7]).unwrap(), 0);
+    assert_eq!((available(&pool), c.evictable_size()), (0, 6));
+    match c.alloc(4) {
+        Err(CoreError::OutOfSlots {
+            requested,
+            available,
+        }) => assert_eq!((requested, available), (4, 0)),
+        r => panic!("expected OutOfSlots, got {r:?}"),
+    }
+    assert_eq!((c.total_size(), c.evicted_tokens()), (0, 6));
+    free(&pool, &[s[3], s[7]]);
+    assert_eq!(available(&pool), 8);
+    c.check().unwrap();
+}
