@@ -196,3 +196,18 @@ fn path_slots_into_checks_the_buffer_and_narrows() {
     assert!(t.path_slots_into(NodeHandle::ROOT, &mut short).is_err());
     assert!(!t.events_enabled() && tree(1, true).events_enabled());
 }
+
+#[test]
+fn split_halves_keep_the_creation_time() {
+    let mut t = tree(1, false);
+    t.insert(b"", &[1, 2, 3], &[10, 11, 12]).unwrap();
+    let lower = t.match_prefix(b"", &[1, 2, 3]).unwrap().node; // an access after creation
+    t.insert(b"", &[1, 2, 9], &[10, 11, 19]).unwrap(); // splits after [1, 2]
+    let upper = t.node_view(lower).unwrap().parent;
+    let (u, l) = (t.node_view(upper).unwrap(), t.node_view(lower).unwrap());
+    assert_eq!(u.key, vec![1, 2]);
+    assert_eq!(u.created, l.created);
+    assert_eq!((u.hit_count, l.hit_count), (1, 1)); // the match's hit, not the insert's
+    assert!(l.created < l.last_access);
+    t.check().unwrap();
+}

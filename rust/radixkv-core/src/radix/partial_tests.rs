@@ -369,3 +369,15 @@ fn alloc_with_partial_pages_may_evict_and_still_fail() {
     assert_eq!(available(&pool), 8);
     c.check().unwrap();
 }
+
+#[test]
+fn a_tail_is_at_most_a_page_minus_one() {
+    // Even when the rest matches a whole child's first page and more (a caller asking below
+    // an end that is not its match's), the tail stops a token short of a page.
+    let (mut c, pool) = partial_cache(16, 4);
+    let s = c.alloc(8).unwrap();
+    assert_eq!(c.insert(b"", &toks(0..8), &s).unwrap(), 0);
+    let tail = c.tail(b"", NodeHandle::ROOT, &toks(0..8)).expect("a tail");
+    assert_eq!((tail.len, tail.slots), (3, s[..3].to_vec()));
+    drop(pool);
+}
