@@ -12,8 +12,10 @@
 #                                   (paths from the repository root)
 #
 # The whole-crate run fails when a mutant is missed that is not listed, with why, in
-# .ci/mutants-accepted.txt (the --ci slice reports such misses without failing)
-# (entries are "file: mutation", without line numbers, so edits elsewhere do not stale them).
+# .ci/mutants-accepted.txt (entries are "file: mutation", without line numbers, so edits
+# elsewhere do not stale them). The --ci slice only reports such misses until a whole-crate
+# run has every miss triaged (not yet: the last complete run predates many tests, see
+# bench/NOTES.md "Session 5: mutants"); then MUTANTS_CI_FAIL=1 (in .ci/run) makes it fail too.
 # Results: mutants.out/ (caught.txt, missed.txt, unviable.txt, timeout.txt, outcomes.json).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -62,10 +64,13 @@ new=$(cat "$out/missed.txt" "$out/timeout.txt" 2>/dev/null | strip | grep -vxF -
 if [[ -n "$new" ]]; then
   echo "missed mutants not in .ci/mutants-accepted.txt:"
   echo "$new"
-  # The whole crate's misses are not triaged yet, so CI's slice reports them (for the next
-  # session to kill or accept) instead of failing on whichever shard the commit selects;
-  # `make mutants` (the whole crate) fails on them.
-  if [[ $ci -eq 1 ]]; then echo "mutants (CI slice): reported, not failing"; exit 0; fi
+  # Until the whole crate is triaged, CI's slice reports them (for the next session to kill
+  # or accept) instead of failing on whichever shard the commit selects; `make mutants` (the
+  # whole crate) fails on them.
+  if [[ $ci -eq 1 && "${MUTANTS_CI_FAIL:-0}" != 1 ]]; then
+    echo "mutants (CI slice): reported, not failing (MUTANTS_CI_FAIL=1 makes it fail)"
+    exit 0
+  fi
   exit 1
 fi
 echo "mutants: every missed one is accepted"

@@ -300,3 +300,24 @@ fn batch_append_is_all_or_nothing() {
     assert_eq!(a, before);
     assert_eq!(a.append_slots_batch(&[], 5).unwrap(), (vec![], vec![]));
 }
+
+#[test]
+fn accessors_follow_the_sequences() {
+    let mut a = alloc(8, 4);
+    assert_eq!((a.num_blocks(), a.block_size(), a.num_seqs()), (8, 4, 0));
+    assert!(!a.contains(1));
+    a.allocate(1, 5).unwrap();
+    a.fork(1, 2).unwrap();
+    assert_eq!((a.num_seqs(), a.seq_ids()), (2, vec![1, 2]));
+    assert!(a.contains(1) && a.contains(2) && !a.contains(3));
+    assert_eq!((a.ref_count(0).unwrap(), a.ref_count(1).unwrap()), (2, 2));
+    assert_eq!(a.blocks_needed(9), 3);
+    a.free(1).unwrap();
+    assert_eq!((a.num_seqs(), a.seq_ids()), (1, vec![2]));
+    assert!(!a.contains(1) && a.contains(2));
+    assert_eq!(
+        (a.num_blocks(), a.block_size(), a.num_free_blocks()),
+        (8, 4, 6)
+    );
+    a.check().unwrap();
+}

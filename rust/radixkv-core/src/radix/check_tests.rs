@@ -114,6 +114,16 @@ fn namespace_maps() {
     caught("is empty", |t| {
         c::empty_namespace(t, b"e");
     });
+    caught("not a live root", |t| {
+        // Namespace x's name moved to a live inner node (U, which has children).
+        let (x, u) = (c::root_of(t, b"x"), node_at(t, b"", U));
+        c::move_namespace(t, b"x", x, u);
+    });
+    caught("not a live root", |t| {
+        // ... or to a retired arena slot.
+        let (x, f) = (c::root_of(t, b"x"), c::some_free_slot(t));
+        c::move_namespace(t, b"x", x, f);
+    });
 }
 
 #[test]
@@ -129,6 +139,12 @@ fn key_lengths_are_whole_pages() {
     caught("key length", |t| {
         let d = node_at(t, b"", D);
         c::truncate_node(t, d, 3);
+    });
+    caught("key length", |t| {
+        // Shorter than a page is allowed for a childless (partial-page) leaf only: U has
+        // children.
+        let u = node_at(t, b"", U);
+        c::truncate_node(t, u, 1);
     });
     caught("key length", |t| {
         // A value shorter than the key.

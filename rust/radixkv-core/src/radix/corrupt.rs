@@ -69,6 +69,13 @@ pub(crate) fn add_stray_namespace_name(t: &mut RadixTree, root: u32) {
     t.root_ns.insert(root, b"stray"[..].into());
 }
 
+/// Files namespace `ns` (root `old`) under node `to` instead, in both maps.
+pub(crate) fn move_namespace(t: &mut RadixTree, ns: &[u8], old: u32, to: u32) {
+    t.root_ns.remove(&old);
+    t.root_ns.insert(to, ns.into());
+    t.roots.insert(ns.into(), to);
+}
+
 pub(crate) fn set_default_root(t: &mut RadixTree, r: u32) {
     t.default_root = r;
 }

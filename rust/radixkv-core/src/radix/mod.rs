@@ -32,11 +32,15 @@ pub use policy::{Policy, SLRU_PROTECTED_HITS};
 pub use tree::{NodeInfo, NodeView, PrefixMatch, RadixTree};
 
 #[cfg(test)]
+mod api_tests;
+#[cfg(test)]
 mod check_tests;
 #[cfg(test)]
 mod corrupt;
 #[cfg(test)]
 mod edge_tests;
+#[cfg(test)]
+mod partial_tests;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]

@@ -483,3 +483,38 @@ fn sglang_stamps_refresh_both_halves_of_a_split() {
         assert_eq!(first.len() == 3, stamped, "evicted {first:?}");
     }
 }
+
+#[test]
+fn cache_options_page_size_and_slot_watermark() {
+    // With a pool, an explicit page size must be the pool's: equal is accepted.
+    let pool = shared_pool(TokenPool::new(16, 4).unwrap());
+    let same = CacheOptions {
+        page_size: Some(nz(4)),
+        ..CacheOptions::default()
+    };
+    let c = RadixCache::with_options(Some(pool.clone()), same).unwrap();
+    assert_eq!(
+        (c.page_size(), c.max_slot(), c.partial_pages()),
+        (4, -1, false)
+    );
+    drop(c);
+    let other = CacheOptions {
+        page_size: Some(nz(2)),
+        ..CacheOptions::default()
+    };
+    let err = RadixCache::with_options(Some(pool.clone()), other).unwrap_err();
+    assert!(
+        err.to_string().contains("differs from the pool's 4"),
+        "{err}"
+    );
+    // The pool is free again for a cache with the pool's page size taken as is.
+    let c = RadixCache::new(Some(pool), None).unwrap();
+    assert_eq!(c.page_size(), 4);
+    // Caller-owned slots: no id cached yet is -1; the watermark follows inserts.
+    let mut c = RadixCache::new(None, None).unwrap();
+    assert_eq!((c.page_size(), c.max_slot()), (1, -1));
+    c.check_fits_i32("x").unwrap();
+    c.insert(b"", &[1, 2], &[7, 3]).unwrap();
+    assert_eq!(c.max_slot(), 7);
+    c.check().unwrap();
+}
