@@ -44,6 +44,7 @@ RK_DEVICE RequestPages request_pages(const PagedDecodeParams& p, int b) {
   RequestPages r;
   int npages;
   uint32_t checks = 0;
+  const int raw_len = p.kv_lens[b];  // read beside kv_indptr, not after its branches
   if (p.kv_indptr != nullptr) {
     const guard::Row row = guard::csr_row(p.kv_indptr, b, p.table_len, checks);
     r.pages = p.page_table + row.begin;
@@ -52,7 +53,7 @@ RK_DEVICE RequestPages request_pages(const PagedDecodeParams& p, int b) {
     r.pages = p.page_table + static_cast<int64_t>(b) * p.table_stride;
     npages = p.table_cols;
   }
-  r.len = guard::clamp_len(p.kv_lens[b], npages, PS, checks);
+  r.len = guard::clamp_len(raw_len, npages, PS, checks);
   if (threadIdx.x == 0) guard::report(p.status, guard::kPagedDecode, checks);
   return r;
 }
@@ -84,12 +85,14 @@ RK_DEVICE Unit clamp_unit(const PagedDecodeParams& p, Unit w, int len, int max_u
 // Unit `unit`'s plan row and its request's pages. Plans list units in request order, so in a plan
 // of one unit per request, and in every plan of one request, unit u belongs to request
 // min(u, batch - 1): that request's metadata is loaded beside the row instead of after it, and
-// loaded again for the row's own request only when the guess was wrong. False: an unused row.
+// loaded again for the row's own request only when the guess was wrong. The row is read first:
+// request_pages may record a fault (an atomic), and no load is moved across that. False: an
+// unused row.
 template <int PS>
 RK_DEVICE bool unit_and_pages(const PagedDecodeParams& p, int unit, Unit& job, RequestPages& rq) {
+  job = plan_row(p, unit);
   const int guess = min(unit, p.batch - 1);
   if (guess >= 0) rq = request_pages<PS>(p, guess);
-  job = plan_row(p, unit);
   if (!plan_row_ok(p, job)) return false;
   if (job.b != guess) rq = request_pages<PS>(p, job.b);
   return true;
