@@ -42,7 +42,6 @@ class EngineConfig:
     keep_logits: bool = False  # keep every sampled row's logits (for verification)
     cuda_graphs: Optional[bool] = None  # decode steps replay CUDA graphs; None: on for CUDA
     graph_max_batch: int = 256
-    graph_est_len: int = 1024  # context length the per-bucket split-KV plan is sized for
     profile: bool = False  # synchronise around each forward to time it on the device
     memory_samples: bool = True  # per-step memory sample (the demo's report)
     scheduler: SchedulerConfig = SchedulerConfig()
@@ -81,8 +80,7 @@ class Engine:
             longest = min(mc.max_seq_len, config.pool_tokens)
             self.graphs = DecodeGraphs(
                 model.forward, self.pool, self.ops, mc.num_q_heads, mc.num_kv_heads, mc.head_dim,
-                config.graph_max_batch, ceil_div(longest, config.page_size), config.graph_est_len,
-                self.device)
+                config.graph_max_batch, ceil_div(longest, config.page_size), self.device)
 
     # -- submission ----------------------------------------------------------------------------
 

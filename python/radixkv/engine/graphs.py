@@ -104,7 +104,7 @@ class DecodeGraphs:
 
     def __init__(self, forward: Callable[..., torch.Tensor], pool: KVPool, ops: ModuleType,
                  num_q_heads: int, num_kv_heads: int, head_dim: int, max_batch: int,
-                 max_pages_per_seq: int, est_len: int, device: torch.device) -> None:
+                 max_pages_per_seq: int, device: torch.device) -> None:
         self.forward = forward
         self.pool, self.ops, self.device = pool, ops, device
         if max_batch >= BUCKETS[-1]:
