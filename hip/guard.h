@@ -59,6 +59,18 @@ __device__ __forceinline__ void report_extra(uint32_t* status, uint32_t bits) {
   if (bits != 0u && status != nullptr) atomicOr(status + 2, bits);
 }
 
+// What one thread found wrong, recorded once where its kernel ends (or leaves early). A report
+// is a branch around an atomic, and the compiler moves no load across one: checks that reported
+// where they found a fault would hold each later load until the checked value arrived.
+struct Faults {
+  uint32_t checks = 0;  // Check bits of the kernel's op
+  uint32_t extra = 0;   // Extra bits
+};
+__device__ __forceinline__ void report(uint32_t* status, Op op, const Faults& f) {
+  report(status, op, f.checks);
+  report_extra(status, f.extra);
+}
+
 // Record that `kernel` ran: thread 0 of block (0, 0, 0) only.
 __device__ __forceinline__ void ran(uint32_t* status, uint32_t kernel) {
   if (status != nullptr && threadIdx.x == 0 && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)

@@ -101,7 +101,8 @@ __global__ void __launch_bounds__(kThreads, (Tile<D, GC>::kMinBlocks))
   const int unit = blockIdx.x;
   Unit job;
   RequestPages rq;
-  if (!unit_and_pages<PS>(p, unit, job, rq)) return;  // an unused row (paged_decode_mma.cuh)
+  guard::Faults faults;
+  if (!unit_and_pages<PS>(p, unit, job, rq, faults)) return;  // an unused row (paged_decode_mma.cuh)
   const int b = job.b;
   const int group = p.num_q_heads / p.num_kv_heads;
   const int chunks = group / GC;
@@ -110,7 +111,7 @@ __global__ void __launch_bounds__(kThreads, (Tile<D, GC>::kMinBlocks))
   const int tid = threadIdx.x, rg = tid / LPR, lane = tid % LPR;
 
   const int32_t* pages = rq.pages;
-  job = clamp_unit(p, job, rq.len, kMaxUnits);
+  job = clamp_unit(job, rq.len, kMaxUnits, faults);
   const int begin = job.begin, end = job.end, units = job.count;  // this unit's tokens
   const int nsteps = end > begin ? (end - begin + STEP - 1) / STEP : 0;
 
@@ -303,7 +304,8 @@ __global__ void __launch_bounds__(kThreads, (Tile<D, GC>::kMinBlocks))
     lookup(i + S + 1, pgq[S]);
   }
   cp_async_wait<0>();
-  if (bad_page) guard::report(p.status, guard::kPagedDecode, guard::kPageRange);
+  if (bad_page) faults.checks |= guard::kPageRange;
+  guard::report(p.status, guard::kPagedDecode, faults);
   guard::ran(p.status, guard::kRanCudaCore);
   __syncthreads();  // the staging buffer is reused below
 
@@ -376,7 +378,8 @@ __global__ void __launch_bounds__(D) combine_kernel(const PagedDecodeParams p) {
   if (f0 < 0 || f0 >= p.plan_capacity) return;  // recorded by the decode kernel's merge check
   const int S = min(max(p.plan[static_cast<int64_t>(f0) * 4 + 3], 1), kMaxUnits);
   if (S == 1) return;  // written by the decode kernel
-  const int first = first_unit(p, b, S);
+  guard::Faults faults;
+  const int first = first_unit(p, b, S, faults);
   const int64_t ws_rows = static_cast<int64_t>(p.plan_capacity) * p.num_q_heads;
   const float* ws_m = p.workspace + ws_rows * D;
   const float* ws_l = ws_m + ws_rows;
@@ -401,6 +404,7 @@ __global__ void __launch_bounds__(D) combine_kernel(const PagedDecodeParams p) {
   }
   static_cast<T*>(p.out)[(static_cast<int64_t>(b) * p.num_q_heads + h) * D + d] =
       Convert<T>::from_float(o * finalize_scale(L));
+  if (d == 0) guard::report(p.status, guard::kPagedDecode, faults);
 }
 
 template <typename T, int D, int PS, int GC, typename KV = T>

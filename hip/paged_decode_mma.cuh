@@ -34,34 +34,32 @@ namespace rk {
 
 // Where one request's pages are, for both decode kernels: its CSR slice (kv_indptr, clamped to
 // kv_indices) or its block-table row, and `len`, its kv_lens clamped to what those pages hold
-// (tokens beyond are never read). Bad metadata is recorded (guard.h) by thread 0 of each block.
+// (tokens beyond are never read). Bad metadata is added to `f` (reported at the kernel's end).
 struct RequestPages {
   const int32_t* pages;
   int len;
 };
 template <int PS>
-RK_DEVICE RequestPages request_pages(const PagedDecodeParams& p, int b) {
+RK_DEVICE RequestPages request_pages(const PagedDecodeParams& p, int b, guard::Faults& f) {
   RequestPages r;
   int npages;
-  uint32_t checks = 0;
   const int raw_len = p.kv_lens[b];  // read beside kv_indptr, not after its branches
   if (p.kv_indptr != nullptr) {
-    const guard::Row row = guard::csr_row(p.kv_indptr, b, p.table_len, checks);
+    const guard::Row row = guard::csr_row(p.kv_indptr, b, p.table_len, f.checks);
     r.pages = p.page_table + row.begin;
     npages = row.count;
   } else {
     r.pages = p.page_table + static_cast<int64_t>(b) * p.table_stride;
     npages = p.table_cols;
   }
-  r.len = guard::clamp_len(raw_len, npages, PS, checks);
-  if (threadIdx.x == 0) guard::report(p.status, guard::kPagedDecode, checks);
+  r.len = guard::clamp_len(raw_len, npages, PS, f.checks);
   return r;
 }
 
 // Unit u of the plan, its range clamped to the request's `len` tokens and its unit count to
 // [1, max_units]. `b` < 0: an unused row (nothing to do). A row naming no request of the batch, a
-// range that is not a range, or a count outside [1, max_units] is recorded (guard.h, kDecodePlan);
-// a range ending past `len` is not (a kv_lens clamp, recorded as such, shortens the request).
+// range that is not a range, or a count outside [1, max_units] is added to `f` (kDecodePlan); a
+// range ending past `len` is not (a kv_lens clamp, recorded as such, shortens the request).
 struct Unit {
   int b, begin, end, count;
 };
@@ -69,14 +67,14 @@ RK_DEVICE Unit plan_row(const PagedDecodeParams& p, int u) {
   const int4 r = reinterpret_cast<const int4*>(p.plan)[u];
   return Unit{r.x, r.y, r.z, r.w};
 }
-RK_DEVICE bool plan_row_ok(const PagedDecodeParams& p, const Unit& w) {
+RK_DEVICE bool plan_row_ok(const PagedDecodeParams& p, const Unit& w, guard::Faults& f) {
   if (w.b >= 0 && w.b < p.batch) return true;
-  if (w.b != -1 && threadIdx.x == 0) guard::report_extra(p.status, guard::kDecodePlan);
+  if (w.b != -1) f.extra |= guard::kDecodePlan;
   return false;
 }
-RK_DEVICE Unit clamp_unit(const PagedDecodeParams& p, Unit w, int len, int max_units) {
+RK_DEVICE Unit clamp_unit(Unit w, int len, int max_units, guard::Faults& f) {
   const bool bad = w.begin < 0 || w.end < w.begin || w.count < 1 || w.count > max_units;
-  if (bad && threadIdx.x == 0) guard::report_extra(p.status, guard::kDecodePlan);
+  if (bad) f.extra |= guard::kDecodePlan;
   w.begin = min(max(w.begin, 0), len);
   w.end = min(max(w.end, w.begin), len);
   w.count = min(max(w.count, 1), max_units);
@@ -85,23 +83,28 @@ RK_DEVICE Unit clamp_unit(const PagedDecodeParams& p, Unit w, int len, int max_u
 // Unit `unit`'s plan row and its request's pages. Plans list units in request order, so in a plan
 // of one unit per request, and in every plan of one request, unit u belongs to request
 // min(u, batch - 1): that request's metadata is loaded beside the row instead of after it, and
-// loaded again for the row's own request only when the guess was wrong. The row is read first:
-// request_pages may record a fault (an atomic), and no load is moved across that. False: an
-// unused row.
+// loaded again for the row's own request only when the guess was wrong. False: an unused row
+// (a bad one is reported here, since the block leaves).
 template <int PS>
-RK_DEVICE bool unit_and_pages(const PagedDecodeParams& p, int unit, Unit& job, RequestPages& rq) {
+RK_DEVICE bool unit_and_pages(const PagedDecodeParams& p, int unit, Unit& job, RequestPages& rq,
+                              guard::Faults& f) {
   job = plan_row(p, unit);
   const int guess = min(unit, p.batch - 1);
-  if (guess >= 0) rq = request_pages<PS>(p, guess);
-  if (!plan_row_ok(p, job)) return false;
-  if (job.b != guess) rq = request_pages<PS>(p, job.b);
+  guard::Faults fg;
+  if (guess >= 0) rq = request_pages<PS>(p, guess, fg);
+  if (!plan_row_ok(p, job, f)) {
+    if (threadIdx.x == 0) guard::report(p.status, guard::kPagedDecode, f);
+    return false;
+  }
+  if (job.b != guess) rq = request_pages<PS>(p, job.b, f);
+  else f.checks |= fg.checks;
   return true;
 }
 // The row of request b's first unit, clamped so its `count` units lie inside the plan.
-RK_DEVICE int first_unit(const PagedDecodeParams& p, int b, int count) {
+RK_DEVICE int first_unit(const PagedDecodeParams& p, int b, int count, guard::Faults& faults) {
   const int f = p.plan[static_cast<int64_t>(p.plan_capacity) * 4 + b];
   const int hi = p.plan_capacity - count;
-  if ((f < 0 || f > hi) && threadIdx.x == 0) guard::report_extra(p.status, guard::kDecodePlan);
+  if (f < 0 || f > hi) faults.extra |= guard::kDecodePlan;
   return min(max(f, 0), max(hi, 0));
 }
 
@@ -236,7 +239,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
   if (unit >= p.plan_capacity) return;
   Unit job;
   RequestPages rq;
-  if (!unit_and_pages<PS>(p, unit, job, rq)) return;  // an unused row
+  guard::Faults faults;
+  if (!unit_and_pages<PS>(p, unit, job, rq, faults)) return;  // an unused row
   const int b = job.b;
   const int head_block = blockIdx.x;
   const int group = p.num_q_heads / p.num_kv_heads;
@@ -246,12 +250,12 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
   const int rows = min(kRows, group - chunk * kRows);
 
   const int32_t* pages = rq.pages;
-  job = clamp_unit(p, job, rq.len, kMaxUnits);
+  job = clamp_unit(job, rq.len, kMaxUnits, faults);
   // This unit's tokens; warp w takes tiles w, w + W, ...
   const int begin = job.begin, end = job.end, units = job.count;
   // The row of the request's first unit, read now so that the merge (when this block is the
   // request's last) does not wait on it.
-  const int first = units > 1 ? first_unit(p, b, units) : 0;
+  const int first = units > 1 ? first_unit(p, b, units, faults) : 0;
   const int ntiles = end > begin ? (end - begin + KEYS - 1) / KEYS : 0;
   const int n_my = ntiles > warp ? (ntiles - warp + W - 1) / W : 0;
   auto tile_start = [&](int i) { return begin + (warp + i * W) * KEYS; };
@@ -551,7 +555,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
     warp_sync();  // stage i % S is refilled by the next iteration's copies
   }
   cp_async_wait<0>();
-  if (bad_page) guard::report(p.status, guard::kPagedDecode, guard::kPageRange);
+  if (bad_page) faults.checks |= guard::kPageRange;
+  guard::report(p.status, guard::kPagedDecode, faults);
   guard::ran(p.status, kNarrow ? guard::kRanMmaNarrow : guard::kRanMma);
 #pragma unroll
   for (int s = 0; s < SL; ++s) l[s] = mma::row_sum(l[s]);
