@@ -78,31 +78,28 @@ __device__ __forceinline__ void ran(uint32_t* status, uint32_t kernel) {
 }
 
 // One request's CSR row of kv_indices, clamped to [0, nnz): rows that are negative, decreasing or
-// past the end read only what exists (possibly nothing). `checks` gains what was wrong.
+// past the end read only what exists (possibly nothing). `checks` gains what was wrong. Selects,
+// not branches, in 32 bits (indptr is int32, so a larger nnz bounds nothing): nothing later waits
+// on a branch over the loaded values.
 struct Row {
   int begin, count;
 };
 __device__ __forceinline__ Row csr_row(const int32_t* indptr, int b, int64_t nnz, uint32_t& checks) {
   const int s0 = indptr[b], s1 = indptr[b + 1];
-  if (s0 < 0 || s1 < s0) checks |= kIndptrOrder;
-  if (s1 > nnz) checks |= kIndptrOverrun;
-  const int64_t lo = s0 < 0 ? 0 : (s0 > nnz ? nnz : s0);
-  const int64_t hi = s1 < lo ? lo : (s1 > nnz ? nnz : s1);
-  return Row{static_cast<int>(lo), static_cast<int>(hi - lo)};
+  const int n = nnz < 0x7fffffff ? static_cast<int>(nnz) : 0x7fffffff;
+  checks |= (s0 < 0 || s1 < s0) ? kIndptrOrder : 0u;
+  checks |= s1 > n ? kIndptrOverrun : 0u;
+  const int lo = min(max(s0, 0), n);
+  const int hi = min(max(s1, lo), n);
+  return Row{lo, hi - lo};
 }
 
 // A request's kv_len clamped to what its `pages` pages hold (negative: 0).
 __device__ __forceinline__ int clamp_len(int len, int pages, int page_size, uint32_t& checks) {
-  const int64_t cap = static_cast<int64_t>(pages > 0 ? pages : 0) * page_size;
-  if (len < 0) {
-    checks |= kLenNegative;
-    return 0;
-  }
-  if (len > cap) {
-    checks |= kLenBeyondPages;
-    return static_cast<int>(cap);
-  }
-  return len;
+  const int64_t cap64 = static_cast<int64_t>(max(pages, 0)) * page_size;
+  const int cap = cap64 < 0x7fffffff ? static_cast<int>(cap64) : 0x7fffffff;
+  checks |= len < 0 ? kLenNegative : (len > cap ? kLenBeyondPages : 0u);
+  return min(max(len, 0), cap);
 }
 
 // A page-table entry of a key that exists: in range?

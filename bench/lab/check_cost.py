@@ -36,21 +36,17 @@ PATCHES = [
     ("if (status != nullptr && threadIdx.x == 0 && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)\n"
      "    atomicOr(status + 1, kernel);",
      "(void)status; (void)kernel;"),
-    ("  const int64_t lo = s0 < 0 ? 0 : (s0 > nnz ? nnz : s0);\n"
-     "  const int64_t hi = s1 < lo ? lo : (s1 > nnz ? nnz : s1);\n"
-     "  return Row{static_cast<int>(lo), static_cast<int>(hi - lo)};",
+    ("  const int n = nnz < 0x7fffffff ? static_cast<int>(nnz) : 0x7fffffff;\n"
+     "  checks |= (s0 < 0 || s1 < s0) ? kIndptrOrder : 0u;\n"
+     "  checks |= s1 > n ? kIndptrOverrun : 0u;\n"
+     "  const int lo = min(max(s0, 0), n);\n"
+     "  const int hi = min(max(s1, lo), n);\n"
+     "  return Row{lo, hi - lo};",
      "  (void)nnz; (void)checks;\n  return Row{s0, s1 - s0};"),
-    ("  if (s0 < 0 || s1 < s0) checks |= kIndptrOrder;\n  if (s1 > nnz) checks |= kIndptrOverrun;\n", ""),
-    ("  const int64_t cap = static_cast<int64_t>(pages > 0 ? pages : 0) * page_size;\n"
-     "  if (len < 0) {\n"
-     "    checks |= kLenNegative;\n"
-     "    return 0;\n"
-     "  }\n"
-     "  if (len > cap) {\n"
-     "    checks |= kLenBeyondPages;\n"
-     "    return static_cast<int>(cap);\n"
-     "  }\n"
-     "  return len;",
+    ("  const int64_t cap64 = static_cast<int64_t>(max(pages, 0)) * page_size;\n"
+     "  const int cap = cap64 < 0x7fffffff ? static_cast<int>(cap64) : 0x7fffffff;\n"
+     "  checks |= len < 0 ? kLenNegative : (len > cap ? kLenBeyondPages : 0u);\n"
+     "  return min(max(len, 0), cap);",
      "  (void)pages; (void)page_size; (void)checks;\n  return len;"),
     ("  return static_cast<unsigned>(page) < static_cast<unsigned>(num_pages);",
      "  (void)page; (void)num_pages;\n  return true;"),
