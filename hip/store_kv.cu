@@ -1,7 +1,7 @@
 // store_kv.cu — write new tokens' K/V rows into their slots, 16 bytes per thread per access.
 //
-// Thread i copies chunk i % (D/8) of row i / (D/8), rows ordered (token, head), so neighbouring
-// threads write neighbouring bytes of one row. Element type does not matter (a 16-bit copy).
+// Thread i handles chunk i % (D/8) of row i / (D/8), rows ordered (token, head), so neighbouring
+// threads write neighbouring bytes of one row: copied for 16-bit caches, quantised for FP8.
 #include "dispatch.h"
 #include "guard.h"
 #include "platform.h"
@@ -12,7 +12,11 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__global__ void __launch_bounds__(kThreads) store_kv_kernel(const StoreKVParams p) {
+// The walk both kernels share: put(n, h, c, dst) for chunk c (8 elements) of head h of token n,
+// whose slot is in the pool, dst its element offset in the cache. A negative slot is padding,
+// skipped by design; one past the pool is a fault (one report per token).
+template <class Put>
+RK_DEVICE void for_each_chunk(const StoreKVParams& p, Put&& put) {
   const int chunks = p.head_dim / 8;
   const int64_t total = static_cast<int64_t>(p.num_tokens) * p.num_heads * chunks;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x; i < total;
@@ -23,39 +27,31 @@ __global__ void __launch_bounds__(kThreads) store_kv_kernel(const StoreKVParams 
     const int n = static_cast<int>(row / p.num_heads);
     const int64_t slot = p.slots[n];
     if (slot < 0 || slot >= p.num_pages * p.page_size) {
-      // Negative: padding, skipped by design. Past the pool: a fault (one report per token).
       if (slot >= 0 && h == 0 && c == 0) guard::report(p.status, guard::kStoreKV, guard::kSlotRange);
       continue;
     }
     const int64_t dst = (slot / p.page_size) * p.cache_stride_page +
                         (slot % p.page_size) * p.cache_stride_slot + h * p.cache_stride_head + 8 * c;
+    put(static_cast<int64_t>(n), h, c, dst);
+  }
+}
+
+// 16-bit caches: a 16-byte copy per chunk (the element type does not matter).
+__global__ void __launch_bounds__(kThreads) store_kv_kernel(const StoreKVParams p) {
+  for_each_chunk(p, [&](int64_t n, int h, int c, int64_t dst) {
     const uint16_t* k = static_cast<const uint16_t*>(p.k) + n * p.k_stride_n + h * p.k_stride_h + 8 * c;
     const uint16_t* v = static_cast<const uint16_t*>(p.v) + n * p.v_stride_n + h * p.v_stride_h + 8 * c;
     store16(static_cast<uint16_t*>(p.k_cache) + dst, load16(k));
     store16(static_cast<uint16_t*>(p.v_cache) + dst, load16(v));
-  }
+  });
 }
 
-// FP8 caches: the same walk, each thread quantising 8 elements (16 bytes in, 8 bytes out). The
-// scales are read on the device, so the op stays graph-safe; a non-finite or non-positive scale
-// stores NaN codes (fp8_checked_scale) rather than plausible values.
+// FP8 caches: each chunk quantised (16 bytes in, 8 bytes out). The scales are read on the
+// device, so the op stays graph-safe; a non-finite or non-positive scale stores NaN codes
+// (fp8_checked_scale) rather than plausible values.
 template <typename T, typename KV>
 __global__ void __launch_bounds__(kThreads) store_kv_fp8_kernel(const StoreKVParams p) {
-  const int chunks = p.head_dim / 8;
-  const int64_t total = static_cast<int64_t>(p.num_tokens) * p.num_heads * chunks;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * kThreads) {
-    const int c = static_cast<int>(i % chunks);
-    const int64_t row = i / chunks;
-    const int h = static_cast<int>(row % p.num_heads);
-    const int n = static_cast<int>(row / p.num_heads);
-    const int64_t slot = p.slots[n];
-    if (slot < 0 || slot >= p.num_pages * p.page_size) {
-      if (slot >= 0 && h == 0 && c == 0) guard::report(p.status, guard::kStoreKV, guard::kSlotRange);
-      continue;
-    }
-    const int64_t dst = (slot / p.page_size) * p.cache_stride_page +
-                        (slot % p.page_size) * p.cache_stride_slot + h * p.cache_stride_head + 8 * c;
+  for_each_chunk(p, [&](int64_t n, int h, int c, int64_t dst) {
     const float ks = fp8_checked_scale(p.scales.k[h * p.scales.stride]);
     const float vs = fp8_checked_scale(p.scales.v[h * p.scales.stride]);
     const T* k = static_cast<const T*>(p.k) + n * p.k_stride_n + h * p.k_stride_h + 8 * c;
@@ -71,7 +67,7 @@ __global__ void __launch_bounds__(kThreads) store_kv_fp8_kernel(const StoreKVPar
     }
     *reinterpret_cast<uint2*>(static_cast<uint8_t*>(p.k_cache) + dst) = make_uint2(kw[0], kw[1]);
     *reinterpret_cast<uint2*>(static_cast<uint8_t*>(p.v_cache) + dst) = make_uint2(vw[0], vw[1]);
-  }
+  });
 }
 
 }  // namespace
