@@ -50,6 +50,8 @@
 // ("Extend") records how they were chosen.
 #include "extend_attention.h"
 
+#include <type_traits>
+
 #include "dispatch.h"
 #include "guard.h"
 #include "extend_wgmma.cuh"
@@ -275,10 +277,12 @@ struct RowSrc {
   int64_t addr;
   int bytes;
 };
+// kEB: bytes per cache element (2, or 1 for FP8 caches).
+template <int kEB>
 RK_DEVICE RowSrc row_source(int4 w, const WalkInfo& in, const ExtendParams& p, int key) {
   const bool valid = key < in.lk && w.z >= 0 && w.z < p.num_pages;
   if (key < in.lk && !valid) guard::report(p.status, guard::kExtend, guard::kPageRange);
-  return RowSrc{valid ? in.k_head + 2 * (int64_t(w.z) * p.kv_stride_page + int64_t(w.y) * p.kv_stride_slot)
+  return RowSrc{valid ? in.k_head + kEB * (int64_t(w.z) * p.kv_stride_page + int64_t(w.y) * p.kv_stride_slot)
                       : in.k_head,
                 valid ? 16 : 0};
 }
@@ -298,10 +302,10 @@ RK_DEVICE void advance(int4& w, const WalkInfo& in, const ExtendParams& p) {
 // next tile, or an explicit one) makes it visible. A plainly loaded entry would stall the walker
 // warps on that load in every step, in front of the other warps' products; at page size 1 each
 // step reads kBN * 4 new bytes of the table, mostly L1 misses.
-template <bool kAsyncFetch>
+template <bool kAsyncFetch, int kEB>
 RK_DEVICE RowSrc walk_from(int4 w, const WalkInfo& in, int4* state, const ExtendParams& p, int key,
                            int step_keys) {
-  const RowSrc e = row_source(w, in, p, key);
+  const RowSrc e = row_source<kEB>(w, in, p, key);
   advance(w, in, p);
 #if RK_NVIDIA
   if constexpr (kAsyncFetch) {
@@ -322,9 +326,9 @@ RK_DEVICE RowSrc walk_from(int4 w, const WalkInfo& in, int4* state, const Extend
   *state = w;
   return e;
 }
-template <bool kAsyncFetch>
+template <bool kAsyncFetch, int kEB>
 RK_DEVICE RowSrc walk(int4* state, const WalkInfo* info, const ExtendParams& p, int key, int step_keys) {
-  return walk_from<kAsyncFetch>(*state, *info, state, p, key, step_keys);
+  return walk_from<kAsyncFetch, kEB>(*state, *info, state, p, key, step_keys);
 }
 
 // 16-byte copies of [kBN][D] key/value tiles (swizzled rows): thread t moves chunk t % (D/8) of
@@ -359,6 +363,105 @@ struct TileCopy {
   }
 };
 
+// ----------------------------------------------------------------------------- FP8 caches
+
+// FP8 element -> q's 16-bit type T, exactly (every e4m3 / e5m2 value is an fp16 and a bf16 value).
+// kUnit: the factor the result leaves out, folded into the K and V scales (1: none).
+//   fp16: platform.h's bit placement (e4m3 lands as value x 2^-8, so kUnit = 256).
+//   bf16 on NVIDIA: the 7 exponent/mantissa bits placed under bf16's, which gives value x 2^-120
+//     (e4m3) or x 2^-112 (e5m2), subnormals included, then one exact bf16x2 multiply by the power
+//     of two (bf16 arithmetic keeps subnormals), so the products see the values themselves.
+//   bf16 elsewhere: through fp16 and fp32 (exact), with fp16's kUnit.
+#if RK_NVIDIA
+constexpr bool kBf16Fma = true;  // bf16x2 fma (sm_80+) for the bf16 conversion
+#else
+constexpr bool kBf16Fma = false;
+#endif
+template <class T, class KV>
+struct Fp8To16 {
+  static constexpr bool kBf16Bits = kBf16Fma && std::is_same<T, bf16_t>::value;
+  static constexpr float kUnit = kBf16Bits ? 1.f : Fp8Unit<KV>::value;
+  // Bytes b0..b3 of w -> 16-bit pairs lo = (b1:b0), hi = (b3:b2).
+  RK_DEVICE static void word(uint32_t w, uint32_t& lo, uint32_t& hi) {
+    if constexpr (kBf16Bits) {
+#if RK_NVIDIA
+      constexpr bool kE4 = Fp8Unit<KV>::kShifted;
+      constexpr uint32_t kMask = kE4 ? 0x07f007f0u : 0x0fe00fe0u;
+      constexpr int kShift = kE4 ? 4 : 3;
+      constexpr uint32_t kPow = kE4 ? 0x7b807b80u : 0x77807780u;  // 2^120 / 2^112 in bf16x2
+      const uint32_t a = ((w & 0xffu) << 8) | ((w & 0xff00u) << 16);
+      const uint32_t b = ((w >> 8) & 0xff00u) | (w & 0xff000000u);
+      const uint32_t la = (a & 0x80008000u) | ((a >> kShift) & kMask);
+      const uint32_t hb = (b & 0x80008000u) | ((b >> kShift) & kMask);
+      // x * 2^k + (-0): exact, and keeps the sign of a zero.
+      asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(lo) : "r"(la), "r"(kPow), "r"(0x80008000u));
+      asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(hi) : "r"(hb), "r"(kPow), "r"(0x80008000u));
+#endif
+    } else {
+      fp8x4_to_f16x4<KV>(w, lo, hi);
+      if constexpr (std::is_same<T, bf16_t>::value) {
+        float f0, f1;
+        Convert<f16_t>::unpack2(lo, f0, f1);
+        lo = Convert<bf16_t>::pack2(f0, f1);
+        Convert<f16_t>::unpack2(hi, f0, f1);
+        hi = Convert<bf16_t>::pack2(f0, f1);
+      }
+    }
+  }
+};
+
+// FP8 caches: the page walker hands out the same row sources (byte addresses of 1-byte rows), and
+// the rows' raw bytes go by 16-byte copies (cp.async on NVIDIA) into a byte stage; once they have
+// landed, the CTA converts the stage into the one 16-bit tile the products read, in the layout the
+// 16-bit path copies into. Two stages of kBN * D bytes each fit in the second 16-bit buffer of K
+// (and of V), so the shared-memory footprint is the 16-bit kernel's: tile n + 1's bytes are in
+// flight while tile n is converted and multiplied.
+template <class T, class KV, int D, int kBN, int kThreads, bool kSw128>
+struct Fp8TileCopy {
+  static constexpr int kChunks = D / 16;  // 16-byte chunks per FP8 row
+  static constexpr int kTotal = kBN * kChunks;
+  static constexpr int kPasses = (kTotal + kThreads - 1) / kThreads;
+  static constexpr int kStageBytes = kBN * D;
+
+  RK_DEVICE static void copy(uint8_t* dk, uint8_t* dv, const int4* rows, int64_t v_minus_k) {
+#pragma unroll
+    for (int it = 0; it < kPasses; ++it) {
+      const int idx = int(threadIdx.x) + it * kThreads;
+      if (kTotal % kThreads == 0 || idx < kTotal) {
+        const int r = idx / kChunks, c16 = (idx % kChunks) * 16;
+        const int4 rw = rows[r];
+        const uint64_t a = (uint64_t(uint32_t(rw.y)) << 32) | uint32_t(rw.x);
+        const char* ks = reinterpret_cast<const char*>(a) + c16;
+        mma::async_copy16_bytes(dk + r * D + c16, ks, rw.z);
+        mma::async_copy16_bytes(dv + r * D + c16, ks + v_minus_k, rw.z);
+      }
+    }
+  }
+  RK_DEVICE static void convert_one(uint16_t* dst, const uint8_t* src, int r, int c16) {
+    const vec16 raw = *reinterpret_cast<const vec16*>(src + r * D + c16);
+    vec16 lo, hi;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      Fp8To16<T, KV>::word(raw.w[i], lo.w[2 * i], lo.w[2 * i + 1]);
+      Fp8To16<T, KV>::word(raw.w[2 + i], hi.w[2 * i], hi.w[2 * i + 1]);
+    }
+    store16(dst + tile_index<D, kBN, kSw128>(r, c16), lo);
+    store16(dst + tile_index<D, kBN, kSw128>(r, c16 + 8), hi);
+  }
+  // The stages (K, V) -> the 16-bit tiles; the caller's barrier makes them visible.
+  // The stages (K, V) -> the 16-bit tiles; the caller's barrier makes them visible. Not
+  // unrolled, one 16-byte chunk at a time: the loops run with the accumulators live, so few
+  // registers are left for them.
+  RK_DEVICE static void convert(uint16_t* tk, uint16_t* tv, const uint8_t* sk, const uint8_t* sv) {
+#pragma unroll 1
+    for (int idx = threadIdx.x; idx < kTotal; idx += kThreads)
+      convert_one(tk, sk, idx / kChunks, (idx % kChunks) * 16);
+#pragma unroll 1
+    for (int idx = threadIdx.x; idx < kTotal; idx += kThreads)
+      convert_one(tv, sv, idx / kChunks, (idx % kChunks) * 16);
+  }
+};
+
 // ----------------------------------------------------------------------------- the kernel
 
 template <bool kMasked>
@@ -366,7 +469,8 @@ struct MaskTag {
   static constexpr bool value = kMasked;
 };
 
-template <class T, int D, bool kRankOrder>
+// KV: the cache element type, T (16-bit caches) or an FP8 type (Fp8TileCopy).
+template <class T, class KV, int D, bool kRankOrder>
 __global__ void __launch_bounds__(Cfg<D>::kThreads, Cfg<D>::kMinBlocks)
 extend_attention_kernel(const ExtendParams p) {
   using C = Cfg<D>;
@@ -377,6 +481,9 @@ extend_attention_kernel(const ExtendParams p) {
   constexpr bool kWgmma = C::kWgmma;
   constexpr bool kPtAsync = C::kPtAsync;
   using Copy = TileCopy<D, kBN, kThreads, kWgmma>;
+  constexpr bool kFp8 = IsFp8<KV>::value;
+  constexpr int kEB = kFp8 ? 1 : 2;  // bytes per cache element
+  using Fp8Copy = Fp8TileCopy<T, KV, D, kBN, kThreads, kWgmma>;
   // Rows of this warp: blocks of 16 at warp_row0 + mt * kMStride (mma.sync: the warp's own 16 * kMT
   // consecutive rows; wgmma: rows 16w.. of each 64-row half).
   constexpr int kMStride = kWgmma ? 64 : 16;
@@ -395,6 +502,10 @@ extend_attention_kernel(const ExtendParams p) {
   int4* sWalk = reinterpret_cast<int4*>(smem + C::kOffWalk);         // [kBN]
   int* sLim = reinterpret_cast<int*>(smem + C::kOffLim);             // [kThreads][4]
   WalkInfo* sInfo = reinterpret_cast<WalkInfo*>(smem + C::kOffInfo);
+  // FP8: byte stage s of K / V in the second 16-bit buffer (Fp8TileCopy); the first is the tile.
+  auto stage_k = [&](int s) { return reinterpret_cast<uint8_t*>(sK + C::kKVElems) + s * Fp8Copy::kStageBytes; };
+  auto stage_v = [&](int s) { return reinterpret_cast<uint8_t*>(sV + C::kKVElems) + s * Fp8Copy::kStageBytes; };
+  static_assert(!kFp8 || 2 * Fp8Copy::kStageBytes <= C::kKVElems * 2, "two FP8 stages fit a 16-bit buffer");
 
   const int G = p.num_q_heads / p.num_kv_heads;
   if (blockIdx.x == 0 && blockIdx.y == 0) guard::check_extend_batch(p);  // records, never stops
@@ -482,7 +593,7 @@ extend_attention_kernel(const ExtendParams p) {
   int4* my_walk = sWalk + (is_walker ? threadIdx.x : 0);
   const int step_pages = kBN / p.page_size;
   const WalkInfo info{pages,
-                      int64_t(reinterpret_cast<uintptr_t>(p.k_cache)) + 2 * int64_t(kvh) * p.kv_stride_head,
+                      int64_t(reinterpret_cast<uintptr_t>(p.k_cache)) + kEB * int64_t(kvh) * p.kv_stride_head,
                       lk, step_pages, kBN - step_pages * p.page_size};
   if (threadIdx.x == 0) *sInfo = info;
   const int64_t v_minus_k =
@@ -504,7 +615,7 @@ extend_attention_kernel(const ExtendParams p) {
   // Hand tile t's row of this walker to the copy path (walker threads only, t in order 0, 1, ...;
   // after the first barrier, which publishes sInfo).
   auto walk_tile = [&](int t) {
-    return walk<kPtAsync>(my_walk, sInfo, p, t * kBN + int(threadIdx.x), kBN);
+    return walk<kPtAsync, kEB>(my_walk, sInfo, p, t * kBN + int(threadIdx.x), kBN);
   };
 
   // Q tile: row r is (position (row0 + r) / G, head kvh * G + (row0 + r) % G); rows past the
@@ -525,9 +636,9 @@ extend_attention_kernel(const ExtendParams p) {
     // Rows of tiles 0 and 1 from the entries in registers; tile 2's entry goes by cp.async
     // (the loop's first wait makes it visible). sInfo is first read after the barrier below.
     if (is_walker) {
-      sRows[threadIdx.x] = Copy::entry(row_source(w0, info, p, int(threadIdx.x)));
+      sRows[threadIdx.x] = Copy::entry(row_source<kEB>(w0, info, p, int(threadIdx.x)));
       sRows[kBN + threadIdx.x] =
-          Copy::entry(walk_from<kPtAsync>(w1, info, my_walk, p, kBN + int(threadIdx.x), kBN));
+          Copy::entry(walk_from<kPtAsync, kEB>(w1, info, my_walk, p, kBN + int(threadIdx.x), kBN));
     }
   } else {
     __syncthreads();  // sInfo visible
@@ -537,7 +648,11 @@ extend_attention_kernel(const ExtendParams p) {
     }
   }
   __syncthreads();  // sRows[0] visible
-  Copy::copy(sK, sV, sRows, v_minus_k);
+  if constexpr (kFp8) {
+    Fp8Copy::copy(stage_k(0), stage_v(0), sRows, v_minus_k);
+  } else {
+    Copy::copy(sK, sV, sRows, v_minus_k);
+  }
   mma::async_commit();
 
   // Per-lane shared-memory addresses of the matrix operands (see mma.h).
@@ -574,26 +689,45 @@ extend_attention_kernel(const ExtendParams p) {
       l[mt][s] = 0.f;
     }
   }
-  const float c = p.sm_scale * kLog2e;
+  // FP8: the K scale (and the conversion's unit) joins the softmax scale, the V scale the
+  // output normalisation. A bad scale is NaN here (fp8_checked_scale), so the output is NaN.
+  float c = p.sm_scale * kLog2e;
+  if constexpr (kFp8)
+    c *= fp8_checked_scale(p.scales.k[kvh * p.scales.stride]) * Fp8To16<T, KV>::kUnit;
 
   auto process = [&](int n, auto masked_tag) {
     constexpr bool kMasked = decltype(masked_tag)::value;
-    const int buf = n & 1;
+    const int buf = kFp8 ? 0 : n & 1;  // FP8: one 16-bit tile, converted from stage n & 1
+    const int rbuf = n & 1;            // row table (and FP8 stage) of tile n
     const mma::SmemLane tK = mma::lane_offset(lane_k, buf * C::kKVElems);
     const mma::SmemLane tV = mma::lane_offset(lane_v, buf * C::kKVElems);
 
     mma::async_wait<0>();  // K_n and V_n (issued a whole tile ago) done
 #if RK_HAS_WGMMA
-    if (kWgmma) wgmma::fence_proxy_async();  // ... and visible to the tensor cores' reads
+    if (kWgmma && !kFp8) wgmma::fence_proxy_async();  // ... and visible to the tensor cores' reads
 #endif
     __syncthreads();       // visible to all; tile n-1 fully consumed
-    if (n + 1 < n_kv_tiles)
-      Copy::copy(sK + (buf ^ 1) * C::kKVElems, sV + (buf ^ 1) * C::kKVElems, sRows + (buf ^ 1) * kBN,
-                 v_minus_k);
+    if (n + 1 < n_kv_tiles) {
+      if constexpr (kFp8) {
+        Fp8Copy::copy(stage_k(rbuf ^ 1), stage_v(rbuf ^ 1), sRows + (rbuf ^ 1) * kBN, v_minus_k);
+      } else {
+        Copy::copy(sK + (buf ^ 1) * C::kKVElems, sV + (buf ^ 1) * C::kKVElems, sRows + (buf ^ 1) * kBN,
+                   v_minus_k);
+      }
+    }
     mma::async_commit();
     // Tile n's row table is free (its copies were issued before the barrier): tile n + 2.
     if (is_walker && n + 2 < n_kv_tiles)
-      sRows[buf * kBN + threadIdx.x] = Copy::entry(walk_tile(n + 2));
+      sRows[rbuf * kBN + threadIdx.x] = Copy::entry(walk_tile(n + 2));
+    if constexpr (kFp8) {
+      // Stage n -> the tile (tile n - 1's products are done: the barrier above), then a barrier
+      // before the products read it.
+      Fp8Copy::convert(sK, sV, stage_k(rbuf), stage_v(rbuf));
+#if RK_HAS_WGMMA
+      if (kWgmma) wgmma::fence_proxy_async();  // the generic-proxy stores, to wgmma's reads
+#endif
+      __syncthreads();
+    }
 
     Acc s[kMT][kKB];  // S = Q K^T for this warp's rows, then P
     float corr[kMT][kSlots];
@@ -761,14 +895,17 @@ extend_attention_kernel(const ExtendParams p) {
   for (; n < n_kv_tiles; ++n) process(n, MaskTag<true>{});
   mma::async_wait<0>();
 
-  // Normalise and store: 1 / (row sum over the row's lanes), 0 for a row that saw no key.
+  // Normalise and store: 1 / (row sum over the row's lanes), 0 for a row that saw no key; FP8:
+  // times the V scale (read here, so it holds no register through the loop).
+  float v_factor = 1.f;
+  if constexpr (kFp8) v_factor = fp8_checked_scale(p.scales.v[kvh * p.scales.stride]) * Fp8To16<T, KV>::kUnit;
   float inv[kMT][kSlots];
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
     for (int sl = 0; sl < kSlots; ++sl) {
       const float lt = mma::row_sum(l[mt][sl]);
-      inv[mt][sl] = lt > 0.f ? 1.f / lt : 0.f;
+      inv[mt][sl] = lt > 0.f ? (kFp8 ? v_factor / lt : 1.f / lt) : 0.f;
     }
   if (C::kOSmem) {
     // Through this warp's own rows of the Q tile (no other warp reads them; with wgmma the whole
@@ -838,7 +975,7 @@ extend_attention_kernel(const ExtendParams p) {
 
 // ----------------------------------------------------------------------------- launch
 
-template <class T, int D>
+template <class T, class KV, int D>
 void launch(const ExtendParams& p, Stream stream) {
   using C = Cfg<D>;
   constexpr int kBM = C::kBM;
@@ -855,7 +992,7 @@ void launch(const ExtendParams& p, Stream stream) {
   // tiles that exist (then most of its CTAs would only exit).
   const bool rank = b <= 2 * a && b * p.num_kv_heads <= 0x7fffffff;
   if (!rank && gx > 0x7fffffff) throw LaunchError("radixkv extend_attention: grid too large");
-  auto kernel = rank ? extend_attention_kernel<T, D, true> : extend_attention_kernel<T, D, false>;
+  auto kernel = rank ? extend_attention_kernel<T, KV, D, true> : extend_attention_kernel<T, KV, D, false>;
   const dim3 grid = rank ? dim3(unsigned(b * p.num_kv_heads)) : dim3(unsigned(gx), p.num_kv_heads);
   allow_dynamic_smem(kernel, C::kSmemBytes);
   kernel<<<grid, dim3(C::kThreads), C::kSmemBytes, static_cast<stream_t>(stream)>>>(p);
@@ -868,7 +1005,9 @@ void launch(const ExtendParams& p, Stream stream) {
 
 void launch_extend_attention(const ExtendParams& p, Stream stream) {
   RK_DISPATCH_HEAD_DIM(p.head_dim, kD, [&] {
-    RK_DISPATCH_DTYPE(p.dtype, T, [&] { extend_detail::launch<T, kD>(p, stream); });
+    RK_DISPATCH_DTYPE(p.dtype, T, [&] {
+      RK_DISPATCH_KV(p.kv_type, T, KV, [&] { extend_detail::launch<T, KV, kD>(p, stream); });
+    });
   });
 }
 
