@@ -423,8 +423,10 @@ struct Fp8TileCopy {
   static constexpr int kPasses = (kTotal + kThreads - 1) / kThreads;
   static constexpr int kStageBytes = kBN * D;
 
+  // Not unrolled, like convert below: both run with the accumulators live (an unrolled loop
+  // spills registers in the sm_90a wgmma kernel).
   RK_DEVICE static void copy(uint8_t* dk, uint8_t* dv, const int4* rows, int64_t v_minus_k) {
-#pragma unroll
+#pragma unroll 1
     for (int it = 0; it < kPasses; ++it) {
       const int idx = int(threadIdx.x) + it * kThreads;
       if (kTotal % kThreads == 0 || idx < kTotal) {
@@ -437,28 +439,24 @@ struct Fp8TileCopy {
       }
     }
   }
-  RK_DEVICE static void convert_one(uint16_t* dst, const uint8_t* src, int r, int c16) {
-    const vec16 raw = *reinterpret_cast<const vec16*>(src + r * D + c16);
-    vec16 lo, hi;
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      Fp8To16<T, KV>::word(raw.w[i], lo.w[2 * i], lo.w[2 * i + 1]);
-      Fp8To16<T, KV>::word(raw.w[2 + i], hi.w[2 * i], hi.w[2 * i + 1]);
-    }
-    store16(dst + tile_index<D, kBN, kSw128>(r, c16), lo);
-    store16(dst + tile_index<D, kBN, kSw128>(r, c16 + 8), hi);
+  // 8 elements (half a 16-byte chunk) at a time, in a loop that is not unrolled: it runs with
+  // the accumulators live, so few registers are left for it.
+  static constexpr int kHalves = kBN * D / 8;
+  RK_DEVICE static void convert_half(uint16_t* dst, const uint8_t* src, int idx) {
+    const int r = idx / (D / 8), c8 = (idx % (D / 8)) * 8;
+    const uint2 raw = *reinterpret_cast<const uint2*>(src + r * D + c8);
+    vec16 out;
+    Fp8To16<T, KV>::word(raw.x, out.w[0], out.w[1]);
+    Fp8To16<T, KV>::word(raw.y, out.w[2], out.w[3]);
+    store16(dst + tile_index<D, kBN, kSw128>(r, c8), out);
   }
   // The stages (K, V) -> the 16-bit tiles; the caller's barrier makes them visible.
-  // The stages (K, V) -> the 16-bit tiles; the caller's barrier makes them visible. Not
-  // unrolled, one 16-byte chunk at a time: the loops run with the accumulators live, so few
-  // registers are left for them.
   RK_DEVICE static void convert(uint16_t* tk, uint16_t* tv, const uint8_t* sk, const uint8_t* sv) {
 #pragma unroll 1
-    for (int idx = threadIdx.x; idx < kTotal; idx += kThreads)
-      convert_one(tk, sk, idx / kChunks, (idx % kChunks) * 16);
-#pragma unroll 1
-    for (int idx = threadIdx.x; idx < kTotal; idx += kThreads)
-      convert_one(tv, sv, idx / kChunks, (idx % kChunks) * 16);
+    for (int idx = threadIdx.x; idx < kHalves; idx += kThreads) {
+      convert_half(tk, sk, idx);
+      convert_half(tv, sv, idx);
+    }
   }
 };
 
