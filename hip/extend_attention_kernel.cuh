@@ -394,8 +394,9 @@ struct Fp8To16 {
       constexpr uint32_t kMask = kE4 ? 0x07f007f0u : 0x0fe00fe0u;
       constexpr int kShift = kE4 ? 4 : 3;
       constexpr uint32_t kPow = kE4 ? 0x7b807b80u : 0x77807780u;  // 2^120 / 2^112 in bf16x2
-      const uint32_t a = ((w & 0xffu) << 8) | ((w & 0xff00u) << 16);
-      const uint32_t b = ((w >> 8) & 0xff00u) | (w & 0xff000000u);
+      // a = (b1 << 24) | (b0 << 8), b = (b3 << 24) | (b2 << 8): one byte permute each.
+      const uint32_t a = __byte_perm(w, 0u, 0x1404u);
+      const uint32_t b = __byte_perm(w, 0u, 0x3424u);
       const uint32_t la = (a & 0x80008000u) | ((a >> kShift) & kMask);
       const uint32_t hb = (b & 0x80008000u) | ((b >> kShift) & kMask);
       // x * 2^k + (-0): exact, and keeps the sign of a zero.
