@@ -228,7 +228,7 @@ def run_fp8_extend(timer: Timer, page_sizes=(1, 16)) -> list[dict[str, Any]]:
 
 def summary(res: dict[str, Any]) -> list[str]:
     lines = []
-    for page in sorted({r["page_size"] for r in res["decode"]}):
+    for page in sorted({r["page_size"] for r in res.get("decode", [])}):
         rs = [r for r in res["decode"] if r["page_size"] == page]
         gm = math.exp(sum(math.log(r["speedup_vs_bf16"]) for r in rs) / len(rs))
         big = [r for r in rs if r["fp8_kv_bytes"] >= 1e9]
@@ -245,23 +245,24 @@ def summary(res: dict[str, Any]) -> list[str]:
     return lines
 
 
-def run_fp8_bench(out_dir: Optional[Path], page_sizes=(1, 16), extend: bool = True
-                  ) -> dict[str, Any]:
+def run_fp8_bench(out_dir: Optional[Path], page_sizes=(1, 16), extend: bool = True,
+                  decode: bool = True) -> dict[str, Any]:
     from radixkv.ops import loader  # noqa: PLC0415
 
     t0 = time.time()
     loader.load()
     print(f"[fp8 bench] extension ready in {time.time() - t0:.1f} s", flush=True)
     timer = Timer()
-    read = read_stream_tbps(timer)
-    print(f"[fp8 bench] read stream {read:.2f} TB/s", flush=True)
     res: dict[str, Any] = {
         "bench": "fp8_kv", "device": torch.cuda.get_device_name(),
         "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "shape": {"heads_q": H_Q, "heads_kv": H_KV, "head_dim": D, "q": "bf16", "kv": "e4m3"},
-        "read_tbps": read,
-        "decode": run_fp8_decode(timer, read, page_sizes),
     }
+    if decode:
+        read = read_stream_tbps(timer)
+        print(f"[fp8 bench] read stream {read:.2f} TB/s", flush=True)
+        res["read_tbps"] = read
+        res["decode"] = run_fp8_decode(timer, read, page_sizes)
     if extend:
         try:
             res["extend"] = run_fp8_extend(timer, page_sizes)
@@ -271,7 +272,8 @@ def run_fp8_bench(out_dir: Optional[Path], page_sizes=(1, 16), extend: bool = Tr
         print(line)
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / "fp8_kv.json").write_text(json.dumps(res, indent=1))
+        name = "fp8_kv.json" if decode else "fp8_extend.json"
+        (out_dir / name).write_text(json.dumps(res, indent=1))
     return res
 
 
@@ -280,9 +282,13 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--page-sizes", default="1,16")
     ap.add_argument("--no-extend", action="store_true")
+    ap.add_argument("--no-decode", action="store_true",
+                    help="extend cells only (written to fp8_extend.json)")
     args = ap.parse_args()
-    run_fp8_bench(args.out, tuple(int(s) for s in args.page_sizes.split(",")),
-                  extend=not args.no_extend)
+    res = run_fp8_bench(args.out, tuple(int(s) for s in args.page_sizes.split(",")),
+                        extend=not args.no_extend, decode=not args.no_decode)
+    if not args.no_extend and "extend" not in res:
+        sys.exit(1)  # the extend section failed (printed above)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@ namespace rk {
 struct ExtendParams {
   // Tensors. Element strides are int64; the last (head_dim) axis of every tensor is contiguous.
   const void* q;               // [N_q, H_q, D] fp16/bf16
-  const void* k_cache;         // [num_pages, page_size, H_kv, D] (bshd) or [num_pages, H_kv, page_size, D] (bhsd)
+  const void* k_cache;         // [num_pages, page_size, H_kv, D] (bshd) or [num_pages, H_kv, page_size, D] (bhsd);
+                               // q's dtype or FP8 (kv_type)
   const void* v_cache;         // same shape, dtype and strides as k_cache
   void* out;                   // [N_q, H_q, D] same dtype as q
   const int32_t* qo_indptr;    // [B + 1] query rows of each request (qo_indptr[B] = N_q)
@@ -36,7 +37,11 @@ struct ExtendParams {
   int32_t batch, num_q_tokens, num_q_heads, num_kv_heads, head_dim, page_size;
   int32_t max_q_len;           // upper bound on any L_q (sizes the grid without reading qo_indptr)
   float sm_scale;              // softmax scale in natural units (> 0); kernels fold in log2(e)
-  DType dtype;
+  DType dtype;                 // q's (and out's) type
+  // The cache's element type: kSame (q's 16-bit type) or FP8, with float32 scales on the device
+  // (stored x scale = real); cache strides count elements of the cache's type either way.
+  KVType kv_type = KVType::kSame;
+  KVScales scales;
 };
 
 // Throws rk::Unsupported for a head_dim / dtype without a compiled kernel, and rk::LaunchError if

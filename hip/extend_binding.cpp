@@ -32,21 +32,64 @@ void check_int32(const Tensor& t, const char* name, int64_t dim, const Tensor& l
                     " must be contiguous along its last axis");
 }
 
-// 16-byte copies: base 16-byte aligned, every stride but the last a multiple of 8 elements.
+// 16-byte copies: base 16-byte aligned, every stride but the last a multiple of 16 bytes.
 void check_vectorisable(const Tensor& t, const char* name) {
+  const int64_t per16 = 16 / static_cast<int64_t>(t.element_size());
   TORCH_CHECK_VALUE(t.stride(-1) == 1, "radixkv extend_attention: ", name,
                     " must have a contiguous last (head_dim) axis, got strides ", t.strides());
   TORCH_CHECK_VALUE(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0,
                     "radixkv extend_attention: ", name, " must be 16-byte aligned");
   for (int64_t i = 0; i + 1 < t.dim(); ++i)
-    TORCH_CHECK_VALUE(t.stride(i) % 8 == 0 || t.size(i) == 1, "radixkv extend_attention: ", name,
-                      " stride ", i, " = ", t.stride(i), " is not a multiple of 8 elements");
+    TORCH_CHECK_VALUE(t.stride(i) % per16 == 0 || t.size(i) == 1, "radixkv extend_attention: ", name,
+                      " stride ", i, " = ", t.stride(i), " is not a multiple of ", per16, " elements");
+}
+
+// The cache's element type (FP8 or q's type) and its scales: float32 on q's device, shape [] or
+// [H_kv], both the same shape; none for a 16-bit cache. Values are not read here (no sync): the
+// kernel turns a non-finite or non-positive scale into NaN output, and the Python wrapper checks
+// values when it can.
+rk::KVType kv_type_and_scales(const Tensor& q, const Tensor& cache, int64_t h_kv,
+                              const std::optional<Tensor>& k_scale,
+                              const std::optional<Tensor>& v_scale, rk::KVScales& s) {
+  rk::KVType kv;
+  if (cache.scalar_type() == at::kFloat8_e4m3fn) {
+    kv = rk::KVType::kFp8E4M3;
+  } else if (cache.scalar_type() == at::kFloat8_e5m2) {
+    kv = rk::KVType::kFp8E5M2;
+  } else {
+    TORCH_CHECK_VALUE(q.scalar_type() == cache.scalar_type(), "radixkv extend_attention: q dtype ",
+                      q.scalar_type(), " differs from the cache's ", cache.scalar_type(),
+                      " (caches: q's dtype, float8_e4m3fn or float8_e5m2)");
+    TORCH_CHECK_VALUE(!k_scale.has_value() && !v_scale.has_value(), "radixkv extend_attention: "
+                      "k_scale / v_scale apply to FP8 caches only, but the cache is ",
+                      cache.scalar_type());
+    return rk::KVType::kSame;
+  }
+  TORCH_CHECK_VALUE(k_scale.has_value() && v_scale.has_value(), "radixkv extend_attention: an FP8 "
+                    "cache (", cache.scalar_type(), ") needs k_scale= and v_scale=");
+  for (const Tensor* t : {&*k_scale, &*v_scale}) {
+    const char* name = t == &*k_scale ? "k_scale" : "v_scale";
+    check_on(*t, name, q);
+    TORCH_CHECK_VALUE(t->scalar_type() == at::kFloat, "radixkv extend_attention: ", name,
+                      " must be float32, got ", t->scalar_type());
+    TORCH_CHECK_VALUE(t->dim() == 0 || (t->dim() == 1 && t->size(0) == h_kv && t->stride(0) == 1),
+                      "radixkv extend_attention: ", name, " must have shape [] or [", h_kv,
+                      "], got ", t->sizes());
+  }
+  TORCH_CHECK_VALUE(k_scale->dim() == v_scale->dim(), "radixkv extend_attention: k_scale and "
+                    "v_scale must have the same shape, got ", k_scale->sizes(), " and ",
+                    v_scale->sizes());
+  s.k = k_scale->data_ptr<float>();
+  s.v = v_scale->data_ptr<float>();
+  s.stride = k_scale->dim() == 0 ? 0 : 1;
+  return kv;
 }
 
 void extend_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                       const Tensor& qo_indptr, const std::optional<Tensor>& kv_indptr,
                       const Tensor& page_table, const Tensor& kv_lens, Tensor out, double sm_scale,
-                      int64_t layout, int64_t max_q_len, Tensor status) {
+                      int64_t layout, int64_t max_q_len, Tensor status,
+                      const std::optional<Tensor>& k_scale, const std::optional<Tensor>& v_scale) {
   TORCH_CHECK_VALUE(q.dim() == 3, "radixkv extend_attention: q must be [N_q, H_q, D], got ",
                     q.sizes());
   TORCH_CHECK_VALUE(k_cache.dim() == 4, "radixkv extend_attention: caches must be 4-D, got ",
@@ -67,8 +110,6 @@ void extend_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
   TORCH_CHECK_VALUE(h_kv > 0 && h_q % h_kv == 0, "radixkv extend_attention: H_q (", h_q,
                     ") must be a multiple of H_kv (", h_kv, ")");
   TORCH_CHECK_VALUE(page_size >= 1, "radixkv extend_attention: page_size must be >= 1");
-  TORCH_CHECK_VALUE(q.scalar_type() == k_cache.scalar_type(), "radixkv extend_attention: q dtype ",
-                    q.scalar_type(), " differs from the cache's ", k_cache.scalar_type());
   rk::DType dtype;
   if (q.scalar_type() == at::kHalf) {
     dtype = rk::DType::kF16;
@@ -86,6 +127,8 @@ void extend_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
   check_on(status, "status", q);
   TORCH_CHECK_VALUE(status.scalar_type() == at::kInt && status.is_contiguous() && status.numel() >= 2,
                     "radixkv extend_attention: status must be a contiguous int32 tensor of >= 2 elements");
+  rk::KVScales scales;
+  const rk::KVType kv_type = kv_type_and_scales(q, k_cache, h_kv, k_scale, v_scale, scales);
   check_on(k_cache, "k_cache", q);
   check_on(v_cache, "v_cache", q);
   check_on(out, "out", q);
@@ -143,6 +186,8 @@ void extend_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
   p.max_q_len = static_cast<int32_t>(std::min<int64_t>(std::max<int64_t>(max_q_len, 0), n_q));
   p.sm_scale = static_cast<float>(sm_scale);
   p.dtype = dtype;
+  p.kv_type = kv_type;
+  p.scales = scales;
   p.status = reinterpret_cast<uint32_t*>(status.data_ptr<int32_t>());
   const c10::cuda::CUDAGuard guard(q.device());
   try {
@@ -159,7 +204,7 @@ void extend_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
 TORCH_LIBRARY_FRAGMENT(radixkv, m) {
   m.def("extend_attention(Tensor q, Tensor k_cache, Tensor v_cache, Tensor qo_indptr, "
         "Tensor? kv_indptr, Tensor page_table, Tensor kv_lens, Tensor(a!) out, float sm_scale, "
-        "int layout, int max_q_len, Tensor(b!) status) -> ()");
+        "int layout, int max_q_len, Tensor(b!) status, Tensor? k_scale=None, Tensor? v_scale=None) -> ()");
 }
 
 TORCH_LIBRARY_IMPL(radixkv, CUDA, m) { m.impl("extend_attention", &extend_attention); }

@@ -239,23 +239,69 @@ def test_paged_decode_fp8_cuda_core_kernel(dim):
 # ----------------------------------------------------------------------------- extend
 
 
-@pytest.mark.parametrize("kv", [E4M3, E5M2], ids=NAME.get)
-@pytest.mark.parametrize("dim, page, layout", [(128, 16, "bshd"), (64, 1, "bhsd"), (256, 64, "bshd")])
-def test_extend_fp8_matches_dequantised(kv, dim, page, layout):
-    lens = [17, 1003, 130, 64]
-    new = [17, 40, 1, 64]
-    pool = Fp8Pool(lens, page, 2, dim, torch.bfloat16, kv, layout, True, seed=dim + page)
+# The kernel reads the FP8 pages itself (byte stages converted to q's type in shared memory, the
+# K scale in the softmax scale, the V scale in the normalisation): every q dtype (bf16 and fp16
+# take different conversions), both scale shapes, head dims, page sizes, layouts and table forms.
+
+
+def _extend_case(kv, dim, page, layout, q_dtype, per_head, lens, new, tables, group=4, seed=0):
+    pool = Fp8Pool(lens, page, 2, dim, q_dtype, kv, layout, per_head, seed=seed)
     qo = torch.tensor([0] + list(torch.tensor(new).cumsum(0)), dtype=torch.int32, device="cuda")
-    q = torch.randn(sum(new), 8, dim, dtype=torch.bfloat16, device="cuda")
-    bt = pool.block_table()
+    q = torch.randn(sum(new), 2 * group, dim, dtype=q_dtype, device="cuda")
     sc = dict(k_scale=pool.k_scale, v_scale=pool.v_scale)
-    ref = R.extend_attention(q.float(), pool.k, pool.v, qo, kv_lens=pool.kv_lens(),
-                             block_tables=bt, layout=layout, **sc)
+    if tables:
+        idx = dict(kv_lens=pool.kv_lens(), block_tables=pool.block_table())
+    else:
+        indptr, indices = pool.csr()
+        idx = dict(kv_indptr=indptr, kv_indices=indices, kv_lens=pool.kv_lens())
+    ref = R.extend_attention(q.float(), pool.k, pool.v, qo, layout=layout, **idx, **sc)
     out = torch.full_like(q, float("nan"))
-    ops.extend_attention(q, pool.k, pool.v, qo, kv_lens=pool.kv_lens(), block_tables=bt,
-                         layout=layout, out=out, **sc)
+    ops.extend_attention(q, pool.k, pool.v, qo, layout=layout, out=out, **idx, **sc)
     assert not out.isnan().any()
-    assert rel_err(out, ref) <= TOL
+    err = rel_err(out, ref)
+    assert err <= TOL, err
+    # against the unquantised values (printed with -s): what FP8 storage costs
+    k0, v0 = pool.original()
+    orig = R.extend_attention(q.float(), k0, v0, qo, layout=layout, **idx)
+    print(f"[fp8 extend] {NAME[kv]} q={NAME[q_dtype]} D={dim} page={page} {layout} "
+          f"{'per-head' if per_head else 'per-tensor'}: err vs dequantised {err:.1e}, "
+          f"vs original {rel_err(out, orig):.1e}")
+    return pool, q, qo, idx, out
+
+
+@pytest.mark.parametrize("kv", [E4M3, E5M2], ids=NAME.get)
+@pytest.mark.parametrize("q_dtype", [torch.bfloat16, torch.float16], ids=NAME.get)
+@pytest.mark.parametrize("dim, page, layout", [(128, 16, "bshd"), (64, 1, "bhsd"), (256, 64, "bshd"),
+                                               (256, 1, "bshd"), (64, 16, "bshd"), (128, 1, "bhsd")])
+def test_extend_fp8_matches_dequantised(kv, q_dtype, dim, page, layout):
+    # ragged: one query, a long prefix, a single new token, a whole request new
+    _extend_case(kv, dim, page, layout, q_dtype, True, [17, 1003, 130, 64], [17, 40, 1, 64],
+                 tables=True, seed=dim + page)
+
+
+@pytest.mark.parametrize("kv", [E4M3, E5M2], ids=NAME.get)
+@pytest.mark.parametrize("dim", [64, 128, 256])
+@pytest.mark.parametrize("page", [1, 16])
+def test_extend_fp8_page_edges_csr_per_tensor(kv, dim, page):
+    # lengths on and next to page edges; queries cover whole requests and single tokens; GQA 8
+    lens = lengths_for(page)
+    new = [1, 17, 300, lens[3], page + 1 if page > 1 else 2]
+    _extend_case(kv, dim, page, "bshd", torch.float16 if dim == 64 else torch.bfloat16, False, lens,
+                 new, tables=False, group=8, seed=3 * dim + page)
+
+
+def test_extend_fp8_scale_changes_output_like_reference():
+    # Scales are read on the device per call: doubling V's scale doubles the output, doubling K's
+    # sharpens the softmax exactly as the reference does.
+    pool, q, qo, idx, out = _extend_case(E4M3, 128, 16, "bshd", torch.bfloat16, True,
+                                         [200, 33], [50, 33], tables=True, seed=21)
+    ks, vs = pool.k_scale * 2, pool.v_scale * 2
+    out2 = ops.extend_attention(q, pool.k, pool.v, qo, k_scale=pool.k_scale, v_scale=vs, **idx)
+    assert torch.allclose(out2.float(), 2 * out.float(), rtol=1e-2, atol=1e-3)
+    out3 = ops.extend_attention(q, pool.k, pool.v, qo, k_scale=ks, v_scale=pool.v_scale, **idx)
+    ref3 = R.extend_attention(q.float(), pool.k, pool.v, qo, k_scale=ks, v_scale=pool.v_scale, **idx)
+    assert rel_err(out3, ref3) <= TOL
+    assert rel_err(out3, out) > 1e-2  # the K scale did change the result
 
 
 # ----------------------------------------------------------------------------- opcheck, errors
@@ -289,6 +335,14 @@ def test_opcheck_fp8_signatures():
     torch.library.opcheck(torch.ops.radixkv.store_kv.default,
                           (kc, vc, k, k, slots, 0, status, one, one), test_utils=utils)
     assert int(status[0]) == 0  # good inputs: no fault recorded
+    qo = torch.tensor([0, 2, 3], dtype=torch.int32, device="cuda")
+    qx = torch.randn(3, 8, 128, dtype=torch.bfloat16, device="cuda")
+    outx = torch.empty_like(qx)
+    for scales in ((pool.k_scale, pool.v_scale), (one, one)):
+        torch.library.opcheck(torch.ops.radixkv.extend_attention.default,
+                              (qx, pool.k, pool.v, qo, indptr, indices, lens, outx, 0.1, 0, 3,
+                               status, *scales), test_utils=utils)
+    assert int(status[0]) == 0
 
 
 def test_bad_scales_rejected_on_gpu(monkeypatch):
@@ -296,6 +350,7 @@ def test_bad_scales_rejected_on_gpu(monkeypatch):
     before = pool.k.view(torch.uint8).clone()
     indptr, indices = pool.csr()
     q = torch.randn(1, 8, 128, dtype=torch.bfloat16, device="cuda")
+    qo1 = torch.tensor([0, 1], dtype=torch.int32, device="cuda")
     good = pool.k_scale
     bad = [
         (good.cpu(), "is on cpu"),
@@ -309,8 +364,13 @@ def test_bad_scales_rejected_on_gpu(monkeypatch):
         with pytest.raises(radixkv.InvalidArgument, match=match):
             ops.paged_decode(q, pool.k, pool.v, indptr, indices, pool.kv_lens(), k_scale=s,
                              v_scale=good)
+        with pytest.raises(radixkv.InvalidArgument, match=match):
+            ops.extend_attention(q, pool.k, pool.v, qo1, indptr, indices, pool.kv_lens(), k_scale=good,
+                                 v_scale=s)
     with pytest.raises(radixkv.InvalidArgument, match="needs k_scale"):
         ops.paged_decode(q, pool.k, pool.v, indptr, indices, pool.kv_lens())
+    with pytest.raises(radixkv.InvalidArgument, match="needs k_scale"):
+        ops.extend_attention(q, pool.k, pool.v, qo1, indptr, indices, pool.kv_lens())
     # Checked mode reads the values (a sync); unchecked, a bad value poisons the output with NaN.
     monkeypatch.setenv("RADIXKV_OPS_CHECK", "1")
     for v in (0.0, -1.0, float("nan"), float("inf")):
@@ -320,11 +380,19 @@ def test_bad_scales_rejected_on_gpu(monkeypatch):
         with pytest.raises(radixkv.InvalidArgument, match="finite and > 0"):
             ops.paged_decode(q, pool.k, pool.v, indptr, indices, pool.kv_lens(), k_scale=good,
                              v_scale=s)
+        with pytest.raises(radixkv.InvalidArgument, match="finite and > 0"):
+            ops.extend_attention(q, pool.k, pool.v, qo1, indptr, indices, pool.kv_lens(), k_scale=s,
+                                 v_scale=good)
     assert torch.equal(pool.k.view(torch.uint8), before)
     monkeypatch.delenv("RADIXKV_OPS_CHECK")
     out = ops.paged_decode(q, pool.k, pool.v, indptr, indices, pool.kv_lens(), k_scale=good,
                            v_scale=torch.full_like(good, -1.0))
     assert out.isnan().all()
+    for ks, vs in ((good, torch.full_like(good, -1.0)), (torch.full_like(good, float("nan")), good),
+                   (torch.zeros_like(good), good)):
+        out = ops.extend_attention(q, pool.k, pool.v, qo1, indptr, indices, pool.kv_lens(),
+                                   k_scale=ks, v_scale=vs)
+        assert out.isnan().all()
     kc = pool.k.clone()
     ops.store_kv(kc, pool.v.clone(), pool.k16, pool.v16, pool.slots,
                  k_scale=torch.zeros_like(good), v_scale=good)

@@ -647,9 +647,10 @@ def extend_attention(
     fault it recorded; default ``RADIXKV_OPS_CHECK=1``. It synchronises, so leave it off inside
     CUDA-graph capture. Unchecked, bad metadata is clamped or skipped on the device and recorded
     (:func:`take_errors`); a request with more queries than keys gets NaN rows, never garbage.
-    FP8 caches take ``k_scale`` / ``v_scale`` as in :func:`store_kv` (``check`` also checks their
-    values); on a GPU the pages the table names are dequantised to q's dtype first
-    (``_fp8.dequantized_pages``) and the 16-bit kernel runs.
+    FP8 caches (float8_e4m3fn / float8_e5m2) take ``k_scale`` / ``v_scale`` as in :func:`store_kv`
+    (``check`` also checks their values); the kernel reads the FP8 pages and converts them to q's
+    dtype in shared memory (exact), folding the K scale into the softmax scale and the V scale into
+    the output normalisation. Unchecked, a bad scale value makes NaN rows.
     """
     if max_q_len is not None and int(max_q_len) < 0:
         _fail(f"max_q_len must be >= 0, got {max_q_len}")
@@ -687,14 +688,11 @@ def extend_attention(
         out = torch.empty_like(q, memory_format=torch.contiguous_format)
     table = block_tables if block_tables is not None else kv_indices
     assert table is not None
-    if _fp8.is_fp8(k_cache.dtype):
-        assert k_scale is not None and v_scale is not None
-        k_cache, v_cache, table = _fp8.dequantized_pages(k_cache, v_cache, k_scale, v_scale, table,
-                                                         layout, q.dtype)
     bound = n_q if max_q_len is None else int(max_q_len)
+    scale_args = (k_scale, v_scale) if _fp8.is_fp8(k_cache.dtype) else ()
     _call(torch.ops.radixkv.extend_attention,
           q.contiguous(), k_cache, v_cache, qo_indptr, kv_indptr, table, kv_lens, out, scale, code, bound,
-          _status.buffer(q.device))
+          _status.buffer(q.device), *scale_args)
     if checked:
         _raise_recorded(q.device)
     return out

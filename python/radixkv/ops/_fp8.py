@@ -1,4 +1,4 @@
-"""FP8 KV caches: scale validation and the extend path's dequantised view (used by ``_api``).
+"""FP8 KV caches: scale validation and the kernels' KV element code (used by ``_api``).
 
 An FP8 cache (``torch.float8_e4m3fn`` or ``torch.float8_e5m2``) holds stored values; ``k_scale`` /
 ``v_scale`` are float32 tensors on the cache's device of shape ``[]`` (one scale per tensor) or
@@ -75,36 +75,4 @@ def kv_code(dtype: torch.dtype) -> int:
     return _KV_CODE.get(dtype, 0)
 
 
-def dequantized_pages(
-    k_cache: torch.Tensor,
-    v_cache: torch.Tensor,
-    k_scale: torch.Tensor,
-    v_scale: torch.Tensor,
-    table: torch.Tensor,
-    layout: str,
-    dtype: torch.dtype,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The pages ``table`` names (CSR ``kv_indices`` or a block table), dequantised to ``dtype``
-    in a compact pool, and the table rewritten to it: ``(k, v, table)``. Entries outside
-    ``[0, num_pages)`` become -1, which the kernels never read. No host sync.
-
-    extend_attention's kernel reads 16-bit caches only; this is how it serves FP8 caches.
-    """
-    n = k_cache.shape[0]
-    flat = table.reshape(-1).to(torch.int64)
-    valid = (flat >= 0) & (flat < n)
-    idx = torch.where(valid, flat, torch.zeros_like(flat))
-    head_axis = 2 if layout == "bshd" else 1
-    ks = k_scale if k_scale.dim() == 0 else k_scale.reshape(
-        [-1 if a == head_axis else 1 for a in range(4)])
-    vs = v_scale if v_scale.dim() == 0 else v_scale.reshape(
-        [-1 if a == head_axis else 1 for a in range(4)])
-    # (gathered as bytes: index_select is defined for every integer dtype)
-    k = (k_cache.view(torch.uint8).index_select(0, idx).view(k_cache.dtype).float() * ks).to(dtype)
-    v = (v_cache.view(torch.uint8).index_select(0, idx).view(v_cache.dtype).float() * vs).to(dtype)
-    pos = torch.arange(flat.numel(), dtype=torch.int32, device=table.device)
-    new_table = torch.where(valid, pos, torch.full_like(pos, -1)).reshape(table.shape)
-    return k, v, new_table
-
-
-__all__ = ["check_scales", "dequantize", "dequantized_pages", "is_fp8", "kv_code"]
+__all__ = ["check_scales", "dequantize", "is_fp8", "kv_code"]

@@ -21,7 +21,8 @@ Environment:
 - ``RADIXKV_HEAD_DIMS`` (e.g. ``128`` or ``64,128``), ``RADIXKV_DTYPES`` (``bf16``, ``fp16``),
   ``RADIXKV_PAGE_SIZES`` (``1,16``): compile only these variants (faster builds, the same kernels);
   a call needing another one raises an error naming it. ``RADIXKV_KV_DTYPES`` (``e4m3``, ``e5m2``, or
-  ``none``): the FP8 cache variants of store_kv / paged_decode compiled in (default: both).
+  ``none``): the FP8 cache variants of store_kv / paged_decode / extend_attention compiled in (default:
+  both).
 - ``RADIXKV_VERBOSE_BUILD=1``: show the compiler's output.
 - ``RADIXKV_PREBUILT_LIB``: path of an already built library (e.g. built on another machine with
   the same torch); it is loaded instead of building.
