@@ -52,8 +52,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import _traces  # noqa: E402
+from _call_timer import CacheWorkTimer, overhead_ns, surface  # noqa: E402
 
-SYSTEMS = ("radixkv-plugin", "radixkv-plugin+events", "sglang-radix", "sglang-urc-rust")
+SYSTEMS = ("radixkv-plugin", "radixkv-plugin+events", "sglang-radix", "sglang-urc-rust",
+           "sglang-urc-rust+events")
 
 
 def cache_factory(system: str) -> Callable[[Any], Any]:
@@ -72,11 +74,12 @@ def cache_factory(system: str) -> Callable[[Any], Any]:
         from sglang.srt.mem_cache.radix_cache import RadixCache
 
         return RadixCache
-    if system == "sglang-urc-rust":
+    if system in ("sglang-urc-rust", "sglang-urc-rust+events"):
         from sglang.srt.mem_cache.unified_cache.component_type import ComponentType
         from sglang.srt.mem_cache.unified_radix_cache import UnifiedRadixCache
 
         def make(params: Any) -> Any:
+            params.enable_kv_cache_events = system.endswith("+events")
             params.tree_components = (ComponentType.FULL,)
             params.tree_core_backend = "rust"
             cache = UnifiedRadixCache(params)
@@ -96,10 +99,20 @@ def replay(system: str, trace: Any, capacity: int, max_running: int,
     longest = max(len(r.prompt) + r.output_len for r in trace.requests)
     capacity = -(-capacity // page_size) * page_size
     lc = Lifecycle(cache_factory(system), capacity, max_running, longest + 8, page_size)
+    from sglang.srt.mem_cache.base_prefix_cache import BasePrefixCache
+
+    timer = CacheWorkTimer(lc.cache, surface(BasePrefixCache))
+    # SGLang's allocator (frees of evicted, duplicate and released slots) timed apart inside
+    # cache calls: the same code whichever cache calls it
+    timer.watch_inner(lc.alloc, surface(type(lc.alloc), ()))
     drain = system.endswith("+events")
     events = 0
     reqs = [lc.make_req(str(r.id), r.prompt, r.output_len) for r in trace.requests]
-    per = [0] * len(reqs)
+    per = [0] * len(reqs)  # whole lifecycle span
+    work = [0] * len(reqs)  # inside the cache object, within that span
+    own = [0] * len(reqs)  # the same less the allocator calls the cache made
+    cpu = [0] * len(reqs)  # the thread's CPU time inside the cache object
+    own_cpu = [0] * len(reqs)  # the same less the allocator calls
     running: deque[int] = deque()
     clock = time.perf_counter_ns
     retries = 0
@@ -108,11 +121,16 @@ def replay(system: str, trace: Any, capacity: int, max_running: int,
         nonlocal events
         j = running.popleft()
         lc.decode(reqs[j], trace.requests[j].output)  # untimed, as in the anchor
+        w0, a0, c0, ac0 = timer.ns, timer.inner_ns, timer.cpu_ns, timer.inner_cpu_ns
         t0 = clock()
         lc.finish(reqs[j])
         if drain:
             events += len(lc.cache.take_events())
         per[j] += clock() - t0
+        work[j] += timer.ns - w0
+        own[j] += timer.ns - w0 - (timer.inner_ns - a0)
+        cpu[j] += timer.cpu_ns - c0
+        own_cpu[j] += timer.cpu_ns - c0 - (timer.inner_cpu_ns - ac0)
 
     gc.collect()
     t_start = clock()
@@ -120,11 +138,16 @@ def replay(system: str, trace: Any, capacity: int, max_running: int,
         if len(running) >= max_running:
             finish_oldest()
         while True:
+            w0, a0, c0, ac0 = timer.ns, timer.inner_ns, timer.cpu_ns, timer.inner_cpu_ns
             t0 = clock()
             ok = lc.admit(req, trace.requests[i].output_len)
             if drain:
                 events += len(lc.cache.take_events())
             per[i] += clock() - t0
+            work[i] += timer.ns - w0
+            own[i] += timer.ns - w0 - (timer.inner_ns - a0)
+            cpu[i] += timer.cpu_ns - c0
+            own_cpu[i] += timer.cpu_ns - c0 - (timer.inner_cpu_ns - ac0)
             if ok:
                 break
             if not running:
@@ -135,14 +158,29 @@ def replay(system: str, trace: Any, capacity: int, max_running: int,
     while running:
         finish_oldest()
     wall = (clock() - t_start) / 1e9
+    calls = timer.calls
+    by_name = {k: v for k, v in timer.by_name.items() if v[1]}
     lc.leak_check()
     us = sorted(x / 1e3 for x in per)
+    wus = sorted(x / 1e3 for x in work)
+    ous = sorted(x / 1e3 for x in own)
     prompt_tokens = sum(len(r.prompt) for r in trace.requests)
     return {
         "system": system, "trace": trace.name, "wall_s": wall, "page_size": page_size,
         "events": events,
         "mean_us": statistics.fmean(us),
         "p99_us": us[max(0, math.ceil(0.99 * len(us)) - 1)],
+        "work_mean_us": statistics.fmean(wus),
+        "work_p99_us": wus[max(0, math.ceil(0.99 * len(wus)) - 1)],
+        "work_cpu_mean_us": statistics.fmean(cpu) / 1e3,
+        "own_cpu_mean_us": statistics.fmean(own_cpu) / 1e3,
+        "own_mean_us": statistics.fmean(ous),
+        "own_p99_us": ous[max(0, math.ceil(0.99 * len(ous)) - 1)],
+        "work_calls_per_req": calls / len(reqs),
+        "work_by_call_us": {k: v[0] / 1e3 / len(reqs) for k, v in sorted(by_name.items())},
+        "work_calls_by_call": {k: v[1] for k, v in sorted(by_name.items())},
+        "work_cpu_by_call_us": {k: v[2] / 1e3 / len(reqs) for k, v in sorted(by_name.items())},
+        "_per_ns": per, "_work_ns": work, "_own_ns": own,
         "hit_rate": lc.matched / prompt_tokens, "retries": retries,
         "tree_tokens_end": lc.cache.evictable_size() + lc.cache.protected_size(),
     }
@@ -186,7 +224,8 @@ def main(argv: List[str]) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--max-running", type=int, default=16)
     ap.add_argument("--shared", default=None)
-    ap.add_argument("--limit", type=int, default=0, help="replay only the first N requests")
+    ap.add_argument("--limit", default="",
+                    help="replay only the first N requests: N (every trace) or TRACE=N,...")
     ap.add_argument("--page-hits", default="",
                     help="comma list of page sizes: one untimed pass each, hit rate only")
     ap.add_argument("--hit-systems", default="sglang-radix,radixkv-plugin")
@@ -203,29 +242,44 @@ def main(argv: List[str]) -> int:
     shared = _traces.shared_dir(a.shared)
     names = list(_traces.trace_names(shared)) if a.traces == "all" else a.traces.split(",")
     systems = [s for s in a.systems.split(",") if s]
+    limits = ({n: int(a.limit) for n in names} if a.limit.isdigit() else
+              {k: int(v) for k, v in (x.split("=") for x in a.limit.split(",") if x)})
     rows: List[Dict[str, Any]] = []
+    timer_ns, timer_cpu_ns = overhead_ns()
+    loadavg = [os.getloadavg()]
     for name in names:
         trace = _traces.load_trace(shared, name)
         cap = _traces.capacity_tokens(shared, trace, a.max_running)
-        if a.limit:
-            trace.requests = trace.requests[: a.limit]
+        if limits.get(name):
+            trace.requests = trace.requests[: limits[name]]
+        # one untimed pass each first (SGLang imports modules lazily on its first requests),
+        # then the systems in turn, round by round, so a change in machine load falls on all
         for system in systems:
-            # one untimed pass first: SGLang imports modules lazily on its first requests
             replay(system, trace, cap, a.max_running)
-            runs = [replay(system, trace, cap, a.max_running) for _ in range(a.repeats)]
-            med = {k: statistics.median(r[k] for r in runs) if isinstance(v, (int, float))
-                   else v for k, v in runs[0].items()}
-            rows.append(med)
-            print(f"{name:10s} {system:22s} mean {med['mean_us']:8.1f} us  p99 "
-                  f"{med['p99_us']:8.1f} us  hit {med['hit_rate']:.4f}  retries "
-                  f"{med['retries']}", flush=True)
+        runs: Dict[str, List[Dict[str, Any]]] = {s: [] for s in systems}
+        for _ in range(a.repeats):
+            for system in systems:
+                runs[system].append(replay(system, trace, cap, a.max_running))
+        for system in systems:
+            rows.append(median_row(runs[system]))
+            med = rows[-1]
+            print(f"{name:10s} {system:22s} cache work mean {med['work_mean_us']:8.1f} us "
+                  f"floor {med['work_floor_mean_us']:7.1f} p99 {med['work_p99_us']:8.1f} "
+                  f"cpu {med['work_cpu_mean_us']:7.1f} "
+                  f"({med['work_calls_per_req']:.1f} calls) | less allocator mean "
+                  f"{med['own_mean_us']:7.1f} floor {med['own_floor_mean_us']:7.1f} cpu "
+                  f"{med['own_cpu_mean_us']:7.1f} | lifecycle mean "
+                  f"{med['mean_us']:8.1f} floor {med['floor_mean_us']:7.1f} p99 "
+                  f"{med['p99_us']:8.1f} | hit {med['hit_rate']:.4f} retries {med['retries']}",
+                  flush=True)
+    loadavg.append(os.getloadavg())
     hits: List[Dict[str, Any]] = []
     pages = [int(x) for x in a.page_hits.split(",") if x]
     for name in names if pages else []:
         trace = _traces.load_trace(shared, name)
         cap = _traces.capacity_tokens(shared, trace, a.max_running)
-        if a.limit:
-            trace.requests = trace.requests[: a.limit]
+        if limits.get(name):
+            trace.requests = trace.requests[: limits[name]]
         for system in [s for s in a.hit_systems.split(",") if s]:
             for ps in pages:
                 r = replay(system, trace, cap, a.max_running, ps)
@@ -237,21 +291,52 @@ def main(argv: List[str]) -> int:
         import json
 
         Path(a.json).write_text(json.dumps({"rows": rows, "page_hits": hits,
-                                            "repeats": a.repeats,
-                                            "max_running": a.max_running}, indent=1))
-    print("\nratio of each SGLang cache's mean µs per request to the plugin's (same run):")
+                                            "repeats": a.repeats, "limits": limits,
+                                            "max_running": a.max_running,
+                                            "timer_overhead_ns": timer_ns,
+                                            "timer_overhead_cpu_ns": timer_cpu_ns,
+                                            "loadavg": loadavg}, indent=1))
+    print(f"\ntimer: {timer_ns:.0f} ns wall, {timer_cpu_ns:.0f} ns CPU per outer call on every "
+          f"system alike (not subtracted); load average {loadavg}")
+    print("ratio of each SGLang cache's µs per request to the plugin's (same run; events "
+          "on: +events against +events), cache work / whole lifecycle:")
+    by = {(r["trace"], r["system"]): r for r in rows}
     for name in names:
-        mine = next((r for r in rows if r["trace"] == name and r["system"] == "radixkv-plugin"),
-                    None)
-        if mine is None:
-            continue
-        for r in rows:
-            if r["trace"] == name and not r["system"].startswith("radixkv-plugin"):
+        for mine_name, others in (("radixkv-plugin", ("sglang-urc-rust", "sglang-radix")),
+                                  ("radixkv-plugin+events", ("sglang-urc-rust+events",))):
+            mine = by.get((name, mine_name))
+            for o in others:
+                r = by.get((name, o))
+                if mine is None or r is None:
+                    continue
                 same = "same hit rate" if abs(r["hit_rate"] - mine["hit_rate"]) < 1e-9 else (
                     f"hit rate differs: {r['hit_rate']:.4f}")
-                print(f"  {name:10s} {r['system']:16s} {r['mean_us'] / mine['mean_us']:6.2f}x"
-                      f"  ({same})")
+                print(f"  {name:10s} {o:22s} / {mine_name:22s} mean "
+                      f"{r['work_mean_us'] / mine['work_mean_us']:6.2f}x floor "
+                      f"{r['work_floor_mean_us'] / mine['work_floor_mean_us']:6.2f}x cpu "
+                      f"{r['work_cpu_mean_us'] / mine['work_cpu_mean_us']:6.2f}x; less "
+                      f"allocator mean {r['own_mean_us'] / mine['own_mean_us']:6.2f}x floor "
+                      f"{r['own_floor_mean_us'] / mine['own_floor_mean_us']:6.2f}x cpu "
+                      f"{r['own_cpu_mean_us'] / mine['own_cpu_mean_us']:6.2f}x / "
+                      f"lifecycle mean {r['mean_us'] / mine['mean_us']:5.2f}x floor "
+                      f"{r['floor_mean_us'] / mine['floor_mean_us']:5.2f}x  ({same})")
     return 0
+
+
+def median_row(runs: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """Median of each number over the runs; the per-call breakdown from the run with the
+    median cache-work mean; every run's two means kept."""
+    mid = sorted(runs, key=lambda r: r["work_mean_us"])[len(runs) // 2]
+    med = {k: statistics.median(r[k] for r in runs) if isinstance(v, (int, float)) else mid[k]
+           for k, v in runs[0].items() if not k.startswith("_")}
+    # floor: each request's least time over the runs (what is left once other processes'
+    # preemptions are filtered out), then the mean over requests
+    for key, src in (("floor_mean_us", "_per_ns"), ("work_floor_mean_us", "_work_ns"),
+                     ("own_floor_mean_us", "_own_ns")):
+        med[key] = statistics.fmean(min(x) for x in zip(*(r[src] for r in runs))) / 1e3
+    med["work_mean_us_runs"] = [r["work_mean_us"] for r in runs]
+    med["mean_us_runs"] = [r["mean_us"] for r in runs]
+    return med
 
 
 if __name__ == "__main__":
