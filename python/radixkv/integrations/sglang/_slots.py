@@ -9,7 +9,7 @@ once, and not at all where a CPU int32 tensor already is the NumPy array radixkv
 from __future__ import annotations
 
 from array import array
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 import numpy.typing as npt
@@ -55,7 +55,7 @@ class RowReader:
 
     def __init__(self) -> None:
         self._table: Any = None
-        self._host: Any = None
+        self._host: Optional[npt.NDArray[np.signedinteger]] = None
 
     def __call__(self, table: torch.Tensor, row: int, n: int) -> npt.NDArray[np.signedinteger]:
         if table is not self._table:

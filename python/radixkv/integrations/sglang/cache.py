@@ -168,15 +168,16 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
         tokens, ns = self._key_arrays(params.key)
         if len(tokens) == 0:
             return self._empty_match
-        m = self.tree.match_prefix(tokens, ns)
-        return self._match_result(m.length, m.node)
+        # the slots are read after the lock (prefix_device_indices), so none are gathered here
+        length, node = self.tree.match_node(tokens, ns)
+        return self._match_result(length, node)
 
     def touch_prefix(self, key: RadixKey) -> None:
         if self.disable:
             return
         tokens, ns = self._key_arrays(key)
         if len(tokens):
-            self.tree.match_prefix(tokens, ns)
+            self.tree.match_node(tokens, ns)
 
     def path_device_indices(self, node: Any) -> torch.Tensor:
         """Slots of the path root -> ``node``: contiguous int64 [depth] on the KV device."""
