@@ -230,6 +230,8 @@ def main(argv: List[str]) -> int:
                     help="comma list of page sizes: one untimed pass each, hit rate only")
     ap.add_argument("--hit-systems", default="sglang-radix,radixkv-plugin")
     ap.add_argument("--json", default=None, help="write the rows here")
+    ap.add_argument("--md", default=None,
+                    help="also write a markdown report here (tables of bench/cache_bench.py)")
     a = ap.parse_args(argv)
     import _sglang_env
 
@@ -296,6 +298,8 @@ def main(argv: List[str]) -> int:
                                             "timer_overhead_ns": timer_ns,
                                             "timer_overhead_cpu_ns": timer_cpu_ns,
                                             "loadavg": loadavg}, indent=1))
+    if a.md:
+        Path(a.md).write_text(markdown(rows, a, limits, timer_ns, timer_cpu_ns, loadavg, argv))
     print(f"\ntimer: {timer_ns:.0f} ns wall, {timer_cpu_ns:.0f} ns CPU per outer call on every "
           f"system alike (not subtracted); load average {loadavg}")
     print("ratio of each SGLang cache's µs per request to the plugin's (same run; events "
@@ -321,6 +325,61 @@ def main(argv: List[str]) -> int:
                       f"lifecycle mean {r['mean_us'] / mine['mean_us']:5.2f}x floor "
                       f"{r['floor_mean_us'] / mine['floor_mean_us']:5.2f}x  ({same})")
     return 0
+
+
+def markdown(rows: List[Dict[str, Any]], a: Any, limits: Dict[str, int], timer_ns: float,
+             timer_cpu_ns: float, loadavg: List[Any], argv: List[str]) -> str:
+    """The run as markdown: the plugin table of ``bench/cache_bench.py`` and, per trace, the
+    CPU µs per request of each cache call."""
+    import datetime as dt
+    import subprocess
+
+    from cache_bench import _plugin_table
+
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True, cwd=str(HERE)).stdout.strip()
+    when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    md = [f"# Cache work through the SGLang plugin ({when})", "",
+          f"`python bench/cache_bench_sglang.py {' '.join(argv)}` at commit {commit}; "
+          f"{a.max_running} in flight; systems in turn, {a.repeats} rounds after one untimed "
+          f"pass each; requests per trace: all"
+          + (f" except {', '.join(f'{k} first {v}' for k, v in limits.items())}"
+             if limits else "") + ". Load average (1/5/15 min) at start "
+          f"{tuple(round(x, 1) for x in loadavg[0])}, at end "
+          f"{tuple(round(x, 1) for x in loadavg[-1])} on {os.cpu_count()} cores. Timer cost "
+          f"per outer call, in every number alike and not subtracted: {timer_ns:.0f} ns wall, "
+          f"{timer_cpu_ns:.0f} ns CPU.", "",
+          "Cache work: time inside the cache object's methods (SGLang's `BasePrefixCache` "
+          "surface; one wrapper on every cache, outermost calls only, `bench/_call_timer.py`), "
+          "per request: mean (median over rounds), floor (each request's least time over the "
+          "rounds, averaged), CPU (the thread's CPU time in the same spans). 'Less SGLang's "
+          "allocator': the same less the allocator calls the cache made (frees of duplicates, "
+          "evictions, released rows; SGLang's CPU `TokenToKVPoolAllocator` copies its whole "
+          "free list on every free). Whole lifecycle: admission + finish spans, SGLang's `Req` "
+          "and pool work included. URC: SGLang's UnifiedRadixCache on its Rust tree core.", "",
+          _plugin_table({"rows": rows}), "",
+          "Less SGLang's allocator, CPU µs per request and ratio:", "",
+          "| trace | events | plugin | URC | URC / plugin |", "|---|---|---:|---:|---:|"]
+    by = {(r["trace"], r["system"]): r for r in rows}
+    for t in dict.fromkeys(r["trace"] for r in rows):
+        for label, mine, ref in (("off", "radixkv-plugin", "sglang-urc-rust"),
+                                 ("on", "radixkv-plugin+events", "sglang-urc-rust+events")):
+            p, u = by.get((t, mine)), by.get((t, ref))
+            if p and u:
+                md.append(f"| {t} | {label} | {p['own_cpu_mean_us']:.1f} | "
+                          f"{u['own_cpu_mean_us']:.1f} | "
+                          f"{u['own_cpu_mean_us'] / p['own_cpu_mean_us']:.1f}x |")
+    md += ["", "CPU µs per request by call (allocator included), the round with the median "
+           "cache-work mean:", ""]
+    for t in dict.fromkeys(r["trace"] for r in rows):
+        sys_rows = [r for r in rows if r["trace"] == t]
+        calls = sorted({k for r in sys_rows for k in r["work_cpu_by_call_us"]})
+        md += [f"**{t}**", "", "| call | " + " | ".join(r["system"] for r in sys_rows) + " |",
+               "|---|" + "---:|" * len(sys_rows)]
+        md += [f"| {c} | " + " | ".join(f"{r['work_cpu_by_call_us'].get(c, 0):.1f}"
+                                         for r in sys_rows) + " |" for c in calls]
+        md.append("")
+    return "\n".join(md) + "\n"
 
 
 def median_row(runs: List[Dict[str, Any]]) -> Dict[str, Any]:
