@@ -120,6 +120,24 @@ def _plugin_table(plugin: Dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _plugin_targets(plugin: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """Issue 15's target through the plugin: SGLang URC's cache work per request >= 10x the
+    plugin's, events off and on, by the mean (the kit's statistic); floor and CPU shown."""
+    by = {(r["trace"], r["system"]): r for r in plugin.get("rows", [])}
+    out = []
+    for t in dict.fromkeys(r["trace"] for r in plugin.get("rows", [])):
+        for label, mine, ref in (("off", "radixkv-plugin", "sglang-urc-rust"),
+                                 ("on", "radixkv-plugin+events", "sglang-urc-rust+events")):
+            p, u = by.get((t, mine)), by.get((t, ref))
+            if p is None or u is None:
+                continue
+            r = [u[k] / p[k] for k in ("work_mean_us", "work_floor_mean_us", "work_cpu_mean_us")]
+            out.append({"target": f"cache work through the plugin, URC / plugin >= 10x ({t}, "
+                                  f"events {label}; mean / floor / CPU)",
+                        "value": " / ".join(f"{x:.1f}x" for x in r), "ok": r[0] >= 10})
+    return out
+
+
 def _page_hits_table(paged: List[Dict[str, Any]], plugin: Dict[str, Any], page: int) -> str:
     """Hit rates at page 1 and page ``page``: SGLang's own RadixCache and the plugin through
     SGLang's lifecycle (which also inserts the prompt after prefill), next to radixkv's
@@ -306,7 +324,7 @@ def main(argv: List[str]) -> int:
 
     present = [s for s in systems if any(r["system"] == s for r in anchors["results"])]
     comp = _report.compare(mine, anchors["results"], present)
-    tgt = _report.targets(comp, mine, memory)
+    tgt = _report.targets(comp, mine, memory) + _plugin_targets(plugin)
     info["loadavg_end"] = _loadavg()
 
     md = [f"# radixkv cache benchmark ({info['date_utc']}, commit {info['git_commit']})", "",

@@ -1,18 +1,31 @@
 """Cache work per request through the SGLang plugin, against SGLang's own caches, in one run.
 
-Replays the serving traces of the benchmark kit's ``cache_traces.py`` (bench/README.md) with the protocol of
-its ``cache_anchor_bench.py`` (requests in trace order, at most ``--max-running`` in
-flight, the oldest finished before a new admission and on a failed admission, which is retried;
-timed per request: admission plus finish, retries included) at the request level: real
-``Req`` objects through SGLang 0.5.23's scheduler helpers on SGLang's CPU pools
-(``_sglang_replay.Lifecycle``). The same driver and pools serve every system, so only the tree
-cache differs:
+Replays the serving traces of the benchmark kit's ``cache_traces.py`` (bench/README.md) with the
+protocol of its ``cache_anchor_bench.py`` (requests in trace order, at most ``--max-running`` in
+flight, the oldest finished before a new admission and on a failed admission, which is retried)
+at the request level: real ``Req`` objects through SGLang 0.5.23's scheduler helpers on SGLang's
+CPU pools (``_sglang_replay.Lifecycle``). The same driver and pools serve every system, so only
+the tree cache differs:
 
     radixkv-plugin   radixkv.integrations.sglang.RadixKVPrefixCache (this repository)
     radixkv-plugin+events  the same with SGLang's --enable-kv-cache-events on, each admission
                      and finish draining ``take_events()`` inside its timed span
     sglang-urc-rust  UnifiedRadixCache, FULL component, Rust tree core (SGLang's default)
+    sglang-urc-rust+events  the same with events on, drained the same way
     sglang-radix     RadixCache (SGLang's Python tree)
+
+Two measures per request (admission plus finish, retries included):
+
+- cache work: the time spent inside the cache object's methods, i.e. the calls SGLang's
+  scheduler helpers, its allocator and the driver (``take_events``) make into it. One wrapper
+  (``_call_timer.CacheWorkTimer``) goes on every system's cache instance, over SGLang's whole
+  ``BasePrefixCache`` method surface, timing outermost calls only; wall time (mean per request,
+  median over rounds; floor: each request's least time over the rounds, averaged) and the
+  thread's CPU time. SGLang's allocator calls made from inside cache calls are also timed apart
+  ("less allocator"), since that code is SGLang's whichever cache calls it.
+- whole lifecycle: the admission and finish spans, SGLang's own ``Req`` and pool work included.
+
+Systems run in turn, round by round, after one untimed pass each.
 
 sglang-urc-rust needs torch 2.14.1 (``bench/setup_anchors.sh``'s venv with radixkv built into it):
 in the torch 2.11 ``.venv`` SGLang's Rust tree core extension crashes the process (segfault,
@@ -28,8 +41,8 @@ Usage (radixkv built into the venv; ``make sglang-deps`` for SGLang):
 ``PagedTokenToKVPoolAllocator`` above page 1; the KV pool rounded up to whole pages) for
 ``--hit-systems``. ``bench/cache_bench.py`` runs this script that way in the same run.
 
-Prints per trace and system the mean / p99 µs per request, the hit rate and the tokens evicted,
-and the ratio of each SGLang cache's mean to the plugin's.
+Prints per trace and system both measures, the hit rate, and the ratio of each SGLang cache's
+numbers to the plugin's (events on against events on); ``--md`` writes them as a report.
 """
 
 from __future__ import annotations
