@@ -90,28 +90,52 @@ def _events_table(off: List[Dict[str, Any]], on: List[Dict[str, Any]],
 
 
 def _plugin_table(plugin: Dict[str, Any]) -> str:
-    """Mean µs per request through SGLang's request lifecycle, the plugin vs SGLang's caches."""
+    """Through SGLang's request lifecycle, the plugin vs SGLang's UnifiedRadixCache (Rust core):
+    the cache work (time inside the cache object's methods) and the whole lifecycle, events off
+    and on, with the ratio URC / plugin of each."""
     rows = plugin.get("rows", [])
     by = {(r["trace"], r["system"]): r for r in rows}
     traces = list(dict.fromkeys(r["trace"] for r in rows))
-    lines = ["| trace | plugin µs (p99) | plugin + events µs (p99) | SGLang URC (Rust) µs (p99) "
-             "| SGLang RadixCache µs (p99) | URC / plugin | URC / plugin + events | hit plugin / "
-             "SGLang |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| trace | events | plugin cache work µs: mean / floor / CPU | URC cache work µs: "
+             "mean / floor / CPU | **URC / plugin** mean / floor / CPU | less SGLang's allocator "
+             "mean | whole lifecycle µs plugin / URC | lifecycle ratio | hit plugin / URC |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
 
-    def cell(r: Any) -> str:
-        return "-" if r is None else f"{r['mean_us']:.1f} ({r['p99_us']:.1f})"
+    def ratio(u: Any, p: Any, k: str) -> str:
+        return f"{u[k] / p[k]:.1f}x"
 
     for t in traces:
-        p, pe = by.get((t, "radixkv-plugin")), by.get((t, "radixkv-plugin+events"))
-        u, s = by.get((t, "sglang-urc-rust")), by.get((t, "sglang-radix"))
-
-        def ratio(a: Any, b: Any) -> str:
-            return "-" if a is None or b is None else f"**{a['mean_us'] / b['mean_us']:.1f}x**"
-        ref = u or s
-        hit = "-" if p is None or ref is None else f"{p['hit_rate']:.4f} / {ref['hit_rate']:.4f}"
-        lines.append(f"| {t} | {cell(p)} | {cell(pe)} | {cell(u)} | {cell(s)} | {ratio(u, p)} | "
-                     f"{ratio(u, pe)} | {hit} |")
+        for label, mine, ref in (("off", "radixkv-plugin", "sglang-urc-rust"),
+                                 ("on", "radixkv-plugin+events", "sglang-urc-rust+events")):
+            p, u = by.get((t, mine)), by.get((t, ref))
+            if p is None or u is None:
+                continue
+            work = lambda r: (f"{r['work_mean_us']:.1f} / {r['work_floor_mean_us']:.1f} / "
+                              f"{r['work_cpu_mean_us']:.1f}")  # noqa: E731
+            lines.append(
+                f"| {t} | {label} | {work(p)} | {work(u)} | **{ratio(u, p, 'work_mean_us')}** / "
+                f"{ratio(u, p, 'work_floor_mean_us')} / {ratio(u, p, 'work_cpu_mean_us')} | "
+                f"{ratio(u, p, 'own_mean_us')} | {p['mean_us']:.1f} / {u['mean_us']:.1f} | "
+                f"{ratio(u, p, 'mean_us')} | {p['hit_rate']:.4f} / {u['hit_rate']:.4f} |")
     return "\n".join(lines)
+
+
+def _plugin_targets(plugin: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """Issue 15's target through the plugin: SGLang URC's cache work per request >= 10x the
+    plugin's, events off and on, by the mean (the kit's statistic); floor and CPU shown."""
+    by = {(r["trace"], r["system"]): r for r in plugin.get("rows", [])}
+    out = []
+    for t in dict.fromkeys(r["trace"] for r in plugin.get("rows", [])):
+        for label, mine, ref in (("off", "radixkv-plugin", "sglang-urc-rust"),
+                                 ("on", "radixkv-plugin+events", "sglang-urc-rust+events")):
+            p, u = by.get((t, mine)), by.get((t, ref))
+            if p is None or u is None:
+                continue
+            r = [u[k] / p[k] for k in ("work_mean_us", "work_floor_mean_us", "work_cpu_mean_us")]
+            out.append({"target": f"cache work through the plugin, URC / plugin >= 10x ({t}, "
+                                  f"events {label}; mean / floor / CPU)",
+                        "value": " / ".join(f"{x:.1f}x" for x in r), "ok": r[0] >= 10})
+    return out
 
 
 def _page_hits_table(paged: List[Dict[str, Any]], plugin: Dict[str, Any], page: int) -> str:
@@ -300,7 +324,7 @@ def main(argv: List[str]) -> int:
 
     present = [s for s in systems if any(r["system"] == s for r in anchors["results"])]
     comp = _report.compare(mine, anchors["results"], present)
-    tgt = _report.targets(comp, mine, memory)
+    tgt = _report.targets(comp, mine, memory) + _plugin_targets(plugin)
     info["loadavg_end"] = _loadavg()
 
     md = [f"# radixkv cache benchmark ({info['date_utc']}, commit {info['git_commit']})", "",
@@ -320,9 +344,14 @@ def main(argv: List[str]) -> int:
         md += ["## Through the SGLang plugin (SGLang's request lifecycle, same run)", "",
                "`bench/cache_bench_sglang.py` in the anchors' venv: real `Req` objects through "
                "SGLang 0.5.23's scheduler helpers on its CPU pools, the same driver for every "
-               f"cache; median of {a.plugin_repeats} after one untimed pass. Mean (p99) µs of "
-               "cache work per request; events on: SGLang's `--enable-kv-cache-events`, drained "
-               "every admission and finish inside the timed span.", "",
+               f"cache; systems in turn, {a.plugin_repeats} rounds after one untimed pass each. "
+               "Cache work: wall time inside the cache object's methods (SGLang's "
+               "`BasePrefixCache` surface, timed by one wrapper on every cache, outermost calls "
+               "only; `bench/_call_timer.py`), per request: mean (median over rounds), floor "
+               "(each request's least time over the rounds, averaged) and the thread's CPU "
+               "time. Whole lifecycle: the admission and finish spans, SGLang's own `Req` and "
+               "pool work included. Events on: SGLang's `--enable-kv-cache-events` on both, "
+               "drained (`take_events`) every admission and finish inside the span.", "",
                _plugin_table(plugin), ""]
     if paged and plugin.get("page_hits"):
         md += [f"## Hit rate at page 1 and page {a.page}, SGLang next to radixkv (same run)", "",

@@ -62,6 +62,9 @@ CASES: list[tuple[str, Callable[[World], Any], type[Exception]]] = [
     # negative / out-of-range tokens and slots
     ("match: negative token", lambda w: w.cache.match_prefix([10, -1]), rk.InvalidArgument),
     ("peek: negative token", lambda w: w.cache.peek_prefix([-5]), rk.InvalidArgument),
+    ("match_node: negative token", lambda w: w.cache.match_node([10, -1]), rk.InvalidArgument),
+    ("match_node: float tokens", lambda w: w.cache.match_node([1.0, 2.0]), rk.InvalidArgument),
+    ("match_node: bad namespace", lambda w: w.cache.match_node([1], 3.5), rk.InvalidArgument),
     ("insert: negative token", lambda w: w.cache.insert([1, -2], w.out), rk.InvalidArgument),
     ("insert: token beyond int32", lambda w: w.cache.insert([1, 2**31], w.out), rk.InvalidArgument),
     ("insert: negative slot", lambda w: w.cache.insert([1, 2], [w.out[0], -1]), rk.InvalidArgument),

@@ -71,6 +71,26 @@ def test_match_touches_path_and_counts_hits() -> None:
     assert m1.node.hit_count == 2 and m1.node.last_access > t1
 
 
+@pytest.mark.parametrize("policy", ["lru", "lfu"])
+def test_match_node_is_match_prefix_without_slots(policy: str) -> None:
+    # two caches fed the same calls, one matching with match_prefix, one with match_node:
+    # same lengths, same nodes (by path), same tree after every call (splits, times, hits)
+    a = rk.RadixCache(None, 2, policy=policy, sglang_stamps=True)
+    b = rk.RadixCache(None, 2, policy=policy, sglang_stamps=True)
+    for c in (a, b):
+        c.insert([1, 2, 3, 4, 5, 6], [10, 11, 12, 13, 14, 15])
+        c.insert([1, 2, 7, 8], [10, 11, 16, 17], ("x", None))
+    for q, ns in (([1, 2, 3, 4, 9, 9], None), ([1, 2, 3], None), ([5, 5], None),
+                  ([1, 2, 7, 8, 1], ("x", None)), ([1, 2, 3, 4, 5, 6, 7], None)):
+        m = a.match_prefix(q, ns)
+        n, node = b.match_node(q, ns)
+        assert n == m.length and node.depth == m.node.depth and node.is_root == m.node.is_root
+        assert b.path_slots(node).tolist() == m.slots.tolist()
+        assert snapshot(a) == snapshot(b)
+    a.check()
+    b.check()
+
+
 def test_empty_match_gives_root_handle() -> None:
     cache = rk.RadixCache(None)
     m = cache.match_prefix([1, 2, 3])

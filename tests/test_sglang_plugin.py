@@ -338,10 +338,24 @@ def test_kv_events_reach_sglang_as_its_event_types() -> None:
     stored = lc.cache.take_events()
     assert stored and all(isinstance(e, BlockStored) for e in stored)
     assert [t for e in stored for t in e.token_ids] == list(range(64))
-    # one event a page, each chained to the one before
-    assert all(len(e.token_ids) == 16 and e.block_size == 16 for e in stored)
+    # as SGLang's UnifiedRadixCache emits them: one event a new leaf, one hash a page, the
+    # pages chained across events; on the device tier
+    assert all(e.block_size == 16 and len(e.token_ids) == 16 * len(e.block_hashes)
+               for e in stored)
+    assert all(e.medium == "GPU" and e.lora_id is None and e.cache_salt is None for e in stored)
     assert stored[0].parent_block_hash is None
-    assert [e.parent_block_hash for e in stored[1:]] == [e.block_hashes[0] for e in stored[:-1]]
+    assert [e.parent_block_hash for e in stored[1:]] == [e.block_hashes[-1] for e in stored[:-1]]
+    hashes = [h for e in stored for h in e.block_hashes]
+    assert len(hashes) == 4 and len(set(hashes)) == 4
+    # a second request sharing 2 pages stores only its 2 new pages, chained to the 2nd
+    r2 = lc.make_req("r2", list(range(32)) + list(range(100, 132)) + [7], 2)
+    assert lc.admit(r2, 2)
+    more = lc.cache.take_events()
+    assert [t for e in more for t in e.token_ids] == list(range(100, 132))
+    assert more[0].parent_block_hash == hashes[1]
+    assert len({h for e in more for h in e.block_hashes} | set(hashes)) == 6
+    lc.decode(r2, [5, 6])
+    lc.finish(r2)
     lc.decode(r, [5, 6])
     lc.finish(r)
     lc.cache.take_events()
@@ -351,8 +365,8 @@ def test_kv_events_reach_sglang_as_its_event_types() -> None:
     assert freed.num_tokens_evicted > 0
     removed = lc.cache.take_events()
     assert removed and all(isinstance(e, BlockRemoved) for e in removed)
-    hashes = {h for e in stored for h in e.block_hashes}
-    assert hashes <= {h for e in removed for h in e.block_hashes}
+    gone = [h for e in removed for h in e.block_hashes]
+    assert set(hashes) <= set(gone) and len(gone) == len(set(gone)) == 6
     lc.cache.reset()
     assert [type(e) for e in lc.cache.take_events()] == [AllBlocksCleared]
     lc.leak_check()

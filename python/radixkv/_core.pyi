@@ -232,6 +232,10 @@ class RadixCache:
         scheduler's slot table), the slots are written into ``out[:length]`` and
         ``Match.slots`` is a view of them; a bad ``out`` raises ``InvalidArgument`` before
         anything changes."""
+    def match_node(self, tokens: _IntSeq, namespace: _Namespace = None) -> tuple[int, Node]:
+        """``match_prefix`` without the slots: ``(length, node)``, with the same split, access
+        time and hit count (no partial-page tail). For a caller that reads the slots later, if
+        at all, through ``path_slots`` (SGLang's scheduler locks the node first)."""
     def peek_prefix(self, tokens: _IntSeq, namespace: _Namespace = None) -> int:
         """Hit length only; no split, no access-time or hit-count change."""
     def insert(

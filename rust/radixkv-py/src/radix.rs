@@ -386,6 +386,27 @@ impl PyRadixCache {
         })
     }
 
+    /// `match_prefix` without the slots: `(length, node)`, with the same split, access time
+    /// and hit count (no partial-page tail). For a caller that reads the slots later, if at
+    /// all, through `path_slots` (SGLang's scheduler locks the node first).
+    #[pyo3(signature = (tokens, namespace = None))]
+    fn match_node(
+        slf: &Bound<'_, Self>,
+        tokens: &Bound<'_, PyAny>,
+        namespace: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<(usize, PyNode)> {
+        let t = i32_input(tokens, "tokens")?;
+        let mut ns = Vec::new();
+        encode_namespace(namespace, &mut ns)?;
+        let (length, handle, id) = {
+            let mut this = busy_mut(slf)?;
+            let id = this.id;
+            let (length, handle) = this.inner.match_end(&ns, t.as_slice()).py()?;
+            (length, handle, id)
+        };
+        Ok((length, make_node(slf, handle, id)))
+    }
+
     /// Hit length only: no split, no LRU or hit-count change.
     #[pyo3(signature = (tokens, namespace = None))]
     fn peek_prefix(

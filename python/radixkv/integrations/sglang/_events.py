@@ -1,6 +1,9 @@
 """radixkv's KV events as SGLang's (``sglang.srt.disaggregation.kv_events``), for
-``take_events``: one ``BlockStored`` per stored page, as SGLang's recorder emits them, chained
-through ``parent_block_hash``; one ``BlockRemoved`` per evicted leaf; ``AllBlocksCleared``."""
+``take_events``, in the shape SGLang's default cache (``UnifiedRadixCache`` on its Rust tree
+core) emits them: one ``BlockStored`` per new leaf, with one chained hash per page
+(``block_size`` the page size, ``token_ids`` all the leaf's pages, ``parent_block_hash`` the
+hash of the page before them), one ``BlockRemoved`` per evicted leaf, ``AllBlocksCleared`` per
+reset; ``medium`` GPU (the tree caches device KV only)."""
 
 from __future__ import annotations
 
@@ -9,24 +12,40 @@ from typing import Any, List
 import radixkv
 
 
-def to_sglang_events(events: List[Any]) -> List[Any]:
-    from sglang.srt.disaggregation.kv_events import AllBlocksCleared, BlockRemoved, BlockStored
+class EventConverter:
+    """Built once per cache: SGLang's event classes resolved at construction, so a drain
+    costs one constructor call per radixkv event and no lookups."""
 
-    out: List[Any] = []
-    for ev in events:
-        if isinstance(ev, radixkv.BlockStored):
-            parent = ev.parent_block_hash
-            ps = ev.block_size
-            salt = ev.namespace[1] if isinstance(ev.namespace, tuple) else None
-            tokens = ev.token_ids
-            for i, h in enumerate(ev.block_hashes):
-                page = tokens[i * ps:(i + 1) * ps]
-                out.append(BlockStored(block_hashes=[h], parent_block_hash=parent,
-                                       token_ids=page, block_size=len(page), lora_id=None,
-                                       cache_salt=salt))
-                parent = h
-        elif isinstance(ev, radixkv.BlockRemoved):
-            out.append(BlockRemoved(block_hashes=list(ev.block_hashes)))
-        elif isinstance(ev, radixkv.AllBlocksCleared):
-            out.append(AllBlocksCleared())
-    return out
+    def __init__(self) -> None:
+        from sglang.srt.disaggregation.kv_events import (
+            AllBlocksCleared,
+            BlockRemoved,
+            BlockStored,
+            StorageMedium,
+        )
+
+        self._stored = BlockStored
+        self._removed = BlockRemoved
+        self._cleared = AllBlocksCleared
+        self._gpu = StorageMedium.GPU
+
+    def all_cleared(self) -> Any:
+        return self._cleared()
+
+    def __call__(self, events: List[Any]) -> List[Any]:
+        stored_t, removed_t = radixkv.BlockStored, radixkv.BlockRemoved
+        stored, removed, gpu = self._stored, self._removed, self._gpu
+        out: List[Any] = []
+        append = out.append
+        for ev in events:
+            t = type(ev)
+            if t is stored_t:
+                ns = ev.namespace
+                append(stored(block_hashes=ev.block_hashes, parent_block_hash=ev.parent_block_hash,
+                              token_ids=ev.token_ids, block_size=ev.block_size, lora_id=None,
+                              medium=gpu, cache_salt=ns[1] if type(ns) is tuple else None))
+            elif t is removed_t:
+                append(removed(block_hashes=ev.block_hashes, medium=gpu))
+            else:
+                append(self._cleared())
+        return out

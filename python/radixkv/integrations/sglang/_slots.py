@@ -9,7 +9,7 @@ once, and not at all where a CPU int32 tensor already is the NumPy array radixkv
 from __future__ import annotations
 
 from array import array
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 import numpy.typing as npt
@@ -37,7 +37,36 @@ def slots_to_host(slots: torch.Tensor) -> npt.NDArray[np.signedinteger]:
 def slots_to_device(slots: npt.NDArray[np.int64], device: torch.device) -> torch.Tensor:
     """Host int64 ids as the contiguous int64 tensor on ``device`` that SGLang's kernels read
     (no copy on the CPU)."""
-    return torch.from_numpy(slots).to(device=device, dtype=torch.int64)
+    t = torch.from_numpy(slots)
+    if device.type == "cpu" and t.dtype == torch.int64:
+        return t
+    return t.to(device=device, dtype=torch.int64)
 
 
 _EMPTY_I64: npt.NDArray[np.int64] = np.empty(0, dtype=np.int64)
+
+
+class RowReader:
+    """Slot ids of a ``req_to_token`` row prefix as host ids radixkv takes as they are.
+
+    A CPU table (int32 or int64, contiguous) is read through one NumPy view of the whole table,
+    made once per table object: a row prefix is then a NumPy slice, with no torch indexing or
+    conversion per call. Any other table goes through ``slots_to_host`` (one copy)."""
+
+    def __init__(self) -> None:
+        self._table: Any = None
+        self._host: Optional[npt.NDArray[np.signedinteger]] = None
+
+    def __call__(self, table: torch.Tensor, row: int, n: int) -> npt.NDArray[np.signedinteger]:
+        if table is not self._table:
+            self._table = table
+            self._host = (
+                table.numpy()
+                if table.device.type == "cpu"
+                and table.dtype in (torch.int32, torch.int64)
+                and table.is_contiguous()
+                else None
+            )
+        if self._host is not None:
+            return self._host[row, :n]
+        return slots_to_host(table[row, :n])

@@ -33,7 +33,8 @@ from sglang.srt.mem_cache.base_prefix_cache import (
 
 import radixkv
 
-from ._slots import slots_to_device, slots_to_host, tokens_view
+from ._events import EventConverter
+from ._slots import RowReader, slots_to_device, slots_to_host, tokens_view
 
 if TYPE_CHECKING:
     from sglang.srt.managers.schedule_batch import Req
@@ -84,6 +85,7 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
         dev = getattr(self.token_to_kv_pool_allocator, "device", "cpu")
         self.device = torch.device(dev) if isinstance(dev, (str, torch.device)) else (
             torch.device("cpu"))
+        self._read_row = RowReader()
         if params.enable_metrics:
             self.init_metrics_collector()
         self.reset()
@@ -96,9 +98,9 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
         # events still undrained, then "all cleared", as SGLang's recorder reports a reset
         self._pending: List[Any] = self.take_events() if old is not None else []
         if self.events_on:
-            from sglang.srt.disaggregation.kv_events import AllBlocksCleared
-
-            self._pending.append(AllBlocksCleared())
+            if old is None:
+                self._convert = EventConverter()
+            self._pending.append(self._convert.all_cleared())
         # int64 ids in and out: SGLang's slot dtype, so path slots need no conversion;
         # sglang_stamps: hits counted on insert and split nodes stamped whole, as SGLang's
         # RadixCache does, so lfu / slru / lru evict in its order
@@ -107,12 +109,7 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
                                        sglang_stamps=True)
         self.root_node = self.tree.root
         self._empty_indices = torch.empty((0,), dtype=torch.int64, device=self.device)
-        self._empty_match = MatchResult(
-            device_prefix_len=0,
-            last_device_node=self.root_node,
-            last_host_node=self.root_node,
-            best_match_node=self.root_node,
-        )
+        self._empty_match = self._match_result(0, self.root_node)
 
     def evictable_size(self) -> int:
         return self.tree.evictable_size
@@ -149,14 +146,17 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
         return torch.from_numpy(flat).to(self.device)
 
     # ---- lookups ---------------------------------------------------------------------------
-    def _aligned_len(self, n: int) -> int:
-        return n - n % self.page_size
-
     def _key_arrays(self, key: RadixKey) -> Tuple[np.ndarray, Namespace]:
         if key.is_bigram:
             raise ValueError("radixkv radix-cache backend: bigram keys are not supported")
-        n = self._aligned_len(len(key))  # len() honours key.limit
+        n = len(key)  # honours key.limit
+        n -= n % self.page_size
         return tokens_view(key.token_ids, n), namespace_of(key.extra_key, key.cache_salt)
+
+    def _match_result(self, length: int, node: Any) -> MatchResult:
+        """``MatchResult(length, node, node, node)`` with every other field at its default,
+        built as a plain tuple of the NamedTuple's fields (no keyword handling per call)."""
+        return _new_tuple(MatchResult, (length, node, node, node) + _MATCH_DEFAULTS)
 
     def match_prefix(self, params: MatchPrefixParams) -> MatchResult:
         """Longest cached whole-page prefix of ``params.key`` (capped at ``key.limit``) in its
@@ -168,27 +168,48 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
         tokens, ns = self._key_arrays(params.key)
         if len(tokens) == 0:
             return self._empty_match
-        m = self.tree.match_prefix(tokens, ns)
-        node = m.node
-        return MatchResult(
-            device_prefix_len=m.length,
-            last_device_node=node,
-            last_host_node=node,
-            best_match_node=node,
-        )
+        # the slots are read after the lock (prefix_device_indices), so none are gathered here
+        length, node = self.tree.match_node(tokens, ns)
+        return self._match_result(length, node)
 
     def touch_prefix(self, key: RadixKey) -> None:
         if self.disable:
             return
         tokens, ns = self._key_arrays(key)
         if len(tokens):
-            self.tree.match_prefix(tokens, ns)
+            self.tree.match_node(tokens, ns)
 
     def path_device_indices(self, node: Any) -> torch.Tensor:
         """Slots of the path root -> ``node``: contiguous int64 [depth] on the KV device."""
         if node == self.root_node:
             return self._empty_indices
         return slots_to_device(self.tree.path_slots(node), self.device)
+
+    def prefix_device_indices(self, req: Req) -> torch.Tensor:
+        """The first ``req.prefix_len`` slots of the path to ``req.last_node`` (the base
+        class's result, cut on the host before the one conversion to a tensor)."""
+        n = req.prefix_len
+        node = req.last_node
+        if n == 0 or node == self.root_node:
+            return self._empty_indices
+        path = self.tree.path_slots(node)
+        assert len(path) >= n, (req.rid, len(path), n)
+        return slots_to_device(path[:n], self.device)
+
+    def free_kv_row(self, kv: Any, ranges: List[Tuple[int, int]]) -> None:
+        """Give back row positions ``ranges`` of ``kv``'s row through SGLang's allocator.
+        One range (what ``release_kv_cache`` passes) goes straight to ``free_segment``;
+        several take the base class's path. The base class's sliding-window split never
+        applies: the factory refuses SWA models."""
+        if len(ranges) != 1:
+            super().free_kv_row(kv, ranges)
+            return
+        start, end = ranges[0]
+        if end > start:
+            table = self.req_to_token_pool.req_to_token
+            self.token_to_kv_pool_allocator.free_segment(
+                table[kv.req_pool_idx, start:end], start_pos=start
+            )
 
     # ---- inserts ---------------------------------------------------------------------------
     def insert(self, params: InsertParams) -> InsertResult:
@@ -214,17 +235,18 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
         if self.disable:
             return
         kv = req.kv
-        n = self._aligned_len(up_to)
+        n = up_to - up_to % self.page_size
         tokens = tokens_view(req.full_untruncated_fill_ids, n)
-        row = self.req_to_token_pool.req_to_token[kv.req_pool_idx]
+        table = self.req_to_token_pool.req_to_token
         ns = namespace_of(req.extra_key, req.cache_salt)
-        slots = slots_to_host(row[:n])
+        slots = self._read_row(table, kv.req_pool_idx, n)
         priority = float(req.priority or 0)
         # hits only on nodes beyond what this request inserted before (SGLang's rule)
         present, node = self.tree.insert_node(tokens, slots, ns, priority=priority,
                                               inserted_len=kv.cache_inserted_len)
         kv.cache_inserted_len = max(kv.cache_inserted_len, n)
-        prompt = self._aligned_len(len(req.origin_input_ids))
+        prompt = len(req.origin_input_ids)
+        prompt -= prompt % self.page_size
         if 0 < prompt < n:
             # as SGLang's RadixCache: split at the prompt boundary (no hit: inserted_len covers
             # it), one priority step up, so the output tail can be evicted without the prompt
@@ -234,6 +256,7 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
         if present > protected:
             # another request inserted [protected, present) first: the row's copies are
             # duplicates; free them and read the tree's slots instead
+            row = table[kv.req_pool_idx]
             self.token_to_kv_pool_allocator.free_segment(
                 row[protected:present].to(torch.int64), start_pos=protected
             )
@@ -243,9 +266,13 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
                 torch.from_numpy(path[protected:present]).to(row.device),
             )
         kv.cache_protected_len = n
+        # the request's lock moves to the inserted path's end in one tree call
         old = req.lock
-        req.lock = self.lock(node)
-        self.unlock(old)
+        if old is None:
+            self.tree.lock(node)
+        else:
+            self.tree.move_lock(old.node, node)
+        req.lock = TreeLock(node, _RECEIPT)
         req.last_node = node
 
     # ---- eviction --------------------------------------------------------------------------
@@ -281,15 +308,30 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
         ``--enable-kv-cache-events``."""
         if not self.events_on:
             return []
-        from ._events import to_sglang_events
+        out = self._convert(self.tree.take_events())
+        if self._pending:
+            out, self._pending = self._pending + out, []
+        return out
 
-        out, self._pending = self._pending, []
-        return out + to_sglang_events(self.tree.take_events())
-
+    # lock / unlock as the base class's, without its result objects in between
     def lock(self, node: Any) -> Optional[TreeLock]:
-        self.inc_lock_ref(node)
+        if not self.disable:
+            self.tree.lock(node)
         return TreeLock(node, _RECEIPT)
+
+    def unlock(self, lock: Optional[TreeLock]) -> None:
+        if lock is not None and not self.disable:
+            self.tree.unlock(lock.node)
 
 
 # Legacy caches carry no per-lock receipt; one shared empty receipt serves every TreeLock.
 _RECEIPT = DecLockRefParams()
+
+# MatchResult's fields past the first four, at their defaults (checked against its field list
+# at import, so a SGLang that reorders them fails here, not with a wrong result)
+if MatchResult._fields[:4] != (
+    "device_prefix_len", "last_device_node", "last_host_node", "best_match_node"
+):
+    raise ImportError(f"radixkv: SGLang's MatchResult fields changed: {MatchResult._fields}")
+_MATCH_DEFAULTS = tuple(MatchResult._field_defaults[f] for f in MatchResult._fields[4:])
+_new_tuple = tuple.__new__
