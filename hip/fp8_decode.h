@@ -10,6 +10,9 @@
 // 16-bit kernel's, in fp16 (e4m3 and e5m2 values are exact in fp16; a bf16 q is converted to
 // fp16 once, exact for |q| < 65504). Scales: the block's KV head has one K and one V scale, so
 // the K scale joins the softmax scale and the V scale the output normalisation, both in fp32.
+// NVIDIA narrow form (GQA groups <= 8): no converted tile; each lane copies the bytes of its own
+// MMA fragments and converts them in registers ("Direct fragments" below), which halves the
+// shared-memory traffic per cache element.
 // CUDA-core kernel: 8-byte copies, and the 8 elements of a lane converted to floats.
 #pragma once
 
