@@ -10,6 +10,9 @@
 // 16-bit kernel's, in fp16 (e4m3 and e5m2 values are exact in fp16; a bf16 q is converted to
 // fp16 once, exact for |q| < 65504). Scales: the block's KV head has one K and one V scale, so
 // the K scale joins the softmax scale and the V scale the output normalisation, both in fp32.
+// NVIDIA narrow form (GQA groups <= 8): no converted tile; each lane copies the bytes of its own
+// MMA fragments and converts them in registers ("Direct fragments" below), which halves the
+// shared-memory traffic per cache element.
 // CUDA-core kernel: 8-byte copies, and the 8 elements of a lane converted to floats.
 #pragma once
 
@@ -40,14 +43,22 @@ struct MathType<T, fp8e5m2_t> {
 // fp8 -> fp16 bit placement leaves out (platform.h Fp8Unit); 1 for 16-bit caches.
 // A scale that is not finite and positive makes NaN (fp8_scale_ok): the output is then NaN,
 // never plausible numbers (the wrappers reject such scales when they can read them).
+// kDirect: the fragment path below (its own conversion, direct_unit).
 template <class KV>
+RK_DEVICE float direct_unit();
+template <class KV, bool kDirect = false>
+RK_DEVICE float unit() {
+  if constexpr (kDirect) return direct_unit<KV>();
+  else return Fp8Unit<KV>::value;
+}
+template <class KV, bool kDirect = false>
 RK_DEVICE float k_factor(const PagedDecodeParams& p, int kvh) {
-  if constexpr (IsFp8<KV>::value) return fp8_checked_scale(p.scales.k[kvh * p.scales.stride]) * Fp8Unit<KV>::value;
+  if constexpr (IsFp8<KV>::value) return fp8_checked_scale(p.scales.k[kvh * p.scales.stride]) * unit<KV, kDirect>();
   else return 1.f;
 }
-template <class KV>
+template <class KV, bool kDirect = false>
 RK_DEVICE float v_factor(const PagedDecodeParams& p, int kvh) {
-  if constexpr (IsFp8<KV>::value) return fp8_checked_scale(p.scales.v[kvh * p.scales.stride]) * Fp8Unit<KV>::value;
+  if constexpr (IsFp8<KV>::value) return fp8_checked_scale(p.scales.v[kvh * p.scales.stride]) * unit<KV, kDirect>();
   else return 1.f;
 }
 
@@ -91,6 +102,98 @@ template <class KV, class C>
 RK_DEVICE void convert_v(uint16_t* tile, const uint8_t* stage, int lane) {
   warp_sync();
   convert_tile<KV, C>(tile, stage, lane);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Direct fragments (NVIDIA, narrow form: S^T = K Q^T with K as the m16n8k16 A operand, O^T += V^T
+// P^T with V^T as the A operand). Every lane cp.async's exactly the cache bytes it consumes as
+// fragments into its own stage slots, reads them back with 16-byte loads (only its own: no warp
+// exchange, no converted tile) and converts them to fp16 fragments in registers. Lane = 4 g + t.
+//  K: A[key][k] needs, per 16-dim block, rows (keys) g, g + 8 and k = 2t, 2t+1, 2t+8, 2t+9. The
+//     dims are summed over, so they are permuted: block db's k positions of lane t are the four
+//     contiguous cache dims t D/4 + 4 db + 0..3 (lo pair: k 2t, 2t+1; hi pair: 2t+8, 2t+9), so
+//     the lane copies bytes [t D/4, (t+1) D/4) of key rows g and g + 8. Q^T is built with the same
+//     permutation (q_direct).
+//  V: A[dim][key] needs keys 2t, 2t+1, 2t+8, 2t+9 of each 16-key block and, per 16-dim block db,
+//     output rows g and g + 8. The output dims are permuted instead: those two rows are cache dims
+//     g D/8 + 2 db + 0 / 1, so the lane copies bytes [g D/8, (g+1) D/8) of those four key rows,
+//     pairs bytes of key rows (2t, 2t+1) and (2t+8, 2t+9) with prmt, and O^T's row (db, g + 8 h)
+//     is stored as dim out_dim(db, g, h). Keys keep their order, so P^T from the S^T accumulator
+//     (mma.h pt_from_acc) matches.
+// Conversion: cvt.rn.f16x2.e4m3x2 / e5m2x2 on sm_89+ (exact values); before that, platform.h's
+// bit placement (e4m3 then reads as value x 2^-8: direct_unit says which).
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+#define RADIXKV_FP8_CVT 1
+#endif
+
+template <class KV>
+RK_DEVICE float direct_unit() {
+#if defined(RADIXKV_FP8_CVT)
+  return 1.f;
+#else
+  return Fp8Unit<KV>::value;
+#endif
+}
+
+// Four fp8 bytes of w -> fp16 pairs lo = (byte 0, byte 1), hi = (byte 2, byte 3), low element in
+// the low half (value x 1 / direct_unit).
+template <class KV>
+RK_DEVICE void cvt4(uint32_t w, uint32_t& lo, uint32_t& hi) {
+#if defined(RADIXKV_FP8_CVT)
+  if constexpr (std::is_same<KV, fp8e4m3_t>::value) {
+    asm("{\n .reg .b16 l, h;\n mov.b32 {l, h}, %2;\n cvt.rn.f16x2.e4m3x2 %0, l;\n"
+        " cvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
+        : "=r"(lo), "=r"(hi)
+        : "r"(w));
+  } else {
+    // e5m2 is the top byte of an fp16: two byte permutes with zeros.
+    lo = __byte_perm(w, 0u, 0x1404);
+    hi = __byte_perm(w, 0u, 0x3424);
+  }
+#else
+  fp8x4_to_f16x4<KV>(w, lo, hi);
+#endif
+}
+
+// Per-lane geometry of the direct stages for D dims and KEYS keys per tile.
+template <int D, int KEYS>
+struct Direct {
+  static constexpr int kKB = KEYS / 16;
+  static constexpr int kKBytes = D / 4;               // per K row and lane
+  static constexpr int kKChunks = kKBytes / 16;       // 16-byte copies per K row
+  static constexpr int kVBytes = D / 8;               // per V row and lane
+  static constexpr int kVCopy = kVBytes < 16 ? kVBytes : 16;  // bytes per V copy (8 at D = 64)
+  static constexpr int kVChunks = kVBytes / kVCopy;
+  // Lane slots: K copy (kb, h, c) is slot (kb * 2 + h) * kKChunks + c, 16 bytes per lane side by
+  // side (a warp's 16-byte loads of one slot are one conflict-free 512-byte run); V copy (kb, q,
+  // c) likewise with kVCopy bytes.
+  static constexpr int kKSlots = kKB * 2 * kKChunks;
+  static constexpr int kVSlots = kKB * 4 * kVChunks;
+  static_assert(kKSlots * 16 * 32 == KEYS * D && kVSlots * kVCopy * 32 == KEYS * D, "stage bytes");
+  static_assert(D % 64 == 0 && KEYS % 16 == 0, "direct shapes");
+  RK_DEVICE static int k_slot(int kb, int h, int c, int lane) { return (((kb * 2 + h) * kKChunks + c) * 32 + lane) * 16; }
+  RK_DEVICE static int v_slot(int kb, int q, int c, int lane) {
+    return (((kb * 4 + q) * kVChunks + c) * 32 + lane) * kVCopy;
+  }
+  // Key row (in the tile) of K copy (kb, h) and of V copy (kb, q), for lane g = lane / 4, t.
+  RK_DEVICE static int k_row(int kb, int h, int g) { return kb * 16 + g + 8 * h; }
+  RK_DEVICE static int v_row(int kb, int q, int t) { return kb * 16 + 2 * t + (q & 1) + 8 * (q >> 1); }
+  // Output dim of O^T element (block db, row g + 8 h) of lane group g.
+  RK_DEVICE static int out_dim(int db, int g, int h) { return g * kVBytes + 2 * db + h; }
+};
+
+// 4 or 8 or 16 bytes of a lane's V copy from shared memory as words.
+template <int N>
+RK_DEVICE void lds_words(uint32_t (&w)[4], const uint8_t* src) {
+  if constexpr (N == 16) {
+    const uint4 v = *reinterpret_cast<const uint4*>(src);
+    w[0] = v.x; w[1] = v.y; w[2] = v.z; w[3] = v.w;
+  } else {
+    static_assert(N == 8, "V copies of 8 or 16 bytes");
+    const uint2 v = *reinterpret_cast<const uint2*>(src);
+    w[0] = v.x; w[1] = v.y; w[2] = w[3] = 0u;
+  }
 }
 
 // CUDA-core kernel: 8 cache elements -> floats (FP8: times 1 / Fp8Unit, folded into the scales).

@@ -128,10 +128,12 @@ RK_HOST_DEVICE int head_chunks(const PagedDecodeParams& p) {
 }
 
 // One configuration: D head_dim, W warps per block, KEYS keys per tile (per stage), S stages,
-// KVB bytes per cache element (2, or 1 for FP8 caches: fp8_decode.h).
-template <int D_, int W_, int KEYS_, int S_, int KVB_ = 2>
+// KVB bytes per cache element (2, or 1 for FP8 caches: fp8_decode.h), DIRECT: FP8 copied as
+// per-lane fragments (fp8_decode.h, "Direct fragments"; NVIDIA narrow form only).
+template <int D_, int W_, int KEYS_, int S_, int KVB_ = 2, bool DIRECT_ = false>
 struct Shape {
   static constexpr int D = D_, W = W_, KEYS = KEYS_, S = S_, KVB = KVB_;
+  static constexpr bool kDirect = DIRECT_;
   static constexpr int kThreads = W * kWarpSize;
   static constexpr int kChunks = D / 8;                    // 16-byte chunks per 16-bit row (q, tiles)
   static constexpr int kCopyChunks = D * KVB / 16;         // 16-byte chunks per cache row
@@ -141,8 +143,9 @@ struct Shape {
   static constexpr int kIdx = (KEYS + kWarpSize - 1) / kWarpSize;  // page entries per key lane
   static constexpr int kTileElems = KEYS * D;
   // One warp's K and V stages; FP8: its S byte stages of K and of V plus one 16-bit tile that K,
-  // then V, are converted into (fp8_decode.h).
-  static constexpr int kWarpElems = KVB == 2 ? 2 * S * kTileElems : (S + 1) * kTileElems;
+  // then V, are converted into (fp8_decode.h); direct FP8: the byte stages only.
+  static constexpr int kWarpElems =
+      KVB == 2 ? 2 * S * kTileElems : DIRECT_ ? S * kTileElems : (S + 1) * kTileElems;
   static constexpr bool kQRegs = D <= 128;  // Q fragments live in registers (D = 256: reloaded)
   static constexpr int kOStride = D + 8;    // merge rows in floats (+8: no bank conflicts)
   static constexpr int kQBytes = kRows * D * 2;
@@ -156,6 +159,7 @@ struct Shape {
   static_assert(kWarpSize % kCopyChunks == 0 && KEYS % kRowsPerCopy == 0, "copy lanes");
   static_assert(KEYS % 16 == 0 && KEYS <= 64 && (KEYS & (KEYS - 1)) == 0, "tile keys");
   static_assert(KVB == 1 || kRowsPerCopy <= 8, "one copy's rows share a swizzle period");
+  static_assert(!DIRECT_ || KVB == 1, "direct fragments are an FP8 path");
 };
 
 // The shapes, frozen per architecture. NVIDIA: 16 KB of K+V per tile, 3 stages, 4 warps: 192 KB
@@ -178,16 +182,19 @@ using WideShape = DefaultShape<D>;
 // FP8 caches: the same tiles in keys, so a stage holds half the bytes; more stages keep the bytes
 // in flight per warp what the 16-bit shapes have (NVIDIA: 4 of 5 stages of 8 KB at D = 128 vs 2
 // of 3 of 16 KB), and the shared memory is that of the 16-bit shapes plus less than one stage.
-template <int D, bool kF8>
+// NVIDIA narrow form: direct fragments (no converted tile), so twice the 16-bit stages fit in the
+// 16-bit shapes' shared memory: 5 of 6 stages of 8 KB in flight at D = 128.
+template <int D, bool kF8, bool kNarrow = false>
 struct ShapesOf {
   using dflt = DefaultShape<D>;
   using wide = WideShape<D>;
 };
-template <int D>
-struct ShapesOf<D, true> {
+template <int D, bool kNarrow>
+struct ShapesOf<D, true, kNarrow> {
 #if RK_NVIDIA
-  using dflt = Shape<D, DefaultShape<D>::W, DefaultShape<D>::KEYS, 2 * DefaultShape<D>::S - 1, 1>;
-  using wide = Shape<D, WideShape<D>::W, WideShape<D>::KEYS, 2 * WideShape<D>::S - 1, 1>;
+  static constexpr int kMinus = kNarrow ? 0 : 1;
+  using dflt = Shape<D, DefaultShape<D>::W, DefaultShape<D>::KEYS, 2 * DefaultShape<D>::S - kMinus, 1, kNarrow>;
+  using wide = Shape<D, WideShape<D>::W, WideShape<D>::KEYS, 2 * WideShape<D>::S - kMinus, 1, kNarrow>;
 #else
   using dflt = Shape<D, DefaultShape<D>::W, DefaultShape<D>::KEYS, DefaultShape<D>::S, 1>;
   using wide = dflt;
@@ -226,6 +233,10 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
   constexpr bool kF8 = IsFp8<KV>::value;
   using MT = typename fp8::MathType<T, KV>::type;
   static_assert(C::KVB == static_cast<int>(sizeof(KV)), "shape built for this cache element");
+  // Direct FP8 fragments (fp8_decode.h): NVIDIA narrow form only.
+  constexpr bool kDirect = C::kDirect;
+  static_assert(!kDirect || kNarrow, "direct fragments need the narrow form");
+  using DG = fp8::Direct<D, KEYS>;
   using Mask = typename MaskOf<KEYS>::type;
   constexpr Mask kFull = KEYS >= 64 ? ~Mask(0) : Mask((uint64_t(1) << KEYS) - 1);
 
@@ -272,11 +283,14 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
 
   const int64_t head_off =
       static_cast<int64_t>(kvh) * p.kv_stride_head + (lane % C::kCopyChunks) * (16 / C::KVB);
-  const KV* kbase = static_cast<const KV*>(p.k_cache) + head_off;
-  const KV* vbase = static_cast<const KV*>(p.v_cache) + head_off;
+  // Direct: K bytes [t D/4, ..) and V bytes [g D/8, ..) of each row this lane copies.
+  const int64_t head_k = kDirect ? static_cast<int64_t>(kvh) * p.kv_stride_head + (lane % 4) * DG::kKBytes : head_off;
+  const int64_t head_v = kDirect ? static_cast<int64_t>(kvh) * p.kv_stride_head + (lane / 4) * DG::kVBytes : head_off;
+  const KV* kbase = static_cast<const KV*>(p.k_cache) + head_k;
+  const KV* vbase = static_cast<const KV*>(p.v_cache) + head_v;
   uint16_t* wK = sWork + warp * C::kWarpElems;  // this warp's K stages, then its V stages
   uint16_t* wV = wK + S * C::kTileElems;        // (FP8: the converted tile, then the byte stages)
-  uint8_t* fK = reinterpret_cast<uint8_t*>(wK + C::kTileElems);
+  uint8_t* fK = reinterpret_cast<uint8_t*>(kDirect ? wK : wK + C::kTileElems);
   uint8_t* fV = fK + S * C::kTileElems;
   const int lane_off = copy_lane_offset<C>(lane);
   const int lr = lane / C::kCopyChunks;
@@ -294,7 +308,40 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
       mask |= static_cast<Mask>(warp_ballot(pg[s] >= 0)) << (s * kWarpSize);
     }
     mask &= kFull;
-    if (i < n_my) {
+    if (kDirect && i < n_my) {
+      // Each lane copies the bytes of its own fragments (fp8_decode.h Direct) into its slots.
+      const int t0 = tile_start(i);
+      uint8_t* sk = fK + (i % S) * C::kTileElems;
+      uint8_t* sv = fV + (i % S) * C::kTileElems;
+      // Key row kb * 16 + r16 (r16 < 16): its page entry is held by key lane (kb * 16) % 32 + r16.
+      auto row_off = [&](int kb, int r16, bool& ok) -> int64_t {
+        const int r = kb * 16 + r16;
+        const int page = shfl(pg[(kb * 16) / kWarpSize], (kb * 16) % kWarpSize + r16);
+        ok = page >= 0;
+        return ok ? static_cast<int64_t>(page) * p.kv_stride_page + ((t0 + r) % PS) * p.kv_stride_slot : 0;
+      };
+      const int g = lane / 4, t = lane % 4;
+#pragma unroll
+      for (int kb = 0; kb < KB; ++kb) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          bool ok;
+          const int64_t off = row_off(kb, DG::k_row(0, h, g), ok);
+#pragma unroll
+          for (int c = 0; c < DG::kKChunks; ++c) cp_async16(sk + DG::k_slot(kb, h, c, lane), kbase + off + 16 * c, ok);
+        }
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          bool ok;
+          const int64_t off = row_off(kb, DG::v_row(0, q, t), ok);
+#pragma unroll
+          for (int c = 0; c < DG::kVChunks; ++c) {
+            if constexpr (DG::kVCopy == 16) cp_async16(sv + DG::v_slot(kb, q, c, lane), vbase + off + 16 * c, ok);
+            else cp_async8(sv + DG::v_slot(kb, q, c, lane), vbase + off + 8 * c, ok);
+          }
+        }
+      }
+    } else if (i < n_my) {
       const int st = i % S;
       const int t0 = tile_start(i);
       uint16_t* dk = wK + st * C::kTileElems;
@@ -379,10 +426,17 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
     const mma::SmemLane lqb = mma::lane_k<D>(sQ);
 #pragma unroll
     for (int db = 0; db < DB; ++db) {
-      Frag f;
-      mma::load_k<D>(f, lqb, 0, db * 16);
-      qt[db][0] = f.x[0];
-      qt[db][1] = f.x[1];
+      if constexpr (kDirect) {  // head g, dims t D/4 + 4 db + 0..3: K's dim permutation
+        const uint2 q2 = *reinterpret_cast<const uint2*>(
+            sQ + mma::smem_index<D>(lane / 4, (lane % 4) * DG::kKBytes + 4 * db));
+        qt[db][0] = q2.x;
+        qt[db][1] = q2.y;
+      } else {
+        Frag f;
+        mma::load_k<D>(f, lqb, 0, db * 16);
+        qt[db][0] = f.x[0];
+        qt[db][1] = f.x[1];
+      }
 #pragma unroll
       for (int e = 0; e < 4; ++e) ot[db][e] = 0.f;
     }
@@ -400,15 +454,15 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
     l[s] = 0.f;
   }
   // FP8: the K scale of this KV head joins the softmax scale, the V scale the output's.
-  const float c = p.sm_scale * kLog2e * fp8::k_factor<KV>(p, kvh);
-  const float vfac = fp8::v_factor<KV>(p, kvh);
+  const float c = p.sm_scale * kLog2e * fp8::k_factor<KV, kDirect>(p, kvh);
+  const float vfac = fp8::v_factor<KV, kDirect>(p, kvh);
 
   for (int i = 0; i < n_my; ++i) {
     maskq[S - 1] = issue_next(i + S - 1);
     cp_async_wait<S - 1>();  // this lane's copies of tile i have landed ...
     warp_sync();             // ... and every lane's
     const int boff = kF8 ? 0 : (i % S) * C::kTileElems;
-    if constexpr (kF8) fp8::convert_tile<KV, C>(wK, fK + (i % S) * C::kTileElems, lane);
+    if constexpr (kF8 && !kDirect) fp8::convert_tile<KV, C>(wK, fK + (i % S) * C::kTileElems, lane);
     const Mask mask = maskq[0];
 #pragma unroll
     for (int k = 0; k + 1 < S; ++k) maskq[k] = maskq[k + 1];
@@ -421,14 +475,35 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
       for (int kb = 0; kb < KB; ++kb)
 #pragma unroll
         for (int e = 0; e < 4; ++e) st[kb][e] = st2[kb][e] = 0.f;
+      if constexpr (kDirect) {
+        // K rows g, g + 8 of block kb: 16 bytes = 4 dim blocks per copy, word w = block 4 c + w.
+        const uint8_t* sk = fK + (i % S) * C::kTileElems;
 #pragma unroll
-      for (int db = 0; db < DB; ++db)
+        for (int kb = 0; kb < KB; ++kb)
 #pragma unroll
-        for (int kb = 0; kb < KB; ++kb) {
-          Frag kf;
-          mma::load_q<D>(kf, mma::lane_offset(lka, boff), kb * 16, db * 16);
-          mma::mma_16816<MT>((db & 1) ? st2[kb] : st[kb], kf.x, qt[db][0], qt[db][1]);
-        }
+          for (int cc = 0; cc < DG::kKChunks; ++cc) {
+            const uint4 r0 = *reinterpret_cast<const uint4*>(sk + DG::k_slot(kb, 0, cc, lane));
+            const uint4 r1 = *reinterpret_cast<const uint4*>(sk + DG::k_slot(kb, 1, cc, lane));
+            const uint32_t a0[4] = {r0.x, r0.y, r0.z, r0.w}, a1[4] = {r1.x, r1.y, r1.z, r1.w};
+#pragma unroll
+            for (int w = 0; w < 4; ++w) {
+              const int db = 4 * cc + w;
+              Frag kf;
+              fp8::cvt4<KV>(a0[w], kf.x[0], kf.x[2]);
+              fp8::cvt4<KV>(a1[w], kf.x[1], kf.x[3]);
+              mma::mma_16816<MT>((db & 1) ? st2[kb] : st[kb], kf.x, qt[db][0], qt[db][1]);
+            }
+          }
+      } else {
+#pragma unroll
+        for (int db = 0; db < DB; ++db)
+#pragma unroll
+          for (int kb = 0; kb < KB; ++kb) {
+            Frag kf;
+            mma::load_q<D>(kf, mma::lane_offset(lka, boff), kb * 16, db * 16);
+            mma::mma_16816<MT>((db & 1) ? st2[kb] : st[kb], kf.x, qt[db][0], qt[db][1]);
+          }
+      }
       // Element e of block kb: key kb * 16 + lane / 4 + 8 (e / 2), head 2 (lane % 4) + e % 2.
       const bool full = mask == kFull;
       const int g = lane / 4;
@@ -464,16 +539,39 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
           for (int e = 0; e < 4; ++e) ot[db][e] *= corr[e & 1];
       }
       // O^T += V^T P^T
-      if constexpr (kF8) fp8::convert_v<KV, C>(wK, fV + (i % S) * C::kTileElems, lane);
+      if constexpr (kF8 && !kDirect) fp8::convert_v<KV, C>(wK, fV + (i % S) * C::kTileElems, lane);
 #pragma unroll
       for (int kb = 0; kb < KB; ++kb) {
         uint32_t b0, b1;
         mma::pt_from_acc<MT>(b0, b1, st[kb]);
+        if constexpr (kDirect) {
+          // Key rows 2t, 2t+1, 2t+8, 2t+9 (q = 0..3); byte 2 db' + h of a copy is output row
+          // g + 8 h of block db = kVCopy / 2 * cc + db'. prmt pairs rows (0, 1) and (2, 3).
+          const uint8_t* sv = fV + (i % S) * C::kTileElems;
 #pragma unroll
-        for (int db = 0; db < DB; ++db) {
-          Frag vf;
-          mma::load_vt<D>(vf, mma::lane_offset(lk, (kF8 ? 0 : C::S * C::kTileElems) + boff), kb * 16, db * 16);
-          mma::mma_16816<MT>(ot[db], vf.x, b0, b1);
+          for (int cc = 0; cc < DG::kVChunks; ++cc) {
+            uint32_t rv[4][4];
+#pragma unroll
+            for (int q = 0; q < 4; ++q) fp8::lds_words<DG::kVCopy>(rv[q], sv + DG::v_slot(kb, q, cc, lane));
+#pragma unroll
+            for (int w = 0; w < DG::kVCopy / 4; ++w)
+#pragma unroll
+              for (int hb = 0; hb < 2; ++hb) {
+                const int db = cc * (DG::kVCopy / 2) + 2 * w + hb;
+                const uint32_t sel = hb ? 0x7362u : 0x5140u;  // bytes (2hb, 2hb+1) of both rows
+                Frag vf;
+                fp8::cvt4<KV>(__byte_perm(rv[0][w], rv[1][w], sel), vf.x[0], vf.x[1]);
+                fp8::cvt4<KV>(__byte_perm(rv[2][w], rv[3][w], sel), vf.x[2], vf.x[3]);
+                mma::mma_16816<MT>(ot[db], vf.x, b0, b1);
+              }
+          }
+        } else {
+#pragma unroll
+          for (int db = 0; db < DB; ++db) {
+            Frag vf;
+            mma::load_vt<D>(vf, mma::lane_offset(lk, (kF8 ? 0 : C::S * C::kTileElems) + boff), kb * 16, db * 16);
+            mma::mma_16816<MT>(ot[db], vf.x, b0, b1);
+          }
         }
       }
     }
@@ -581,8 +679,10 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
 #pragma unroll
     for (int db = 0; db < DB; ++db)
 #pragma unroll
-      for (int e = 0; e < 4; ++e)
-        sm_o[(warp * kRows + 2 * (lane % 4) + (e & 1)) * OS + db * 16 + lane / 4 + 8 * (e >> 1)] = ot[db][e];
+      for (int e = 0; e < 4; ++e) {  // direct FP8: rows are permuted dims (fp8_decode.h Direct)
+        const int dim = kDirect ? DG::out_dim(db, lane / 4, e >> 1) : db * 16 + lane / 4 + 8 * (e >> 1);
+        sm_o[(warp * kRows + 2 * (lane % 4) + (e & 1)) * OS + dim] = ot[db][e];
+      }
     if (lane < 8) {  // lanes 4-7: the unused rows 8-15 (their O rows are never read)
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
@@ -776,8 +876,8 @@ void launch_shape(const PagedDecodeParams& p, Stream stream) {
 template <class T, int D, int PS, bool kNarrow, class KV = T>
 void launch_sized(const PagedDecodeParams& p, Stream stream) {
   const int64_t blocks = static_cast<int64_t>(p.plan_capacity) * p.num_kv_heads * head_chunks(p);
-  using Wide = typename ShapesOf<D, IsFp8<KV>::value>::wide;
-  using Default = typename ShapesOf<D, IsFp8<KV>::value>::dflt;
+  using Wide = typename ShapesOf<D, IsFp8<KV>::value, kNarrow>::wide;
+  using Default = typename ShapesOf<D, IsFp8<KV>::value, kNarrow>::dflt;
   if (blocks > sm_count()) return launch_shape<T, PS, Wide, kNarrow, KV>(p, stream);
   launch_shape<T, PS, Default, kNarrow, KV>(p, stream);
 }
