@@ -3,8 +3,11 @@ switch. `--patch SRC DST VARIANT` writes a copy of hip/ whose FP8 narrow shapes 
 paged_decode_mma.cuh) are replaced; `--time TAG` times FP8 and bf16 decode of this build on a few
 cells (bench/kernels_fp8.py's timing, FlashInfer off) and prints one line per cell.
 
-Variants: "w8" (8 warps, 3 stages: the bytes in flight of today's 4 warps x 6 stages, twice the
-warps), "k2" (twice the keys per tile, 3 stages: the same bytes, half the tiles).
+Variants, joined by "+": "w8" (8 warps, 3 stages: the bytes in flight of today's 4 warps x 6
+stages, twice the warps), "k2" (twice the keys per tile, 3 stages: the same bytes, half the
+tiles), "l2" (every 16-byte cp.async with the L2::256B prefetch hint instead of L2::128B: an FP8
+head slice is 128 bytes, so the hint also fetches the neighbouring KV head's slice, which the
+next block of the grid reads).
 """
 
 from __future__ import annotations
@@ -27,15 +30,26 @@ NEW = {
 }
 
 
+L2_OLD = 'asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\\n"'
+L2_NEW = 'asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\\n"'
+
+
+def _replace(f: Path, old: str, new: str) -> None:
+    text = f.read_text()
+    if text.count(old) != 1:
+        sys.exit(f"fp8_shapes --patch: {f.name} no longer holds exactly one of {old!r}")
+    f.write_text(text.replace(old, new))
+
+
 def patch(src: Path, dst: Path, variant: str) -> None:
     if dst.exists():
         shutil.rmtree(dst)
     shutil.copytree(src, dst)
-    f = dst / "paged_decode_mma.cuh"
-    text = f.read_text()
-    if text.count(OLD) != 1:
-        sys.exit("fp8_shapes --patch: ShapesOf's FP8 lines moved")
-    f.write_text(text.replace(OLD, NEW[variant]))
+    for v in variant.split("+"):
+        if v == "l2":
+            _replace(dst / "platform.h", L2_OLD, L2_NEW)
+        else:
+            _replace(dst / "paged_decode_mma.cuh", OLD, NEW[v])
     print(f"{variant} copy of {src} in {dst}")
 
 
