@@ -501,13 +501,17 @@ impl RadixCache {
         }
         let available = g.available();
         if available < n && self.partial_pages {
-            // Partial-page leaves hold part of a page: evicting a token need not free a whole
-            // page, so evict until the pool has enough (or nothing is left), then allocate.
-            // Unlike below, this may evict and still fail with `OutOfSlots`.
-            if available + self.tree.evictable_size() < n {
+            // Partial-page leaves hold part of a page: evicting a token may free a whole page
+            // (the last cached token of a page whose other slots are free) or nothing (a page
+            // still partly out), so evict until the pool has enough (or nothing is left), then
+            // allocate. Refused at once only when even a whole page per evictable token would
+            // not be enough; unlike below, this may evict and still fail with `OutOfSlots`.
+            let reachable = available
+                .saturating_add(self.tree.evictable_size().saturating_mul(g.page_size()));
+            if reachable < n {
                 return Err(CoreError::OutOfSlots {
                     requested: n,
-                    available: available + self.tree.evictable_size(),
+                    available: reachable,
                 });
             }
             while g.available() < n && self.tree.evictable_size() > 0 {

@@ -236,13 +236,20 @@ fn two_partial_leaves() -> (RadixCache, SharedPool, Vec<Slot>) {
 
 #[test]
 fn alloc_with_partial_pages_evicts_until_the_pool_has_enough() {
+    // The whole pool, although free slots plus evictable tokens are only 13: each leaf is the
+    // only cached part of its page, so evicting both frees pages 0 and 1.
+    let (mut c, pool, _) = two_partial_leaves();
+    assert_eq!(c.alloc(16).unwrap().len(), 16);
+    assert_eq!((c.total_size(), c.evicted_tokens(), available(&pool)), (0, 5, 0));
+    c.check().unwrap();
+
     // More than the pool could have even after evicting everything: refused, nothing evicted.
     let (mut c, pool, _) = two_partial_leaves();
-    match c.alloc(16) {
+    match c.alloc(32) {
         Err(CoreError::OutOfSlots {
             requested,
             available,
-        }) => assert_eq!((requested, available), (16, 13)),
+        }) => assert_eq!((requested, available), (32, 8 + 5 * 4)),
         r => panic!("expected OutOfSlots, got {r:?}"),
     }
     assert_eq!((c.total_size(), available(&pool)), (5, 8));
@@ -345,6 +352,34 @@ fn alloc_with_partial_pages_at_the_exact_bounds() {
         (c.total_size(), c.evicted_tokens(), available(&pool)),
         (1, 4, 0)
     );
+    c.check().unwrap();
+}
+
+#[test]
+fn alloc_with_partial_pages_counts_a_whole_page_per_evictable_token() {
+    // A 3-token leaf on page 0 (its other slots freed), page 1 free: 4 + 3 slots by token count,
+    // but evicting the leaf frees page 0, so 8 are reachable and alloc(8) succeeds.
+    let (mut c, pool) = partial_cache(8, 4);
+    let s = c.alloc(4).unwrap();
+    assert_eq!(c.insert(b"", &[1, 2, 3], &s[..3]).unwrap(), 0);
+    free(&pool, &s[3..]);
+    assert_eq!((available(&pool), c.evictable_size()), (4, 3));
+    assert_eq!(c.alloc(8).unwrap().len(), 8);
+    assert_eq!((c.total_size(), c.evicted_tokens(), available(&pool)), (0, 3, 0));
+    c.check().unwrap();
+    // Beyond a whole page per evictable token: refused at once, nothing evicted.
+    let (mut c, pool) = partial_cache(12, 4);
+    let s = c.alloc(4).unwrap();
+    assert_eq!(c.insert(b"", &[1, 2, 3], &s[..3]).unwrap(), 0);
+    free(&pool, &s[3..]);
+    match c.alloc(24) {
+        Err(CoreError::OutOfSlots {
+            requested,
+            available,
+        }) => assert_eq!((requested, available), (24, 8 + 3 * 4)),
+        r => panic!("expected OutOfSlots, got {r:?}"),
+    }
+    assert_eq!((c.total_size(), c.evicted_tokens()), (3, 0));
     c.check().unwrap();
 }
 
