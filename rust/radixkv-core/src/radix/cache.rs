@@ -506,8 +506,8 @@ impl RadixCache {
             // still partly out), so evict until the pool has enough (or nothing is left), then
             // allocate. Refused at once only when even a whole page per evictable token would
             // not be enough; unlike below, this may evict and still fail with `OutOfSlots`.
-            let reachable = available
-                .saturating_add(self.tree.evictable_size().saturating_mul(g.page_size()));
+            let reachable =
+                available.saturating_add(self.tree.evictable_size().saturating_mul(g.page_size()));
             if reachable < n {
                 return Err(CoreError::OutOfSlots {
                     requested: n,

@@ -240,7 +240,10 @@ fn alloc_with_partial_pages_evicts_until_the_pool_has_enough() {
     // only cached part of its page, so evicting both frees pages 0 and 1.
     let (mut c, pool, _) = two_partial_leaves();
     assert_eq!(c.alloc(16).unwrap().len(), 16);
-    assert_eq!((c.total_size(), c.evicted_tokens(), available(&pool)), (0, 5, 0));
+    assert_eq!(
+        (c.total_size(), c.evicted_tokens(), available(&pool)),
+        (0, 5, 0)
+    );
     c.check().unwrap();
 
     // More than the pool could have even after evicting everything: refused, nothing evicted.
@@ -365,7 +368,10 @@ fn alloc_with_partial_pages_counts_a_whole_page_per_evictable_token() {
     free(&pool, &s[3..]);
     assert_eq!((available(&pool), c.evictable_size()), (4, 3));
     assert_eq!(c.alloc(8).unwrap().len(), 8);
-    assert_eq!((c.total_size(), c.evicted_tokens(), available(&pool)), (0, 3, 0));
+    assert_eq!(
+        (c.total_size(), c.evicted_tokens(), available(&pool)),
+        (0, 3, 0)
+    );
     c.check().unwrap();
     // Beyond a whole page per evictable token: refused at once, nothing evicted.
     let (mut c, pool) = partial_cache(12, 4);
