@@ -273,7 +273,10 @@ class RadixCache:
         self, n: int, *, out: npt.NDArray[np.signedinteger[Any]] | None = None, dtype: _SlotDtype = None
     ) -> _SlotArray:
         """``n`` slots from the pool, evicting leaves first if it is short. ``OutOfSlots``
-        (nothing evicted) when the pool plus everything evictable is not enough. With ``out``
+        (nothing evicted) when the pool plus everything evictable is not enough. With
+        ``partial_pages`` an evicted leaf frees its page only when nothing else on it is cached
+        or out, so ``OutOfSlots`` comes at once only when a whole page per evictable token would
+        not be enough, and otherwise may follow some eviction. With ``out``
         (a 1-D, C-contiguous, writeable int32 or int64 array of at least ``n`` ids) the slots
         are written into ``out[:n]``, which is returned (``out`` itself when it holds exactly
         ``n``); nothing is written on failure."""
