@@ -211,3 +211,36 @@ fn split_halves_keep_the_creation_time() {
     assert!(l.created < l.last_access);
     t.check().unwrap();
 }
+
+/// A negative slot id is refused by every insert path, naming the id, and changes nothing:
+/// the tree's own insert, a cache without a pool (int64 and int32 slots), and a pooled cache
+/// (where it is reported as negative, not merely out of the pool's range).
+#[test]
+fn inserts_refuse_negative_slot_ids() {
+    let mut t = tree(1, false);
+    t.insert(b"", &[1, 2], &[5, 6]).unwrap();
+    let dump = t.dump();
+    let err = t.insert(b"", &[1, 2, 3], &[5, 6, -7]).unwrap_err();
+    assert!(err.to_string().contains("negative slot id -7"), "{err}");
+    assert_eq!(t.dump(), dump);
+
+    let mut c = RadixCache::new(None, NonZeroUsize::new(1)).unwrap();
+    c.insert(b"", &[1, 2], &[5, 6]).unwrap();
+    let dump = c.dump();
+    let err = c.insert(b"", &[1, 2, 3], &[5, 6, -7]).unwrap_err();
+    assert!(err.to_string().contains("negative slot id -7"), "{err}");
+    let err = c
+        .insert_with_priority_from(b"", &[4, 5], &[8i32, -9], 0.0)
+        .unwrap_err();
+    assert!(err.to_string().contains("negative slot id -9"), "{err}");
+    assert_eq!(c.dump(), dump);
+    c.check().unwrap();
+
+    let pool = shared_pool(TokenPool::new(8, 1).unwrap());
+    let mut p = RadixCache::new(Some(pool.clone()), None).unwrap();
+    let s = p.alloc(2).unwrap();
+    let err = p.insert(b"", &[1, 2], &[s[0], -1]).unwrap_err();
+    assert!(err.to_string().contains("negative slot id -1"), "{err}");
+    assert_eq!((p.total_size(), lock_pool(&pool).num_out()), (0, 2));
+    p.check().unwrap();
+}
