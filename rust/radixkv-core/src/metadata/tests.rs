@@ -46,6 +46,10 @@ fn extend_empty_batch_and_errors() {
     let neg: [&[i32]; 1] = [&[3, -1]];
     let e = extend_metadata(&one, &neg).unwrap_err();
     assert!(e.to_string().contains("new_slots[0][1]"), "{e}");
+    // Two negative ids in one list (their sign bits must not cancel), in the prefix part.
+    let two: [&[i32]; 1] = [&[-2, 4, -1]];
+    let e = extend_metadata(&two, &one).unwrap_err();
+    assert!(e.to_string().contains("prefix_slots[0][0] = -2"), "{e}");
 }
 
 #[test]
