@@ -452,6 +452,25 @@ fn sglang_stamps_count_hits_on_insert_beyond_inserted_len_not_on_match() {
     assert_eq!(stamps(&d, "ABCD").0, 1);
 }
 
+/// With `sglang_stamps`, each node of a deeper path counts a hit exactly when it ends beyond
+/// `inserted_len`: the depth is followed node by node up the path.
+#[test]
+fn sglang_stamps_hit_exactly_the_nodes_ending_beyond_inserted_len() {
+    let mut c = sglang_cache();
+    let s = |n: usize| (0..n as Slot).collect::<Vec<_>>();
+    c.insert_node_from(b"", &t("ABCD"), &s(4), 0.0, 0).unwrap();
+    c.insert_node_from(b"", &t("ABCDEF"), &s(6), 0.0, 0).unwrap();
+    c.insert_node_from(b"", &t("ABCDEFGH"), &s(8), 0.0, 0).unwrap();
+    let before = ["ABCD", "ABCDEF", "ABCDEFGH"].map(|p| stamps(&c, p).0);
+    assert_eq!(before, [3, 2, 1]);
+    // A request that inserted 5 tokens before: "ABCDEF" (ends at 6) and "ABCDEFGH" (8) count a
+    // hit, "ABCD" (4) does not.
+    c.insert_node_from(b"", &t("ABCDEFGH"), &s(8), 0.0, 5).unwrap();
+    let after = ["ABCD", "ABCDEF", "ABCDEFGH"].map(|p| stamps(&c, p).0);
+    assert_eq!(after, [3, 3, 2]);
+    c.check().unwrap();
+}
+
 #[test]
 fn sglang_stamps_refresh_both_halves_of_a_split() {
     let s = |n: usize| (0..n as Slot).collect::<Vec<_>>();
