@@ -536,4 +536,11 @@ fn cache_options_page_size_and_slot_watermark() {
     c.insert(b"", &[1, 2], &[7, 3]).unwrap();
     assert_eq!(c.max_slot(), 7);
     c.check().unwrap();
+    // int32 output stays allowed up to the largest int32 id and is refused one beyond it.
+    let top = Slot::from(i32::MAX);
+    c.insert(b"", &[5], &[top]).unwrap();
+    c.check_fits_i32("match").unwrap();
+    c.insert(b"", &[6], &[top + 1]).unwrap();
+    let err = c.check_fits_i32("match").unwrap_err();
+    assert!(err.to_string().contains("slot id 2147483648"), "{err}");
 }
