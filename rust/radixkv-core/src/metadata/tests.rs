@@ -154,4 +154,11 @@ fn slots_beyond_int32_are_rejected() {
     assert_eq!(m.field("out_cache_loc").unwrap(), [i32::MAX]);
     let beyond: [&[i32]; 1] = [&[1 << 28]];
     assert!(decode_metadata(&beyond, Some(&[1]), 8).is_err());
+    // The error names the offending page, after valid ones at both ends of the range.
+    let third: [&[i32]; 1] = [&[0, (1 << 28) - 1, 1 << 28]];
+    let e = decode_metadata(&third, Some(&[17]), 8).unwrap_err();
+    assert!(e.to_string().contains("page [2] = 268435456"), "{e}");
+    let negative: [&[i32]; 1] = [&[3, -1]];
+    let e = decode_metadata(&negative, Some(&[9]), 8).unwrap_err();
+    assert!(e.to_string().contains("page [1] = -1"), "{e}");
 }
