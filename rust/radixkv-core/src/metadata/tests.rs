@@ -52,6 +52,21 @@ fn extend_empty_batch_and_errors() {
     assert!(e.to_string().contains("prefix_slots[0][0] = -2"), "{e}");
 }
 
+/// An empty batch (an idle step) gives empty metadata from every builder.
+#[test]
+fn empty_batches() {
+    let none: [&[i32]; 0] = [];
+    for page in [1, 4] {
+        let lens = (page > 1).then_some(&[][..]);
+        let m = decode_metadata(&none, lens, page).unwrap();
+        assert_eq!((f(&m, "qo_indptr"), f(&m, "kv_indptr")), (&[0][..], &[0][..]));
+        assert!(f(&m, "kv_indices").is_empty() && f(&m, "seq_lens").is_empty());
+        let m = paged_extend_metadata(&none, &[], &[], page).unwrap();
+        assert_eq!((f(&m, "qo_indptr"), f(&m, "kv_indptr")), (&[0][..], &[0][..]));
+        assert!(f(&m, "out_cache_loc").is_empty() && f(&m, "kv_indices").is_empty());
+    }
+}
+
 #[test]
 fn decode_csr_over_slots_and_pages() {
     let slots: [&[i32]; 2] = [&[5, 6, 7], &[9]];
