@@ -13,7 +13,7 @@
 #
 # The whole-crate run fails when a mutant is missed that is not listed, with why, in
 # .ci/mutants-accepted.txt (entries are "file: mutation", without line numbers, so edits
-# elsewhere do not stale them). The --ci slice only reports such misses until a whole-crate
+# elsewhere do not stale them; "file:LINE: mutation" where only one line's is accepted). The --ci slice only reports such misses until a whole-crate
 # run has every miss triaged (not yet: the last complete run predates many tests, see
 # bench/NOTES.md "Session 5: mutants"); then MUTANTS_CI_FAIL=1 (in .ci/run) makes it fail too.
 # Results: mutants.out/ (caught.txt, missed.txt, unviable.txt, timeout.txt, outcomes.json).
@@ -58,9 +58,14 @@ if [[ $rc -ne 0 && $rc -ne 2 && $rc -ne 3 ]]; then
   echo "cargo mutants failed (exit $rc)"
   exit "$rc"
 fi
-strip() { sed -E 's/:[0-9]+:[0-9]+:/:/'; }
+# An entry "file: mutation" accepts that mutation on any line of the file; "file:LINE: mutation"
+# only on that line (for a function where the same mutation elsewhere is caught).
 accepted=$(grep -v '^#' .ci/mutants-accepted.txt 2>/dev/null | sed -E 's/ +# .*$//' | grep . || true)
-new=$(cat "$out/missed.txt" "$out/timeout.txt" 2>/dev/null | strip | grep -vxF -f <(printf '%s\n' "$accepted") || true)
+new=$(cat "$out/missed.txt" "$out/timeout.txt" 2>/dev/null | while IFS= read -r m; do
+  any=$(sed -E 's/:[0-9]+:[0-9]+:/:/' <<<"$m")
+  line=$(sed -E 's/:([0-9]+):[0-9]+:/:\1:/' <<<"$m")
+  grep -qxF -e "$any" -e "$line" <<<"$accepted" || printf '%s\n' "$m"
+done || true)
 if [[ -n "$new" ]]; then
   echo "missed mutants not in .ci/mutants-accepted.txt:"
   echo "$new"
