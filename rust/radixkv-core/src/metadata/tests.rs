@@ -161,6 +161,17 @@ fn decode_out_cache_loc_is_the_last_slot() {
     assert_eq!(f(&m, "out_cache_loc"), [8, 30]);
 }
 
+/// Page sizes are accepted up to the largest int32 (one page, page 0) and refused beyond.
+#[test]
+fn page_size_range() {
+    let one: [&[i32]; 1] = [&[0]];
+    let top = i32::MAX as usize;
+    let m = decode_metadata(&one, Some(&[5]), top).unwrap();
+    assert_eq!(f(&m, "out_cache_loc"), [4]);
+    let e = decode_metadata(&one, Some(&[5]), top + 1).unwrap_err();
+    assert!(e.to_string().contains("page_size must be in 1..2^31"), "{e}");
+}
+
 #[test]
 fn slots_beyond_int32_are_rejected() {
     // Page p of size 8 holds slots 8p .. 8p + 7: the last page that fits is 2^28 - 1.

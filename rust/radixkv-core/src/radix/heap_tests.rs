@@ -166,3 +166,15 @@ fn heap_bytes_tracks_the_heap_of_namespaces() {
 fn heap_bytes_tracks_the_heap_after_eviction() {
     assert_close("fan of 3000, 2500 evicted", measure(1, false, evicted));
 }
+
+#[test]
+fn cache_heap_bytes_tracks_its_tree() {
+    let before = live();
+    let mut c = RadixCache::new(None, None).unwrap();
+    for i in 0..2000 {
+        c.insert(b"", &[i, 7], &[i64::from(i) * 2, i64::from(i) * 2 + 1])
+            .unwrap();
+    }
+    let held = (live() - before) as usize;
+    assert_close("a cache with 2000 leaves", (c.heap_bytes(), held));
+}

@@ -471,6 +471,24 @@ fn sglang_stamps_hit_exactly_the_nodes_ending_beyond_inserted_len() {
     c.check().unwrap();
 }
 
+/// Priorities -0.0 and 0.0 are one priority: under the priority policy the older of two such
+/// leaves is evicted first, whichever zero each was given.
+#[test]
+fn negative_zero_priority_is_zero() {
+    let opts = CacheOptions {
+        policy: Policy::Priority,
+        ..CacheOptions::default()
+    };
+    let mut c = RadixCache::with_options(None, opts).unwrap();
+    c.insert_with_priority(b"", &t("AB"), &[1, 2], 0.0).unwrap();
+    c.insert_with_priority(b"", &t("XY"), &[3, 4], -0.0).unwrap();
+    assert_eq!(c.evict_slots(1), vec![1, 2]);
+    let mut d = RadixCache::with_options(None, opts).unwrap();
+    d.insert_with_priority(b"", &t("XY"), &[3, 4], -0.0).unwrap();
+    d.insert_with_priority(b"", &t("AB"), &[1, 2], 0.0).unwrap();
+    assert_eq!(d.evict_slots(1), vec![3, 4]);
+}
+
 #[test]
 fn sglang_stamps_refresh_both_halves_of_a_split() {
     let s = |n: usize| (0..n as Slot).collect::<Vec<_>>();
