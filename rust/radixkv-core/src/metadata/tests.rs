@@ -59,10 +59,16 @@ fn empty_batches() {
     for page in [1, 4] {
         let lens = (page > 1).then_some(&[][..]);
         let m = decode_metadata(&none, lens, page).unwrap();
-        assert_eq!((f(&m, "qo_indptr"), f(&m, "kv_indptr")), (&[0][..], &[0][..]));
+        assert_eq!(
+            (f(&m, "qo_indptr"), f(&m, "kv_indptr")),
+            (&[0][..], &[0][..])
+        );
         assert!(f(&m, "kv_indices").is_empty() && f(&m, "seq_lens").is_empty());
         let m = paged_extend_metadata(&none, &[], &[], page).unwrap();
-        assert_eq!((f(&m, "qo_indptr"), f(&m, "kv_indptr")), (&[0][..], &[0][..]));
+        assert_eq!(
+            (f(&m, "qo_indptr"), f(&m, "kv_indptr")),
+            (&[0][..], &[0][..])
+        );
         assert!(f(&m, "out_cache_loc").is_empty() && f(&m, "kv_indices").is_empty());
     }
 }
@@ -169,7 +175,10 @@ fn page_size_range() {
     let m = decode_metadata(&one, Some(&[5]), top).unwrap();
     assert_eq!(f(&m, "out_cache_loc"), [4]);
     let e = decode_metadata(&one, Some(&[5]), top + 1).unwrap_err();
-    assert!(e.to_string().contains("page_size must be in 1..2^31"), "{e}");
+    assert!(
+        e.to_string().contains("page_size must be in 1..2^31"),
+        "{e}"
+    );
 }
 
 #[test]

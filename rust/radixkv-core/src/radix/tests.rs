@@ -459,13 +459,16 @@ fn sglang_stamps_hit_exactly_the_nodes_ending_beyond_inserted_len() {
     let mut c = sglang_cache();
     let s = |n: usize| (0..n as Slot).collect::<Vec<_>>();
     c.insert_node_from(b"", &t("ABCD"), &s(4), 0.0, 0).unwrap();
-    c.insert_node_from(b"", &t("ABCDEF"), &s(6), 0.0, 0).unwrap();
-    c.insert_node_from(b"", &t("ABCDEFGH"), &s(8), 0.0, 0).unwrap();
+    c.insert_node_from(b"", &t("ABCDEF"), &s(6), 0.0, 0)
+        .unwrap();
+    c.insert_node_from(b"", &t("ABCDEFGH"), &s(8), 0.0, 0)
+        .unwrap();
     let before = ["ABCD", "ABCDEF", "ABCDEFGH"].map(|p| stamps(&c, p).0);
     assert_eq!(before, [3, 2, 1]);
     // A request that inserted 5 tokens before: "ABCDEF" (ends at 6) and "ABCDEFGH" (8) count a
     // hit, "ABCD" (4) does not.
-    c.insert_node_from(b"", &t("ABCDEFGH"), &s(8), 0.0, 5).unwrap();
+    c.insert_node_from(b"", &t("ABCDEFGH"), &s(8), 0.0, 5)
+        .unwrap();
     let after = ["ABCD", "ABCDEF", "ABCDEFGH"].map(|p| stamps(&c, p).0);
     assert_eq!(after, [3, 3, 2]);
     c.check().unwrap();
@@ -481,10 +484,12 @@ fn negative_zero_priority_is_zero() {
     };
     let mut c = RadixCache::with_options(None, opts).unwrap();
     c.insert_with_priority(b"", &t("AB"), &[1, 2], 0.0).unwrap();
-    c.insert_with_priority(b"", &t("XY"), &[3, 4], -0.0).unwrap();
+    c.insert_with_priority(b"", &t("XY"), &[3, 4], -0.0)
+        .unwrap();
     assert_eq!(c.evict_slots(1), vec![1, 2]);
     let mut d = RadixCache::with_options(None, opts).unwrap();
-    d.insert_with_priority(b"", &t("XY"), &[3, 4], -0.0).unwrap();
+    d.insert_with_priority(b"", &t("XY"), &[3, 4], -0.0)
+        .unwrap();
     d.insert_with_priority(b"", &t("AB"), &[1, 2], 0.0).unwrap();
     assert_eq!(d.evict_slots(1), vec![3, 4]);
 }
