@@ -244,3 +244,13 @@ fn inserts_refuse_negative_slot_ids() {
     assert_eq!((p.total_size(), lock_pool(&pool).num_out()), (0, 2));
     p.check().unwrap();
 }
+
+/// Token id 0 is valid; a negative one is refused and named, even after a 0.
+#[test]
+fn insert_names_the_negative_token() {
+    let mut t = tree(1, false);
+    let err = t.insert(b"", &[0, 3, -5], &[1, 2, 3]).unwrap_err();
+    assert!(err.to_string().contains("negative token id -5"), "{err}");
+    t.insert(b"", &[0, 3], &[1, 2]).unwrap();
+    t.check().unwrap();
+}

@@ -208,7 +208,13 @@ fn insert_validates_before_mutating() {
     assert!(c
         .insert(b"", &t("ABCD"), &[s[0], s[1], s[2], s[2]])
         .is_err()); // repeated
-    assert!(c.insert(b"", &t("ABCD"), &[s[0], s[1], s[2], 7]).is_err()); // not allocated
+    let err = c
+        .insert(b"", &t("ABCD"), &[s[0], s[1], s[2], 7])
+        .unwrap_err(); // not allocated
+    assert!(
+        err.to_string().contains("slot 7 is free (not allocated)"),
+        "{err}"
+    );
     assert_eq!(c.dump(), dump);
     c.check().unwrap();
     assert_eq!(c.insert(b"", &t("ABCD"), &s).unwrap(), 0);
@@ -492,6 +498,35 @@ fn negative_zero_priority_is_zero() {
         .unwrap();
     d.insert_with_priority(b"", &t("AB"), &[1, 2], 0.0).unwrap();
     assert_eq!(d.evict_slots(1), vec![3, 4]);
+}
+
+/// A namespace's first insert: its new leaf counts a hit only if it ends beyond `inserted_len`.
+#[test]
+fn sglang_stamps_first_insert_of_a_namespace() {
+    let s = |n: usize| (0..n as Slot).collect::<Vec<_>>();
+    for (inserted_len, hits) in [(4, 0), (3, 1)] {
+        let mut c = sglang_cache();
+        c.insert_node_from(b"", &t("ABCD"), &s(4), 0.0, inserted_len)
+            .unwrap();
+        assert_eq!(stamps(&c, "ABCD").0, hits, "inserted_len {inserted_len}");
+    }
+}
+
+/// mru evicts the most recently used leaf first, filo the most recently created one.
+#[test]
+fn mru_and_filo_evict_the_newest_first() {
+    for (policy, first_out) in [(Policy::Mru, vec![1, 2]), (Policy::Filo, vec![3, 4])] {
+        let opts = CacheOptions {
+            policy,
+            ..CacheOptions::default()
+        };
+        let mut c = RadixCache::with_options(None, opts).unwrap();
+        c.insert(b"", &t("AB"), &[1, 2]).unwrap();
+        c.insert(b"", &t("XY"), &[3, 4]).unwrap();
+        c.match_prefix(b"", &t("AB")).unwrap(); // AB: used last, created first
+        assert_eq!(c.evict_slots(1), first_out, "{policy:?}");
+        c.check().unwrap();
+    }
 }
 
 #[test]
