@@ -233,6 +233,11 @@ fn inserts_refuse_negative_slot_ids() {
         .insert_with_priority_from(b"", &[4, 5], &[8i32, -9], 0.0)
         .unwrap_err();
     assert!(err.to_string().contains("negative slot id -9"), "{err}");
+    // Two negative int32 ids (their sign bits must not cancel in the check).
+    let err = c
+        .insert_with_priority_from(b"", &[4, 5], &[-8i32, -9], 0.0)
+        .unwrap_err();
+    assert!(err.to_string().contains("negative slot id -8"), "{err}");
     assert_eq!(c.dump(), dump);
     c.check().unwrap();
 
@@ -252,5 +257,20 @@ fn insert_names_the_negative_token() {
     let err = t.insert(b"", &[0, 3, -5], &[1, 2, 3]).unwrap_err();
     assert!(err.to_string().contains("negative token id -5"), "{err}");
     t.insert(b"", &[0, 3], &[1, 2]).unwrap();
+    t.check().unwrap();
+}
+
+/// Moving a lock to the empty path releases it (a negative change), and from the empty path
+/// takes it (a positive one), as `unlock` and `lock` would.
+#[test]
+fn move_lock_to_and_from_the_empty_path() {
+    let mut t = tree(1, false);
+    t.insert(b"", &[1, 2, 3], &[1, 2, 3]).unwrap();
+    let h = t.match_prefix(b"", &[1, 2, 3]).unwrap().node;
+    assert_eq!(t.lock(h).unwrap(), 3);
+    assert_eq!(t.move_lock(h, NodeHandle::ROOT).unwrap(), -3);
+    assert_eq!(t.protected_size(), 0);
+    assert_eq!(t.move_lock(NodeHandle::ROOT, h).unwrap(), 3);
+    assert_eq!(t.protected_size(), 3);
     t.check().unwrap();
 }
