@@ -274,3 +274,19 @@ fn move_lock_to_and_from_the_empty_path() {
     assert_eq!(t.protected_size(), 3);
     t.check().unwrap();
 }
+
+/// int32 slots are widened on insert (through a reused buffer that must grow), and the path
+/// reads back the same ids.
+#[test]
+fn int32_slots_insert_and_read_back() {
+    let mut c = RadixCache::new(None, None).unwrap();
+    c.insert_with_priority_from(b"", &[1, 2], &[5i32, 6], 0.0)
+        .unwrap();
+    c.insert_with_priority_from(b"", &[1, 2, 3, 4, 5], &[5i32, 6, 7, 8, 9], 0.0)
+        .unwrap();
+    assert_eq!(
+        c.match_prefix(b"", &[1, 2, 3, 4, 5]).unwrap().slots,
+        [5, 6, 7, 8, 9]
+    );
+    c.check().unwrap();
+}
