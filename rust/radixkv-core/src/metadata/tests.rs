@@ -46,6 +46,31 @@ fn extend_empty_batch_and_errors() {
     let neg: [&[i32]; 1] = [&[3, -1]];
     let e = extend_metadata(&one, &neg).unwrap_err();
     assert!(e.to_string().contains("new_slots[0][1]"), "{e}");
+    // Two negative ids in one list (their sign bits must not cancel), in the prefix part.
+    let two: [&[i32]; 1] = [&[-2, 4, -1]];
+    let e = extend_metadata(&two, &one).unwrap_err();
+    assert!(e.to_string().contains("prefix_slots[0][0] = -2"), "{e}");
+}
+
+/// An empty batch (an idle step) gives empty metadata from every builder.
+#[test]
+fn empty_batches() {
+    let none: [&[i32]; 0] = [];
+    for page in [1, 4] {
+        let lens = (page > 1).then_some(&[][..]);
+        let m = decode_metadata(&none, lens, page).unwrap();
+        assert_eq!(
+            (f(&m, "qo_indptr"), f(&m, "kv_indptr")),
+            (&[0][..], &[0][..])
+        );
+        assert!(f(&m, "kv_indices").is_empty() && f(&m, "seq_lens").is_empty());
+        let m = paged_extend_metadata(&none, &[], &[], page).unwrap();
+        assert_eq!(
+            (f(&m, "qo_indptr"), f(&m, "kv_indptr")),
+            (&[0][..], &[0][..])
+        );
+        assert!(f(&m, "out_cache_loc").is_empty() && f(&m, "kv_indices").is_empty());
+    }
 }
 
 #[test]
@@ -142,6 +167,20 @@ fn decode_out_cache_loc_is_the_last_slot() {
     assert_eq!(f(&m, "out_cache_loc"), [8, 30]);
 }
 
+/// Page sizes are accepted up to the largest int32 (one page, page 0) and refused beyond.
+#[test]
+fn page_size_range() {
+    let one: [&[i32]; 1] = [&[0]];
+    let top = i32::MAX as usize;
+    let m = decode_metadata(&one, Some(&[5]), top).unwrap();
+    assert_eq!(f(&m, "out_cache_loc"), [4]);
+    let e = decode_metadata(&one, Some(&[5]), top + 1).unwrap_err();
+    assert!(
+        e.to_string().contains("page_size must be in 1..2^31"),
+        "{e}"
+    );
+}
+
 #[test]
 fn slots_beyond_int32_are_rejected() {
     // Page p of size 8 holds slots 8p .. 8p + 7: the last page that fits is 2^28 - 1.
@@ -150,4 +189,11 @@ fn slots_beyond_int32_are_rejected() {
     assert_eq!(m.field("out_cache_loc").unwrap(), [i32::MAX]);
     let beyond: [&[i32]; 1] = [&[1 << 28]];
     assert!(decode_metadata(&beyond, Some(&[1]), 8).is_err());
+    // The error names the offending page, after valid ones at both ends of the range.
+    let third: [&[i32]; 1] = [&[0, (1 << 28) - 1, 1 << 28]];
+    let e = decode_metadata(&third, Some(&[17]), 8).unwrap_err();
+    assert!(e.to_string().contains("page [2] = 268435456"), "{e}");
+    let negative: [&[i32]; 1] = [&[3, -1]];
+    let e = decode_metadata(&negative, Some(&[9]), 8).unwrap_err();
+    assert!(e.to_string().contains("page [1] = -1"), "{e}");
 }

@@ -211,3 +211,82 @@ fn split_halves_keep_the_creation_time() {
     assert!(l.created < l.last_access);
     t.check().unwrap();
 }
+
+/// A negative slot id is refused by every insert path, naming the id, and changes nothing:
+/// the tree's own insert, a cache without a pool (int64 and int32 slots), and a pooled cache
+/// (where it is reported as negative, not merely out of the pool's range).
+#[test]
+fn inserts_refuse_negative_slot_ids() {
+    let mut t = tree(1, false);
+    t.insert(b"", &[1, 2], &[5, 6]).unwrap();
+    let dump = t.dump();
+    let err = t.insert(b"", &[1, 2, 3], &[5, 6, -7]).unwrap_err();
+    assert!(err.to_string().contains("negative slot id -7"), "{err}");
+    assert_eq!(t.dump(), dump);
+
+    let mut c = RadixCache::new(None, NonZeroUsize::new(1)).unwrap();
+    c.insert(b"", &[1, 2], &[5, 6]).unwrap();
+    let dump = c.dump();
+    let err = c.insert(b"", &[1, 2, 3], &[5, 6, -7]).unwrap_err();
+    assert!(err.to_string().contains("negative slot id -7"), "{err}");
+    let err = c
+        .insert_with_priority_from(b"", &[4, 5], &[8i32, -9], 0.0)
+        .unwrap_err();
+    assert!(err.to_string().contains("negative slot id -9"), "{err}");
+    // Two negative int32 ids (their sign bits must not cancel in the check).
+    let err = c
+        .insert_with_priority_from(b"", &[4, 5], &[-8i32, -9], 0.0)
+        .unwrap_err();
+    assert!(err.to_string().contains("negative slot id -8"), "{err}");
+    assert_eq!(c.dump(), dump);
+    c.check().unwrap();
+
+    let pool = shared_pool(TokenPool::new(8, 1).unwrap());
+    let mut p = RadixCache::new(Some(pool.clone()), None).unwrap();
+    let s = p.alloc(2).unwrap();
+    let err = p.insert(b"", &[1, 2], &[s[0], -1]).unwrap_err();
+    assert!(err.to_string().contains("negative slot id -1"), "{err}");
+    assert_eq!((p.total_size(), lock_pool(&pool).num_out()), (0, 2));
+    p.check().unwrap();
+}
+
+/// Token id 0 is valid; a negative one is refused and named, even after a 0.
+#[test]
+fn insert_names_the_negative_token() {
+    let mut t = tree(1, false);
+    let err = t.insert(b"", &[0, 3, -5], &[1, 2, 3]).unwrap_err();
+    assert!(err.to_string().contains("negative token id -5"), "{err}");
+    t.insert(b"", &[0, 3], &[1, 2]).unwrap();
+    t.check().unwrap();
+}
+
+/// Moving a lock to the empty path releases it (a negative change), and from the empty path
+/// takes it (a positive one), as `unlock` and `lock` would.
+#[test]
+fn move_lock_to_and_from_the_empty_path() {
+    let mut t = tree(1, false);
+    t.insert(b"", &[1, 2, 3], &[1, 2, 3]).unwrap();
+    let h = t.match_prefix(b"", &[1, 2, 3]).unwrap().node;
+    assert_eq!(t.lock(h).unwrap(), 3);
+    assert_eq!(t.move_lock(h, NodeHandle::ROOT).unwrap(), -3);
+    assert_eq!(t.protected_size(), 0);
+    assert_eq!(t.move_lock(NodeHandle::ROOT, h).unwrap(), 3);
+    assert_eq!(t.protected_size(), 3);
+    t.check().unwrap();
+}
+
+/// int32 slots are widened on insert (through a reused buffer that must grow), and the path
+/// reads back the same ids.
+#[test]
+fn int32_slots_insert_and_read_back() {
+    let mut c = RadixCache::new(None, None).unwrap();
+    c.insert_with_priority_from(b"", &[1, 2], &[5i32, 6], 0.0)
+        .unwrap();
+    c.insert_with_priority_from(b"", &[1, 2, 3, 4, 5], &[5i32, 6, 7, 8, 9], 0.0)
+        .unwrap();
+    assert_eq!(
+        c.match_prefix(b"", &[1, 2, 3, 4, 5]).unwrap().slots,
+        [5, 6, 7, 8, 9]
+    );
+    c.check().unwrap();
+}

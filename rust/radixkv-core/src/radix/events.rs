@@ -116,4 +116,19 @@ mod tests {
         assert_eq!(page_hashes(first[0], &[3, 4], 2)[0], a[1]);
         assert_ne!(namespace_seed(b"x"), s);
     }
+
+    /// The values themselves are part of the contract: ranks, routers and later releases
+    /// must compute the same hash for the same prefix. (`FxHash` hashes `usize` at its native
+    /// width, so the values hold on 64-bit targets.)
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn hashes_are_fixed_values() {
+        let s = namespace_seed(b"");
+        assert_eq!(s, 0x9ff3_9e28_978a_01cf);
+        assert_eq!(namespace_seed(b"tenant"), 0x536a_cc06_c7e1_46af);
+        assert_eq!(
+            *page_hashes(s, &[1, 2, 3, 4], 2),
+            [0xc6cf_5bd8_466d_4dfd, 0x9023_b495_1496_ea5f]
+        );
+    }
 }

@@ -40,6 +40,8 @@ mod corrupt;
 #[cfg(test)]
 mod edge_tests;
 #[cfg(test)]
+mod heap_tests;
+#[cfg(test)]
 mod partial_tests;
 #[cfg(test)]
 mod proptests;

@@ -208,7 +208,13 @@ fn insert_validates_before_mutating() {
     assert!(c
         .insert(b"", &t("ABCD"), &[s[0], s[1], s[2], s[2]])
         .is_err()); // repeated
-    assert!(c.insert(b"", &t("ABCD"), &[s[0], s[1], s[2], 7]).is_err()); // not allocated
+    let err = c
+        .insert(b"", &t("ABCD"), &[s[0], s[1], s[2], 7])
+        .unwrap_err(); // not allocated
+    assert!(
+        err.to_string().contains("slot 7 is free (not allocated)"),
+        "{err}"
+    );
     assert_eq!(c.dump(), dump);
     c.check().unwrap();
     assert_eq!(c.insert(b"", &t("ABCD"), &s).unwrap(), 0);
@@ -452,6 +458,77 @@ fn sglang_stamps_count_hits_on_insert_beyond_inserted_len_not_on_match() {
     assert_eq!(stamps(&d, "ABCD").0, 1);
 }
 
+/// With `sglang_stamps`, each node of a deeper path counts a hit exactly when it ends beyond
+/// `inserted_len`: the depth is followed node by node up the path.
+#[test]
+fn sglang_stamps_hit_exactly_the_nodes_ending_beyond_inserted_len() {
+    let mut c = sglang_cache();
+    let s = |n: usize| (0..n as Slot).collect::<Vec<_>>();
+    c.insert_node_from(b"", &t("ABCD"), &s(4), 0.0, 0).unwrap();
+    c.insert_node_from(b"", &t("ABCDEF"), &s(6), 0.0, 0)
+        .unwrap();
+    c.insert_node_from(b"", &t("ABCDEFGH"), &s(8), 0.0, 0)
+        .unwrap();
+    let before = ["ABCD", "ABCDEF", "ABCDEFGH"].map(|p| stamps(&c, p).0);
+    assert_eq!(before, [3, 2, 1]);
+    // A request that inserted 5 tokens before: "ABCDEF" (ends at 6) and "ABCDEFGH" (8) count a
+    // hit, "ABCD" (4) does not.
+    c.insert_node_from(b"", &t("ABCDEFGH"), &s(8), 0.0, 5)
+        .unwrap();
+    let after = ["ABCD", "ABCDEF", "ABCDEFGH"].map(|p| stamps(&c, p).0);
+    assert_eq!(after, [3, 3, 2]);
+    c.check().unwrap();
+}
+
+/// Priorities -0.0 and 0.0 are one priority: under the priority policy the older of two such
+/// leaves is evicted first, whichever zero each was given.
+#[test]
+fn negative_zero_priority_is_zero() {
+    let opts = CacheOptions {
+        policy: Policy::Priority,
+        ..CacheOptions::default()
+    };
+    let mut c = RadixCache::with_options(None, opts).unwrap();
+    c.insert_with_priority(b"", &t("AB"), &[1, 2], 0.0).unwrap();
+    c.insert_with_priority(b"", &t("XY"), &[3, 4], -0.0)
+        .unwrap();
+    assert_eq!(c.evict_slots(1), vec![1, 2]);
+    let mut d = RadixCache::with_options(None, opts).unwrap();
+    d.insert_with_priority(b"", &t("XY"), &[3, 4], -0.0)
+        .unwrap();
+    d.insert_with_priority(b"", &t("AB"), &[1, 2], 0.0).unwrap();
+    assert_eq!(d.evict_slots(1), vec![3, 4]);
+}
+
+/// A namespace's first insert: its new leaf counts a hit only if it ends beyond `inserted_len`.
+#[test]
+fn sglang_stamps_first_insert_of_a_namespace() {
+    let s = |n: usize| (0..n as Slot).collect::<Vec<_>>();
+    for (inserted_len, hits) in [(4, 0), (3, 1)] {
+        let mut c = sglang_cache();
+        c.insert_node_from(b"", &t("ABCD"), &s(4), 0.0, inserted_len)
+            .unwrap();
+        assert_eq!(stamps(&c, "ABCD").0, hits, "inserted_len {inserted_len}");
+    }
+}
+
+/// mru evicts the most recently used leaf first, filo the most recently created one.
+#[test]
+fn mru_and_filo_evict_the_newest_first() {
+    for (policy, first_out) in [(Policy::Mru, vec![1, 2]), (Policy::Filo, vec![3, 4])] {
+        let opts = CacheOptions {
+            policy,
+            ..CacheOptions::default()
+        };
+        let mut c = RadixCache::with_options(None, opts).unwrap();
+        c.insert(b"", &t("AB"), &[1, 2]).unwrap();
+        c.insert(b"", &t("XY"), &[3, 4]).unwrap();
+        c.match_prefix(b"", &t("AB")).unwrap(); // AB: used last, created first
+        assert_eq!(c.evict_slots(1), first_out, "{policy:?}");
+        c.check().unwrap();
+    }
+}
+
 #[test]
 fn sglang_stamps_refresh_both_halves_of_a_split() {
     let s = |n: usize| (0..n as Slot).collect::<Vec<_>>();
@@ -517,4 +594,11 @@ fn cache_options_page_size_and_slot_watermark() {
     c.insert(b"", &[1, 2], &[7, 3]).unwrap();
     assert_eq!(c.max_slot(), 7);
     c.check().unwrap();
+    // int32 output stays allowed up to the largest int32 id and is refused one beyond it.
+    let top = Slot::from(i32::MAX);
+    c.insert(b"", &[5], &[top]).unwrap();
+    c.check_fits_i32("match").unwrap();
+    c.insert(b"", &[6], &[top + 1]).unwrap();
+    let err = c.check_fits_i32("match").unwrap_err();
+    assert!(err.to_string().contains("slot id 2147483648"), "{err}");
 }
