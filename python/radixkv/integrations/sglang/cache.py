@@ -189,12 +189,10 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
         """The first ``req.prefix_len`` slots of the path to ``req.last_node`` (the base
         class's result, cut on the host before the one conversion to a tensor)."""
         n = req.prefix_len
-        node = req.last_node
-        if n == 0 or node == self.root_node:
+        if n == 0:
             return self._empty_indices
-        path = self.tree.path_slots(node)
-        assert len(path) >= n, (req.rid, len(path), n)
-        return slots_to_device(path[:n], self.device)
+        # the path's first n slots only (InvalidArgument if the path is shorter)
+        return slots_to_device(self.tree.path_slots(req.last_node, limit=n), self.device)
 
     def free_kv_row(self, kv: Any, ranges: List[Tuple[int, int]]) -> None:
         """Give back row positions ``ranges`` of ``kv``'s row through SGLang's allocator.
@@ -231,47 +229,44 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
     def checkpoint(self, req: Req, *, up_to: int, **kwargs: Any) -> None:
         """Insert ``req``'s KV up to row position ``up_to`` (whole pages), free the row's
         duplicates of what others inserted meanwhile, point the row at the tree's slots, move
-        ``req.lock`` to the inserted path's end and advance ``req.kv.cache_protected_len``."""
+        ``req.lock`` to the inserted path's end and advance ``req.kv.cache_protected_len``.
+        The tree's part is one ``RadixCache.checkpoint`` call: the insert (hits only on nodes
+        beyond what this request inserted before, SGLang's rule), the split at the prompt
+        boundary one priority step up (as SGLang's cache: the output tail can then be evicted
+        without the prompt), the lock move, and the tree's slots for the duplicates."""
         if self.disable:
             return
         kv = req.kv
-        n = up_to - up_to % self.page_size
-        tokens = tokens_view(req.full_untruncated_fill_ids, n)
-        table = self.req_to_token_pool.req_to_token
-        ns = namespace_of(req.extra_key, req.cache_salt)
-        slots = self._read_row(table, kv.req_pool_idx, n)
-        priority = float(req.priority or 0)
-        # hits only on nodes beyond what this request inserted before (SGLang's rule)
-        present, node = self.tree.insert_node(tokens, slots, ns, priority=priority,
-                                              inserted_len=kv.cache_inserted_len)
-        kv.cache_inserted_len = max(kv.cache_inserted_len, n)
+        page = self.page_size
+        n = up_to - up_to % page
         prompt = len(req.origin_input_ids)
-        prompt -= prompt % self.page_size
-        if 0 < prompt < n:
-            # as SGLang's RadixCache: split at the prompt boundary (no hit: inserted_len covers
-            # it), one priority step up, so the output tail can be evicted without the prompt
-            self.tree.insert_node(tokens[:prompt], slots[:prompt], ns, priority=priority + 1,
-                                  inserted_len=prompt)
         protected = kv.cache_protected_len
-        if present > protected:
+        inserted = kv.cache_inserted_len
+        old = req.lock
+        present, node, dups = self.tree.checkpoint(
+            tokens_view(req.full_untruncated_fill_ids, n),
+            self._read_row(self.req_to_token_pool.req_to_token, kv.req_pool_idx, n),
+            namespace_of(req.extra_key, req.cache_salt),
+            priority=float(req.priority or 0),
+            inserted_len=inserted,
+            boundary=prompt - prompt % page,
+            lock_from=None if old is None else old.node,
+            dup_from=protected,
+        )
+        if inserted < n:
+            kv.cache_inserted_len = n
+        if dups is not None:
             # another request inserted [protected, present) first: the row's copies are
             # duplicates; free them and read the tree's slots instead
-            row = table[kv.req_pool_idx]
+            row = self.req_to_token_pool.req_to_token[kv.req_pool_idx]
             self.token_to_kv_pool_allocator.free_segment(
                 row[protected:present].to(torch.int64), start_pos=protected
             )
-            path = self.tree.path_slots(node)
             self.req_to_token_pool.write(
                 (kv.req_pool_idx, slice(protected, present)),
-                torch.from_numpy(path[protected:present]).to(row.device),
+                torch.from_numpy(dups).to(row.device),
             )
         kv.cache_protected_len = n
-        # the request's lock moves to the inserted path's end in one tree call
-        old = req.lock
-        if old is None:
-            self.tree.lock(node)
-        else:
-            self.tree.move_lock(old.node, node)
         req.lock = TreeLock(node, _RECEIPT)
         req.last_node = node
 
