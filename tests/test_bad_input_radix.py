@@ -91,6 +91,18 @@ CASES: list[tuple[str, Callable[[World], Any], type[Exception]]] = [
     ("path_slots: retired handle", lambda w: w.cache.path_slots(w.stale), rk.StaleHandle),
     ("node info: retired handle", lambda w: w.stale.lock_ref, rk.StaleHandle),
     ("lock: not a node", lambda w: w.cache.lock(3), rk.InvalidArgument),
+    # checkpoint (insert + boundary insert + lock move): the lock is checked before the insert
+    ("checkpoint: lock_from holds no lock", lambda w: w.cache.checkpoint([1, 2], w.out, lock_from=w.unlocked), rk.NotLocked),
+    ("checkpoint: lock_from retired", lambda w: w.cache.checkpoint([1, 2], w.out, lock_from=w.stale), rk.StaleHandle),
+    ("checkpoint: lock_from not a node", lambda w: w.cache.checkpoint([1, 2], w.out, lock_from=7), rk.InvalidArgument),
+    ("checkpoint: fewer slots than tokens", lambda w: w.cache.checkpoint([1, 2, 3], w.out, lock_from=w.locked), rk.InvalidArgument),
+    ("checkpoint: slot the tree holds", lambda w: w.cache.checkpoint([1, 2], [w.out[0], w.cached[0]]), rk.InvalidArgument),
+    ("checkpoint: NaN priority", lambda w: w.cache.checkpoint([1, 2], w.out, priority=float("nan")), rk.InvalidArgument),
+    ("checkpoint: negative boundary", lambda w: w.cache.checkpoint([1, 2], w.out, boundary=-1), rk.InvalidArgument),
+    ("checkpoint: negative dup_from", lambda w: w.cache.checkpoint([1, 2], w.out, dup_from=-1), rk.InvalidArgument),
+    ("checkpoint: negative inserted_len", lambda w: w.cache.checkpoint([1, 2], w.out, inserted_len=-1), rk.InvalidArgument),
+    ("path_slots: limit past the path", lambda w: w.cache.path_slots(w.locked, limit=5), rk.InvalidArgument),
+    ("path_slots: negative limit", lambda w: w.cache.path_slots(w.locked, limit=-1), rk.InvalidArgument),
     # counts
     ("alloc: negative", lambda w: w.cache.alloc(-1), rk.InvalidArgument),
     ("evict: negative", lambda w: w.cache.evict(-3), rk.InvalidArgument),
