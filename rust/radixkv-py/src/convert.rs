@@ -43,17 +43,24 @@ fn narrow(what: &str, v: i64) -> PyResult<i32> {
     i32::try_from(v).map_err(|_| bad(what, format!("value {v} does not fit in int32")))
 }
 
-/// int64 ids (`SGLang`'s token arrays) as int32: one range pass and one narrowing pass,
-/// both branch-free so they vectorise; the first id out of range is named.
+/// int64 ids (`SGLang`'s token arrays) as int32 in one pass that vectorises with plain
+/// 64-bit adds and ors: `x` fits int32 exactly when `x + 2**31` (wrapping, as u64) has no high
+/// bits, so or-ing those sums over the slice flags any id out of range; that id is then named.
 fn narrow_all(what: &str, v: &[i64]) -> PyResult<I32Input<'static>> {
-    let lo = v.iter().copied().fold(i64::MAX, i64::min);
-    let hi = v.iter().copied().fold(i64::MIN, i64::max);
-    if lo < i64::from(i32::MIN) || hi > i64::from(i32::MAX) {
-        let x = v.iter().copied().find(|&x| i32::try_from(x).is_err());
-        return Err(narrow(what, x.unwrap_or(hi)).unwrap_err());
+    let mut out = vec![0i32; v.len()];
+    let mut high = 0u64;
+    for (o, &x) in out.iter_mut().zip(v) {
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        {
+            *o = x as i32;
+            high |= (x as u64).wrapping_add(1 << 31);
+        }
     }
-    #[allow(clippy::cast_possible_truncation)] // in range: checked just above
-    Ok(I32Input::Owned(v.iter().map(|&x| x as i32).collect()))
+    if high >> 32 != 0 {
+        let x = v.iter().copied().find(|&x| i32::try_from(x).is_err());
+        return Err(narrow(what, x.unwrap_or(i64::MAX)).unwrap_err());
+    }
+    Ok(I32Input::Owned(out))
 }
 
 /// `a` itself when it can be read in place: C-contiguous, aligned for `T`, non-empty.
