@@ -13,6 +13,7 @@ evicted.
 
 from __future__ import annotations
 
+from array import array
 from typing import TYPE_CHECKING, Any, List, Optional, Tuple, Union, cast
 
 import numpy as np
@@ -85,6 +86,7 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
         dev = getattr(self.token_to_kv_pool_allocator, "device", "cpu")
         self.device = torch.device(dev) if isinstance(dev, (str, torch.device)) else (
             torch.device("cpu"))
+        self._on_cpu = self.device.type == "cpu"
         self._read_row = RowReader()
         if params.enable_metrics:
             self.init_metrics_collector()
@@ -165,12 +167,27 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
         SGLang, a match counts no hit and a split node is stamped whole (``sglang_stamps``)."""
         if self.disable:
             return self._empty_match
-        tokens, ns = self._key_arrays(params.key)
-        if len(tokens) == 0:
+        # _key_arrays inlined: this runs once per admission attempt
+        key = params.key
+        if key.is_bigram:
+            raise ValueError("radixkv radix-cache backend: bigram keys are not supported")
+        ids = key.token_ids
+        n = len(ids)
+        limit = key.limit
+        if limit is not None and limit < n:
+            n = limit
+        n -= n % self.page_size
+        if n == 0:
             return self._empty_match
+        if type(ids) is array and ids.typecode == "q":
+            tokens = _frombuffer(ids, dtype=_I64, count=n)
+        else:
+            tokens = tokens_view(ids, n)
+        extra, salt = key.extra_key, key.cache_salt
+        ns = None if extra is None and not salt else (extra, salt or None)
         # the slots are read after the lock (prefix_device_indices), so none are gathered here
         length, node = self.tree.match_node(tokens, ns)
-        return self._match_result(length, node)
+        return _new_tuple(MatchResult, (length, node, node, node) + _MATCH_DEFAULTS)
 
     def touch_prefix(self, key: RadixKey) -> None:
         if self.disable:
@@ -191,8 +208,9 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
         n = req.prefix_len
         if n == 0:
             return self._empty_indices
-        # the path's first n slots only (InvalidArgument if the path is shorter)
-        return slots_to_device(self.tree.path_slots(req.last_node, limit=n), self.device)
+        # the path's first n slots only (InvalidArgument if the path is shorter), int64
+        slots = _from_numpy(self.tree.path_slots(req.last_node, limit=n))
+        return slots if self._on_cpu else slots.to(self.device)
 
     def free_kv_row(self, kv: Any, ranges: List[Tuple[int, int]]) -> None:
         """Give back row positions ``ranges`` of ``kv``'s row through SGLang's allocator.
@@ -243,10 +261,16 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
         protected = kv.cache_protected_len
         inserted = kv.cache_inserted_len
         old = req.lock
+        ids = req.full_untruncated_fill_ids
+        if type(ids) is array and ids.typecode == "q" and n:
+            tokens = _frombuffer(ids, dtype=_I64, count=n)
+        else:
+            tokens = tokens_view(ids, n)
+        extra, salt = req.extra_key, req.cache_salt
         present, node, dups = self.tree.checkpoint(
-            tokens_view(req.full_untruncated_fill_ids, n),
+            tokens,
             self._read_row(self.req_to_token_pool.req_to_token, kv.req_pool_idx, n),
-            namespace_of(req.extra_key, req.cache_salt),
+            None if extra is None and not salt else (extra, salt or None),
             priority=float(req.priority or 0),
             inserted_len=inserted,
             boundary=prompt - prompt % page,
@@ -330,3 +354,6 @@ if MatchResult._fields[:4] != (
     raise ImportError(f"radixkv: SGLang's MatchResult fields changed: {MatchResult._fields}")
 _MATCH_DEFAULTS = tuple(MatchResult._field_defaults[f] for f in MatchResult._fields[4:])
 _new_tuple = tuple.__new__
+_frombuffer = np.frombuffer
+_from_numpy = torch.from_numpy
+_I64 = np.int64
