@@ -544,3 +544,24 @@ def test_alloc_writes_into_out() -> None:
     assert big.tolist() == before.tolist() and snapshot(cache) == snap
     pool.free(got)
     cache.check()
+
+
+def test_event_hashes_are_signed_64_bit() -> None:
+    # SGLang publishes block hashes as signed int64 (its hash_str_to_int64); radixkv's events
+    # carry the same bits that way: every hash in range, and (64 pages of uniform hashes) some
+    # negative, with the chain's parent links equal to the signed hashes they point at
+    cache = rk.RadixCache(None, 1, events=True)
+    for i in range(64):
+        cache.insert([i, 1000 + i], [2 * i, 2 * i + 1])
+    stored = [e for e in cache.take_events() if isinstance(e, rk.BlockStored)]
+    hashes = [h for e in stored for h in e.block_hashes]
+    assert len(hashes) == 128
+    assert all(-(2**63) <= h < 2**63 for h in hashes)
+    assert any(h < 0 for h in hashes) and any(h >= 0 for h in hashes)
+    cache.insert([0, 1000, 7], [0, 1, 200])
+    (ev,) = cache.take_events()
+    assert ev.parent_block_hash == stored[0].block_hashes[-1]
+    cache.evict(10**6)
+    removed = [h for e in cache.take_events() if isinstance(e, rk.BlockRemoved)
+               for h in e.block_hashes]
+    assert sorted(removed) == sorted(hashes + ev.block_hashes)
