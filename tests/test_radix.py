@@ -91,6 +91,63 @@ def test_match_node_is_match_prefix_without_slots(policy: str) -> None:
     b.check()
 
 
+@pytest.mark.parametrize("policy", ["lru", "priority", "slru"])
+def test_checkpoint_is_its_calls_one_by_one(policy: str) -> None:
+    # two caches fed the same requests' checkpoints, one through insert_node + the prompt
+    # boundary's insert_node + lock / move_lock, one through checkpoint: same results, same
+    # tree and events after every call; the duplicates returned are the tree's slots there
+    kw = dict(policy=policy, events=True, slot_dtype="int64", sglang_stamps=True)
+    a, b = rk.RadixCache(None, 2, **kw), rk.RadixCache(None, 2, **kw)
+    locks: dict[str, tuple[Any, Any]] = {}
+    dup_steps = 0
+    # (request, tokens so far, slot base, prompt length, dup_from, inserted_len)
+    steps = [("r1", [1, 2, 3, 4, 5, 6], 100, 4, 0, 0), ("r2", [1, 2, 3, 4, 7, 8], 200, 4, 0, 0),
+             ("r1", [1, 2, 3, 4, 5, 6, 9, 9], 100, 4, 6, 6), ("r3", [1, 2, 7, 7], 300, 6, 0, 0),
+             ("r2", [1, 2, 3, 4, 7, 8, 5, 5, 5, 5], 200, 4, 6, 6), ("r3", [1, 2, 7, 7, 8], 300, 6, 4, 4)]
+    for rid, toks, base, prompt, dup_from, inserted in steps:
+        slots = np.arange(base, base + len(toks), dtype=np.int64)
+        old_a, old_b = locks.get(rid, (None, None))
+        present, end_a = a.insert_node(toks, slots, priority=1.0, inserted_len=inserted)
+        if 0 < prompt < len(toks):
+            a.insert_node(toks[:prompt], slots[:prompt], priority=2.0, inserted_len=prompt)
+        if old_a is None:
+            a.lock(end_a)
+        else:
+            a.move_lock(old_a, end_a)
+        p_b, end_b, dups = b.checkpoint(toks, slots, priority=1.0, inserted_len=inserted,
+                                        boundary=prompt, lock_from=old_b, dup_from=dup_from)
+        assert p_b == present and end_b.depth == end_a.depth
+        if present > dup_from:
+            dup_steps += 1
+            assert dups is not None and dups.dtype == np.int64
+            assert dups.tolist() == b.path_slots(end_b).tolist()[dup_from:present]
+        else:
+            assert dups is None
+        assert snapshot(a) == snapshot(b), rid
+        assert [repr(e) for e in a.take_events()] == [repr(e) for e in b.take_events()]
+        assert (a.protected_size, a.evictable_size) == (b.protected_size, b.evictable_size)
+        locks[rid] = (end_a, end_b)
+        a.check()
+        b.check()
+    # r2's and r3's first checkpoints found r1's slots first: duplicates were returned
+    assert dup_steps == 2
+    for end_a, end_b in locks.values():
+        a.unlock(end_a)
+        b.unlock(end_b)
+    assert a.protected_size == b.protected_size == 0
+
+
+def test_path_slots_limit_is_a_prefix() -> None:
+    cache = rk.RadixCache(None, slot_dtype="int64")
+    cache.insert([1, 2, 3, 4, 5], [10, 11, 12, 13, 14])
+    cache.insert([1, 2, 3, 9], [10, 11, 12, 19])
+    node = cache.match_node([1, 2, 3, 4, 5])[1]
+    full = cache.path_slots(node).tolist()
+    for n in range(len(full) + 1):
+        assert cache.path_slots(node, limit=n).tolist() == full[:n]
+        assert cache.path_slots(node, limit=n, dtype="int32").dtype == np.int32
+
+
 def test_empty_match_gives_root_handle() -> None:
     cache = rk.RadixCache(None)
     m = cache.match_prefix([1, 2, 3])
@@ -487,3 +544,24 @@ def test_alloc_writes_into_out() -> None:
     assert big.tolist() == before.tolist() and snapshot(cache) == snap
     pool.free(got)
     cache.check()
+
+
+def test_event_hashes_are_signed_64_bit() -> None:
+    # SGLang publishes block hashes as signed int64 (its hash_str_to_int64); radixkv's events
+    # carry the same bits that way: every hash in range, and (64 pages of uniform hashes) some
+    # negative, with the chain's parent links equal to the signed hashes they point at
+    cache = rk.RadixCache(None, 1, events=True)
+    for i in range(64):
+        cache.insert([i, 1000 + i], [2 * i, 2 * i + 1])
+    stored = [e for e in cache.take_events() if isinstance(e, rk.BlockStored)]
+    hashes = [h for e in stored for h in e.block_hashes]
+    assert len(hashes) == 128
+    assert all(-(2**63) <= h < 2**63 for h in hashes)
+    assert any(h < 0 for h in hashes) and any(h >= 0 for h in hashes)
+    cache.insert([0, 1000, 7], [0, 1, 200])
+    (ev,) = cache.take_events()
+    assert ev.parent_block_hash == stored[0].block_hashes[-1]
+    cache.evict(10**6)
+    removed = [h for e in cache.take_events() if isinstance(e, rk.BlockRemoved)
+               for h in e.block_hashes]
+    assert sorted(removed) == sorted(hashes + ev.block_hashes)

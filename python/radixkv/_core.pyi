@@ -142,7 +142,8 @@ class BlockStored:
     """KV event: pages the cache stored (one new leaf). ``block_hashes`` has one 64-bit hash
     per page, each chained from the one before (``parent_block_hash`` is the hash of the page
     before the first, None at the start of a namespace); ``token_ids`` are the pages' tokens,
-    ``block_size`` the page size, ``namespace`` the insert's namespace."""
+    ``block_size`` the page size, ``namespace`` the insert's namespace. Hashes are signed
+    (-2**63 .. 2**63 - 1), as SGLang publishes its block hashes."""
 
     @property
     def block_hashes(self) -> list[int]: ...
@@ -157,7 +158,7 @@ class BlockStored:
 
 @final
 class BlockRemoved:
-    """KV event: pages evicted (one leaf), by hash."""
+    """KV event: pages evicted (one leaf), by (signed 64-bit) hash."""
 
     @property
     def block_hashes(self) -> list[int]: ...
@@ -259,6 +260,28 @@ class RadixCache:
         splits like any handle. The root node when ``tokens`` holds no whole page.
         ``inserted_len`` (>= 0; used with ``sglang_stamps``): leading tokens this request
         inserted before, whose nodes count no new hit."""
+    def checkpoint(
+        self,
+        tokens: _IntSeq,
+        slots: _IntSeq,
+        namespace: _Namespace = None,
+        *,
+        priority: float = 0.0,
+        inserted_len: int = 0,
+        boundary: int = 0,
+        lock_from: Optional[Node] = None,
+        dup_from: int = 0,
+    ) -> tuple[int, Node, Optional[_SlotArray]]:
+        """A scheduler's checkpoint of a running request in one call: ``insert_node(tokens,
+        slots, namespace, priority=, inserted_len=)``; then, when ``0 < boundary <
+        len(tokens)``, the same for ``tokens[:boundary]`` with ``priority + 1`` and
+        ``inserted_len=boundary`` (a split at the prompt boundary, as SGLang's cache makes);
+        then the request's lock moves from ``lock_from`` (None: it holds none) to the inserted
+        path's end. Returns ``(present, node, duplicates)``: tokens already cached, the path's
+        end, and when ``present > dup_from`` the tree's slots for positions
+        ``[dup_from, present)`` (the cache's ``slot_dtype``), else None. Everything, the lock on
+        ``lock_from`` included (``NotLocked``, ``StaleHandle``), is checked before anything
+        changes."""
     def lock(self, node: Node) -> int:
         """``lock_ref += 1`` up to the root; the tokens that became protected (>= 0). SGLang's
         ``inc_lock_ref`` delta (change in evictable tokens) is its negation."""
@@ -289,7 +312,11 @@ class RadixCache:
         """Drop every node (all handles go stale) and return their slot ids (with a pool,
         already back in it); records ``AllBlocksCleared`` with events on. ``InvalidArgument``,
         nothing changed, while anything is locked."""
-    def path_slots(self, node: Node, *, dtype: _SlotDtype = None) -> _SlotArray: ...
+    def path_slots(
+        self, node: Node, *, dtype: _SlotDtype = None, limit: Optional[int] = None
+    ) -> _SlotArray:
+        """Slots from the root to ``node``; with ``limit``, only the first ``limit``
+        (``InvalidArgument`` if the path is shorter)."""
     def take_events(self) -> list[_KvEvent]:
         """KV events since the last call, oldest first; empty unless ``events=True``.
 

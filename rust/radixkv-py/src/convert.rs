@@ -35,7 +35,7 @@ impl I32Input<'_> {
     }
 }
 
-fn bad(what: &str, detail: impl std::fmt::Display) -> PyErr {
+pub fn bad(what: &str, detail: impl std::fmt::Display) -> PyErr {
     InvalidArgument::new_err(format!("{what}: {detail}"))
 }
 
@@ -43,13 +43,40 @@ fn narrow(what: &str, v: i64) -> PyResult<i32> {
     i32::try_from(v).map_err(|_| bad(what, format!("value {v} does not fit in int32")))
 }
 
+/// int64 ids (`SGLang`'s token arrays) as int32 in one pass that vectorises with plain
+/// 64-bit adds and ors: `x` fits int32 exactly when `x + 2**31` (wrapping, as u64) has no high
+/// bits, so or-ing those sums over the slice flags any id out of range; that id is then named.
+fn narrow_all(what: &str, v: &[i64]) -> PyResult<I32Input<'static>> {
+    let mut out = vec![0i32; v.len()];
+    let mut high = 0u64;
+    for (o, &x) in out.iter_mut().zip(v) {
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        {
+            *o = x as i32;
+            high |= (x as u64).wrapping_add(1 << 31);
+        }
+    }
+    if high >> 32 != 0 {
+        let x = v.iter().copied().find(|&x| i32::try_from(x).is_err());
+        return Err(narrow(what, x.unwrap_or(i64::MAX)).unwrap_err());
+    }
+    Ok(I32Input::Owned(out))
+}
+
+/// `a` itself when it can be read in place: C-contiguous, aligned for `T`, non-empty.
+pub fn contiguous<'a, 'py, T: numpy::Element>(
+    a: &'a Bound<'py, PyArray1<T>>,
+) -> Option<&'a Bound<'py, PyArray1<T>>> {
+    let aligned = (a.data() as usize).is_multiple_of(std::mem::align_of::<T>());
+    (a.is_c_contiguous() && aligned && a.len() > 0).then_some(a)
+}
+
 /// Reads `obj` as a 1-D sequence of int32. `what` names the argument in error messages.
 pub fn i32_input<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<I32Input<'py>> {
     // The common case first: a C-contiguous int32 array is borrowed as is. Type checks are
     // pointer compares; a torch tensor never passes them, so its (slower) test comes last.
     if let Ok(a) = obj.cast::<PyArray1<i32>>() {
-        let aligned = (a.data() as usize).is_multiple_of(std::mem::align_of::<i32>());
-        if a.is_c_contiguous() && aligned && a.len() > 0 {
+        if let Some(a) = contiguous(a) {
             return Ok(I32Input::Borrowed(a.clone()));
         }
         // Strided, misaligned or empty: copy element by element (to_vec() refuses strides).
@@ -58,6 +85,11 @@ pub fn i32_input<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<I32Input<
         ));
     }
     if let Ok(a) = obj.cast::<PyArray1<i64>>() {
+        if let Some(v) = contiguous(a) {
+            // SAFETY: contiguous, aligned and non-empty (checked by `contiguous`); read once,
+            // here, while the GIL is held; this extension never writes input arrays.
+            return narrow_all(what, unsafe { v.as_slice() }.expect("contiguous"));
+        }
         let ro = a.readonly();
         let v = ro
             .as_array()
@@ -66,27 +98,62 @@ pub fn i32_input<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<I32Input<
             .collect::<PyResult<Vec<_>>>()?;
         return Ok(I32Input::Owned(v));
     }
-    if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
-        let n = obj.len()?;
-        let mut v = Vec::with_capacity(n);
-        for item in obj.try_iter()? {
-            let item = item?;
-            if item.is_instance_of::<PyBool>() {
-                return Err(bad(what, "expected ints, got a bool"));
-            }
-            let x: i64 = item.extract().map_err(|_| {
-                let tn = item
-                    .get_type()
-                    .name()
-                    .map_or_else(|_| "?".to_string(), |s| s.to_string());
-                bad(what, format!("expected ints, got {tn}"))
-            })?;
-            v.push(narrow(what, x)?);
-        }
-        return Ok(I32Input::Owned(v));
+    if let Some(v) = list_i64(obj, what)? {
+        return Ok(I32Input::Owned(
+            v.into_iter()
+                .map(|x| narrow(what, x))
+                .collect::<PyResult<_>>()?,
+        ));
     }
-    // Torch CPU tensors go through .numpy(), which shares memory. Tested after the NumPy casts
-    // and lists: the test builds the type's module name.
+    if let Some(arr) = other_array(obj, what)? {
+        return i32_input(&arr, what);
+    }
+    Err(unsupported(obj, what))
+}
+
+/// The error for an object that is no id sequence at all.
+pub fn unsupported(obj: &Bound<'_, PyAny>, what: &str) -> PyErr {
+    bad(
+        what,
+        format!(
+            "expected a list, NumPy integer array or CPU torch tensor, got {}",
+            type_name(obj)
+        ),
+    )
+}
+
+/// A list or tuple of ints as int64 (None for any other object); bools and non-ints are
+/// refused, and so are ints that do not fit int64, by value.
+pub fn list_i64(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Option<Vec<i64>>> {
+    if !(obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>()) {
+        return Ok(None);
+    }
+    let mut v = Vec::with_capacity(obj.len()?);
+    for item in obj.try_iter()? {
+        let item = item?;
+        if item.is_instance_of::<PyBool>() {
+            return Err(bad(what, "expected ints, got a bool"));
+        }
+        let x: i64 = item.extract().map_err(|_| {
+            if item.extract::<u128>().is_ok() || item.extract::<i128>().is_ok() {
+                bad(what, format!("value {item} does not fit int64"))
+            } else {
+                bad(what, format!("expected ints, got {}", type_name(&item)))
+            }
+        })?;
+        v.push(x);
+    }
+    Ok(Some(v))
+}
+
+/// A torch CPU tensor as the `NumPy` array sharing its memory, or a `NumPy` array of another
+/// integer dtype as int64 (one copy); None for any other object. Refuses GPU tensors, 2-D
+/// and non-integer arrays and tensors, and uint64 values above int64's range, naming `what`.
+/// Tested after the cheap casts: it builds the type's names.
+pub fn other_array<'py>(
+    obj: &Bound<'py, PyAny>,
+    what: &str,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
     if is_torch_tensor(obj) {
         let is_cuda: bool = obj.getattr("is_cuda")?.extract()?;
         if is_cuda {
@@ -102,48 +169,48 @@ pub fn i32_input<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<I32Input<
                 format!("expected an integer tensor, got dtype {dtype}"),
             ));
         }
-        let arr = obj.call_method0("numpy")?;
-        return i32_input(&arr, what);
+        return Ok(Some(obj.call_method0("numpy")?));
     }
-    if is_numpy_array(obj) {
-        // Other dtypes / ndim: let NumPy tell us what it is, then accept only 1-D integers.
-        let ndim: usize = obj.getattr("ndim")?.extract()?;
-        let kind: String = obj.getattr("dtype")?.getattr("kind")?.extract()?;
-        if ndim != 1 {
-            return Err(bad(
-                what,
-                format!("expected a 1-D array, got {ndim} dimensions"),
-            ));
-        }
-        if kind != "i" && kind != "u" {
-            let dt = obj.getattr("dtype")?.str()?.to_string();
-            return Err(bad(
-                what,
-                format!("expected an integer array, got dtype {dt}"),
-            ));
-        }
-        let as64 = obj.call_method1("astype", ("int64",))?;
-        return i32_input(&as64, what);
+    if !obj.get_type().name().is_ok_and(|n| n == "ndarray") {
+        return Ok(None);
     }
-    let tn = obj
-        .get_type()
-        .name()
-        .map_or_else(|_| "?".to_string(), |s| s.to_string());
-    Err(bad(
-        what,
-        format!("expected a list, NumPy integer array or CPU torch tensor, got {tn}"),
-    ))
+    let ndim: usize = obj.getattr("ndim")?.extract()?;
+    let dt = obj.getattr("dtype")?;
+    let kind: String = dt.getattr("kind")?.extract()?;
+    if ndim != 1 {
+        return Err(bad(
+            what,
+            format!("expected a 1-D array, got {ndim} dimensions"),
+        ));
+    }
+    if kind != "i" && kind != "u" {
+        return Err(bad(
+            what,
+            format!("expected an integer array, got dtype {}", dt.str()?),
+        ));
+    }
+    // uint64 ids above int64's range would wrap: refuse them by value.
+    let itemsize: usize = dt.getattr("itemsize")?.extract()?;
+    if kind == "u" && itemsize == 8 && obj.len()? > 0 {
+        let top: u64 = obj.call_method0("max")?.extract()?;
+        if top > i64::MAX as u64 {
+            return Err(bad(what, format!("value {top} does not fit int64")));
+        }
+    }
+    Ok(Some(obj.call_method1("astype", ("int64",))?))
 }
 
 fn is_torch_tensor(obj: &Bound<'_, PyAny>) -> bool {
-    let ty = obj.get_type();
-    ty.module()
+    obj.get_type()
+        .module()
         .is_ok_and(|m| m.to_string().starts_with("torch"))
         && obj.hasattr("numpy").unwrap_or(false)
 }
 
-fn is_numpy_array(obj: &Bound<'_, PyAny>) -> bool {
-    obj.get_type().name().is_ok_and(|n| n == "ndarray")
+pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map_or_else(|_| "?".to_string(), |s| s.to_string())
 }
 
 /// Moves a `Vec` into a `NumPy` array without copying the data.

@@ -10,12 +10,14 @@ use crate::namespace;
 
 /// Pages the cache stored: one chained hash per page, the hash of the page before them (None
 /// at the start of a namespace), their token ids, `block_size` (the page size) and namespace.
+/// Hashes are signed 64-bit, as `SGLang` publishes them (`hash_str_to_int64`): the core's
+/// unsigned hash with the same bits.
 #[pyclass(name = "BlockStored", module = "radixkv._core", frozen)]
 pub struct PyBlockStored {
     #[pyo3(get)]
-    block_hashes: Vec<u64>,
+    block_hashes: Vec<i64>,
     #[pyo3(get)]
-    parent_block_hash: Option<u64>,
+    parent_block_hash: Option<i64>,
     #[pyo3(get)]
     token_ids: Vec<i32>,
     #[pyo3(get)]
@@ -36,11 +38,11 @@ impl PyBlockStored {
     }
 }
 
-/// Pages the cache evicted, by hash.
+/// Pages the cache evicted, by hash (signed, as in `BlockStored`).
 #[pyclass(name = "BlockRemoved", module = "radixkv._core", frozen)]
 pub struct PyBlockRemoved {
     #[pyo3(get)]
-    block_hashes: Vec<u64>,
+    block_hashes: Vec<i64>,
 }
 
 #[pymethods]
@@ -62,6 +64,12 @@ impl PyAllBlocksCleared {
     }
 }
 
+/// The core's unsigned hash as the signed int64 with the same bits (`SGLang`'s convention).
+#[allow(clippy::cast_possible_wrap)] // the wrap is the conversion
+fn signed(h: u64) -> i64 {
+    h as i64
+}
+
 pub fn to_python(py: Python<'_>, e: KvEvent, block_size: usize) -> PyResult<Py<PyAny>> {
     match e {
         KvEvent::Stored {
@@ -70,15 +78,15 @@ pub fn to_python(py: Python<'_>, e: KvEvent, block_size: usize) -> PyResult<Py<P
             tokens,
             namespace: ns,
         } => PyBlockStored {
-            block_hashes: hashes,
-            parent_block_hash: parent,
+            block_hashes: hashes.into_iter().map(signed).collect(),
+            parent_block_hash: parent.map(signed),
             token_ids: tokens,
             block_size,
             namespace: namespace::decode(py, &ns)?.unbind(),
         }
         .into_py_any(py),
         KvEvent::Removed { hashes } => PyBlockRemoved {
-            block_hashes: hashes,
+            block_hashes: hashes.into_iter().map(signed).collect(),
         }
         .into_py_any(py),
         KvEvent::AllCleared => PyAllBlocksCleared {}.into_py_any(py),

@@ -478,6 +478,71 @@ impl PyRadixCache {
         Ok((present, make_node(slf, h, id)))
     }
 
+    /// A scheduler's checkpoint of a running request in one call (`SGLang`'s `checkpoint`):
+    /// `insert_node(tokens, slots, namespace, priority=, inserted_len=)`; then, when
+    /// `0 < boundary < len(tokens)`, the same for the first `boundary` tokens with
+    /// `priority + 1` and `inserted_len=boundary` (a split at the prompt boundary); then the
+    /// request's lock moves from `lock_from` (None: it holds none) to the inserted path's end.
+    /// Returns `(present, node, duplicates)`: tokens already cached, the path's end, and, when
+    /// `present > dup_from`, the tree's slots for positions `[dup_from, present)` (what the
+    /// caller's copies of those tokens duplicate; the cache's `slot_dtype`), else None.
+    /// Everything, `lock_from`'s lock included, is checked before anything changes.
+    #[pyo3(signature = (
+        tokens, slots, namespace = None, *, priority = 0.0, inserted_len = 0, boundary = 0,
+        lock_from = None, dup_from = 0
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn checkpoint<'py>(
+        slf: &Bound<'py, Self>,
+        tokens: &Bound<'py, PyAny>,
+        slots: &Bound<'py, PyAny>,
+        namespace: Option<&Bound<'py, PyAny>>,
+        priority: f64,
+        inserted_len: i64,
+        boundary: i64,
+        lock_from: Option<&Bound<'py, PyAny>>,
+        dup_from: i64,
+    ) -> PyResult<(usize, PyNode, Option<Bound<'py, PyAny>>)> {
+        let py = slf.py();
+        let priority = finite(priority)?;
+        let inserted_len = count(inserted_len, "inserted_len")?;
+        let boundary = count(boundary, "boundary")?;
+        let dup_from = count(dup_from, "dup_from")?;
+        let t = i32_input(tokens, "tokens")?;
+        let s = insert_slots(slots, "slots")?;
+        let mut ns = Vec::new();
+        encode_namespace(namespace, &mut ns)?;
+        let mut this = busy_mut(slf)?;
+        let from = lock_from
+            .filter(|n| !n.is_none())
+            .map(|n| this.handle(n))
+            .transpose()?;
+        let id = this.id;
+        let dtype = this.dtype;
+        if dtype == SlotDtype::I32 {
+            this.inner.check_fits_i32("checkpoint").py()?;
+        }
+        let (inner, t) = (&mut this.inner, t.as_slice());
+        let (present, h, _) = match s.slice() {
+            SlotsRef::I32(s) => inner.checkpoint(&ns, t, s, priority, inserted_len, boundary, from),
+            SlotsRef::I64(s) => inner.checkpoint(&ns, t, s, priority, inserted_len, boundary, from),
+        }
+        .py()?;
+        let dups = if present > dup_from {
+            let path = inner.path_slots(h).py()?;
+            Some(slots_to_array(
+                py,
+                &path[dup_from..present],
+                dtype,
+                "checkpoint",
+            )?)
+        } else {
+            None
+        };
+        drop(this);
+        Ok((present, make_node(slf, h, id), dups))
+    }
+
     /// `lock_ref` += 1 on the node and its ancestors; returns the tokens that became
     /// protected (>= 0), as `SGLang`'s `inc_lock_ref` returns the evictable change (negated).
     fn lock(&mut self, node: &Bound<'_, PyAny>) -> PyResult<i64> {
@@ -581,20 +646,33 @@ impl PyRadixCache {
         slots_to_array(py, &v, d, "reset")
     }
 
-    /// Slots from the root to the path end `node`.
-    #[pyo3(signature = (node, *, dtype = None))]
+    /// Slots from the root to the path end `node`; with `limit`, only the first `limit` of
+    /// them (`InvalidArgument` if the path is shorter).
+    #[pyo3(signature = (node, *, dtype = None, limit = None))]
     fn path_slots<'py>(
         &self,
         py: Python<'py>,
         node: &Bound<'_, PyAny>,
         dtype: Option<&Bound<'py, PyAny>>,
+        limit: Option<i64>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let h = self.handle(node)?;
         let d = self.out_dtype(dtype, "path_slots")?;
+        let limit = limit.map(|n| count(n, "limit")).transpose()?;
         let depth = self.inner.node_info(h).py()?.depth;
+        let n = match limit {
+            Some(n) if n > depth => {
+                return Err(InvalidArgument::new_err(format!(
+                    "limit: {n} slots asked of a path of {depth}"
+                )))
+            }
+            Some(n) => n,
+            None => depth,
+        };
+        let inner = &self.inner;
         match d {
-            SlotDtype::I32 => new_array::<i32>(py, depth, |b| self.inner.path_slots_into(h, b)),
-            SlotDtype::I64 => new_array::<i64>(py, depth, |b| self.inner.path_slots_into(h, b)),
+            SlotDtype::I32 => new_array::<i32>(py, n, |b| inner.path_prefix_slots_into(h, b)),
+            SlotDtype::I64 => new_array::<i64>(py, n, |b| inner.path_prefix_slots_into(h, b)),
         }
     }
 

@@ -11,9 +11,10 @@
 
 use numpy::{Element, PyArray1, PyArrayMethods, PyReadwriteArray1, PyUntypedArrayMethods};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyList, PyString, PyTuple};
+use pyo3::types::PyString;
 use radixkv_core::slot::{Slot, SlotOut};
 
+use crate::convert::{bad, contiguous, list_i64, other_array, unsupported};
 use crate::errors::{CoreResultExt, InvalidArgument};
 
 /// The element type of slot arrays handed out.
@@ -110,37 +111,21 @@ pub enum SlotsRef<'a> {
 
 /// Reads `obj` for an insert (see `InsertSlots`); `what` names the argument in errors.
 pub fn insert_slots<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<InsertSlots<'py>> {
-    if let Ok(a) = obj.cast::<PyArray1<i32>>() {
-        let aligned = (a.data() as usize).is_multiple_of(std::mem::align_of::<i32>());
-        if a.is_c_contiguous() && aligned && a.len() > 0 {
-            return Ok(InsertSlots::I32(a.clone()));
-        }
+    if let Some(a) = obj.cast::<PyArray1<i32>>().ok().and_then(contiguous) {
+        return Ok(InsertSlots::I32(a.clone()));
     }
     Ok(InsertSlots::Other(slot_input(obj, what)?))
-}
-
-fn bad(what: &str, detail: impl std::fmt::Display) -> PyErr {
-    InvalidArgument::new_err(format!("{what}: {detail}"))
-}
-
-fn type_name(obj: &Bound<'_, PyAny>) -> String {
-    obj.get_type()
-        .name()
-        .map_or_else(|_| "?".to_string(), |s| s.to_string())
 }
 
 /// Reads `obj` as a 1-D sequence of slot ids (int64). `what` names the argument in errors.
 pub fn slot_input<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<SlotInput<'py>> {
     if let Ok(a) = obj.cast::<PyArray1<i32>>() {
-        let aligned = (a.data() as usize).is_multiple_of(std::mem::align_of::<i32>());
-        if a.is_c_contiguous() && aligned && a.len() > 0 {
-            // SAFETY: contiguous and aligned, checked just above; read once, here, while the
-            // GIL is held, and no Rust code in this extension writes input arrays. Skips
+        if let Some(a) = contiguous(a) {
+            // SAFETY: contiguous and aligned (checked by `contiguous`); read once, here, while
+            // the GIL is held, and no Rust code in this extension writes input arrays. Skips
             // rust-numpy's borrow tracking, as `convert::i32_input` does.
             let v = unsafe { a.as_slice() }.expect("contiguous");
-            let mut out = Vec::with_capacity(v.len());
-            out.extend(v.iter().map(|&x| Slot::from(x)));
-            return Ok(SlotInput::Owned(out));
+            return Ok(SlotInput::Owned(v.iter().map(|&x| Slot::from(x)).collect()));
         }
         let ro = a.readonly();
         return Ok(SlotInput::Owned(
@@ -148,91 +133,20 @@ pub fn slot_input<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<SlotInpu
         ));
     }
     if let Ok(a) = obj.cast::<PyArray1<i64>>() {
-        let aligned = (a.data() as usize).is_multiple_of(std::mem::align_of::<i64>());
-        if a.is_c_contiguous() && aligned && a.len() > 0 {
+        if let Some(a) = contiguous(a) {
             return Ok(SlotInput::Borrowed(a.clone()));
         }
         return Ok(SlotInput::Owned(
             a.readonly().as_array().iter().copied().collect(),
         ));
     }
-    if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
-        let mut v = Vec::with_capacity(obj.len()?);
-        for item in obj.try_iter()? {
-            let item = item?;
-            if item.is_instance_of::<PyBool>() {
-                return Err(bad(what, "expected ints, got a bool"));
-            }
-            let x: i64 = item.extract().map_err(|_| {
-                if item.extract::<u128>().is_ok() || item.extract::<i128>().is_ok() {
-                    bad(what, format!("slot id {item} does not fit int64"))
-                } else {
-                    bad(what, format!("expected ints, got {}", type_name(&item)))
-                }
-            })?;
-            v.push(x);
-        }
+    if let Some(v) = list_i64(obj, what)? {
         return Ok(SlotInput::Owned(v));
     }
-    if is_torch_tensor(obj) {
-        let is_cuda: bool = obj.getattr("is_cuda")?.extract()?;
-        if is_cuda {
-            return Err(bad(what, "expected a CPU tensor, got a CUDA tensor"));
-        }
-        let dtype = obj.getattr("dtype")?.str()?.to_string();
-        if !matches!(
-            dtype.as_str(),
-            "torch.int32" | "torch.int64" | "torch.int16" | "torch.int8" | "torch.uint8"
-        ) {
-            return Err(bad(
-                what,
-                format!("expected an integer tensor, got dtype {dtype}"),
-            ));
-        }
-        let arr = obj.call_method0("numpy")?;
+    if let Some(arr) = other_array(obj, what)? {
         return slot_input(&arr, what);
     }
-    if obj.get_type().name().is_ok_and(|n| n == "ndarray") {
-        let ndim: usize = obj.getattr("ndim")?.extract()?;
-        let dt = obj.getattr("dtype")?;
-        let kind: String = dt.getattr("kind")?.extract()?;
-        if ndim != 1 {
-            return Err(bad(
-                what,
-                format!("expected a 1-D array, got {ndim} dimensions"),
-            ));
-        }
-        if kind != "i" && kind != "u" {
-            return Err(bad(
-                what,
-                format!("expected an integer array, got dtype {}", dt.str()?),
-            ));
-        }
-        // uint64 ids above int64's range would wrap: refuse them by name.
-        let itemsize: usize = dt.getattr("itemsize")?.extract()?;
-        if kind == "u" && itemsize == 8 && obj.len()? > 0 {
-            let top: u64 = obj.call_method0("max")?.extract()?;
-            if top > i64::MAX as u64 {
-                return Err(bad(what, format!("slot id {top} does not fit int64")));
-            }
-        }
-        let as64 = obj.call_method1("astype", ("int64",))?;
-        return slot_input(&as64, what);
-    }
-    Err(bad(
-        what,
-        format!(
-            "expected a list, NumPy integer array or CPU torch tensor, got {}",
-            type_name(obj)
-        ),
-    ))
-}
-
-fn is_torch_tensor(obj: &Bound<'_, PyAny>) -> bool {
-    obj.get_type()
-        .module()
-        .is_ok_and(|m| m.to_string().starts_with("torch"))
-        && obj.hasattr("numpy").unwrap_or(false)
+    Err(unsupported(obj, what))
 }
 
 /// A fresh `NumPy` array of `len` elements of `T`, filled by `fill`, which must write every

@@ -13,6 +13,7 @@ evicted.
 
 from __future__ import annotations
 
+from array import array
 from typing import TYPE_CHECKING, Any, List, Optional, Tuple, Union, cast
 
 import numpy as np
@@ -85,6 +86,7 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
         dev = getattr(self.token_to_kv_pool_allocator, "device", "cpu")
         self.device = torch.device(dev) if isinstance(dev, (str, torch.device)) else (
             torch.device("cpu"))
+        self._on_cpu = self.device.type == "cpu"
         self._read_row = RowReader()
         if params.enable_metrics:
             self.init_metrics_collector()
@@ -165,12 +167,27 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
         SGLang, a match counts no hit and a split node is stamped whole (``sglang_stamps``)."""
         if self.disable:
             return self._empty_match
-        tokens, ns = self._key_arrays(params.key)
-        if len(tokens) == 0:
+        # _key_arrays inlined: this runs once per admission attempt
+        key = params.key
+        if key.is_bigram:
+            raise ValueError("radixkv radix-cache backend: bigram keys are not supported")
+        ids = key.token_ids
+        n = len(ids)
+        limit = key.limit
+        if limit is not None and limit < n:
+            n = limit
+        n -= n % self.page_size
+        if n == 0:
             return self._empty_match
+        if type(ids) is array and ids.typecode == "q":
+            tokens = _frombuffer(ids, dtype=_I64, count=n)
+        else:
+            tokens = tokens_view(ids, n)
+        extra, salt = key.extra_key, key.cache_salt
+        ns = None if extra is None and not salt else (extra, salt or None)
         # the slots are read after the lock (prefix_device_indices), so none are gathered here
         length, node = self.tree.match_node(tokens, ns)
-        return self._match_result(length, node)
+        return _new_tuple(MatchResult, (length, node, node, node) + _MATCH_DEFAULTS)
 
     def touch_prefix(self, key: RadixKey) -> None:
         if self.disable:
@@ -189,12 +206,11 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
         """The first ``req.prefix_len`` slots of the path to ``req.last_node`` (the base
         class's result, cut on the host before the one conversion to a tensor)."""
         n = req.prefix_len
-        node = req.last_node
-        if n == 0 or node == self.root_node:
+        if n == 0:
             return self._empty_indices
-        path = self.tree.path_slots(node)
-        assert len(path) >= n, (req.rid, len(path), n)
-        return slots_to_device(path[:n], self.device)
+        # the path's first n slots only (InvalidArgument if the path is shorter), int64
+        slots = _from_numpy(self.tree.path_slots(req.last_node, limit=n))
+        return slots if self._on_cpu else slots.to(self.device)
 
     def free_kv_row(self, kv: Any, ranges: List[Tuple[int, int]]) -> None:
         """Give back row positions ``ranges`` of ``kv``'s row through SGLang's allocator.
@@ -231,47 +247,50 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
     def checkpoint(self, req: Req, *, up_to: int, **kwargs: Any) -> None:
         """Insert ``req``'s KV up to row position ``up_to`` (whole pages), free the row's
         duplicates of what others inserted meanwhile, point the row at the tree's slots, move
-        ``req.lock`` to the inserted path's end and advance ``req.kv.cache_protected_len``."""
+        ``req.lock`` to the inserted path's end and advance ``req.kv.cache_protected_len``.
+        The tree's part is one ``RadixCache.checkpoint`` call: the insert (hits only on nodes
+        beyond what this request inserted before, SGLang's rule), the split at the prompt
+        boundary one priority step up (as SGLang's cache: the output tail can then be evicted
+        without the prompt), the lock move, and the tree's slots for the duplicates."""
         if self.disable:
             return
         kv = req.kv
-        n = up_to - up_to % self.page_size
-        tokens = tokens_view(req.full_untruncated_fill_ids, n)
-        table = self.req_to_token_pool.req_to_token
-        ns = namespace_of(req.extra_key, req.cache_salt)
-        slots = self._read_row(table, kv.req_pool_idx, n)
-        priority = float(req.priority or 0)
-        # hits only on nodes beyond what this request inserted before (SGLang's rule)
-        present, node = self.tree.insert_node(tokens, slots, ns, priority=priority,
-                                              inserted_len=kv.cache_inserted_len)
-        kv.cache_inserted_len = max(kv.cache_inserted_len, n)
+        page = self.page_size
+        n = up_to - up_to % page
         prompt = len(req.origin_input_ids)
-        prompt -= prompt % self.page_size
-        if 0 < prompt < n:
-            # as SGLang's RadixCache: split at the prompt boundary (no hit: inserted_len covers
-            # it), one priority step up, so the output tail can be evicted without the prompt
-            self.tree.insert_node(tokens[:prompt], slots[:prompt], ns, priority=priority + 1,
-                                  inserted_len=prompt)
         protected = kv.cache_protected_len
-        if present > protected:
+        inserted = kv.cache_inserted_len
+        old = req.lock
+        ids = req.full_untruncated_fill_ids
+        if type(ids) is array and ids.typecode == "q" and n:
+            tokens = _frombuffer(ids, dtype=_I64, count=n)
+        else:
+            tokens = tokens_view(ids, n)
+        extra, salt = req.extra_key, req.cache_salt
+        present, node, dups = self.tree.checkpoint(
+            tokens,
+            self._read_row(self.req_to_token_pool.req_to_token, kv.req_pool_idx, n),
+            None if extra is None and not salt else (extra, salt or None),
+            priority=float(req.priority or 0),
+            inserted_len=inserted,
+            boundary=prompt - prompt % page,
+            lock_from=None if old is None else old.node,
+            dup_from=protected,
+        )
+        if inserted < n:
+            kv.cache_inserted_len = n
+        if dups is not None:
             # another request inserted [protected, present) first: the row's copies are
             # duplicates; free them and read the tree's slots instead
-            row = table[kv.req_pool_idx]
+            row = self.req_to_token_pool.req_to_token[kv.req_pool_idx]
             self.token_to_kv_pool_allocator.free_segment(
                 row[protected:present].to(torch.int64), start_pos=protected
             )
-            path = self.tree.path_slots(node)
             self.req_to_token_pool.write(
                 (kv.req_pool_idx, slice(protected, present)),
-                torch.from_numpy(path[protected:present]).to(row.device),
+                torch.from_numpy(dups).to(row.device),
             )
         kv.cache_protected_len = n
-        # the request's lock moves to the inserted path's end in one tree call
-        old = req.lock
-        if old is None:
-            self.tree.lock(node)
-        else:
-            self.tree.move_lock(old.node, node)
         req.lock = TreeLock(node, _RECEIPT)
         req.last_node = node
 
@@ -335,3 +354,6 @@ if MatchResult._fields[:4] != (
     raise ImportError(f"radixkv: SGLang's MatchResult fields changed: {MatchResult._fields}")
 _MATCH_DEFAULTS = tuple(MatchResult._field_defaults[f] for f in MatchResult._fields[4:])
 _new_tuple = tuple.__new__
+_frombuffer = np.frombuffer
+_from_numpy = torch.from_numpy
+_I64 = np.int64

@@ -200,6 +200,11 @@ impl RadixCache {
         self.tree.path_slots_into(h, out)
     }
 
+    /// The first `out.len()` slots of the path into `out` (see `path_slots_into`).
+    pub fn path_prefix_slots_into<T: SlotOut>(&self, h: NodeHandle, out: &mut [T]) -> Result<()> {
+        self.tree.path_prefix_slots_into(h, out)
+    }
+
     pub fn peek_prefix(&self, ns: &[u8], tokens: &[i32]) -> Result<usize> {
         self.tree.peek_prefix(ns, tokens)
     }
@@ -430,6 +435,51 @@ impl RadixCache {
     /// returns the change in protected tokens.
     pub fn move_lock(&mut self, from: NodeHandle, to: NodeHandle) -> Result<isize> {
         self.tree.move_lock(from, to)
+    }
+
+    /// A running request's checkpoint, in one call: `insert_node_from(tokens, slots, priority,
+    /// inserted_len)`; then, when `0 < boundary < tokens.len()`, the same for
+    /// `tokens[..boundary]` with `priority + 1` and `inserted_len = boundary` (a split at the
+    /// prompt boundary, one priority step up, so the output tail can be evicted without the
+    /// prompt: `SGLang`'s `RadixCache` does this); then the request's lock moves from
+    /// `lock_from` (`None`: it holds none) to the inserted path's end. Returns (tokens already
+    /// cached, the path's end, change in protected tokens). Every argument, `lock_from`'s
+    /// lock included, is checked before anything changes: on error the cache is as it was.
+    #[allow(clippy::too_many_arguments)]
+    pub fn checkpoint<T: SlotOut>(
+        &mut self,
+        ns: &[u8],
+        tokens: &[i32],
+        slots: &[T],
+        priority: f64,
+        inserted_len: usize,
+        boundary: usize,
+        lock_from: Option<NodeHandle>,
+    ) -> Result<(usize, NodeHandle, isize)> {
+        if let Some(f) = lock_from {
+            self.tree.check_unlockable(f)?;
+        }
+        let split = 0 < boundary && boundary < tokens.len();
+        if split {
+            // priority + 1 must stay finite too (checked here, before the first insert)
+            check_priority(priority + 1.0)?;
+        }
+        let (present, end) = self.insert_node_from(ns, tokens, slots, priority, inserted_len)?;
+        if split {
+            self.insert_node_from(
+                ns,
+                &tokens[..boundary],
+                &slots[..boundary],
+                priority + 1.0,
+                boundary,
+            )
+            .expect("a prefix of the slots just inserted is valid");
+        }
+        let delta = match lock_from {
+            None => self.tree.lock(end)? as isize,
+            Some(f) => self.tree.move_lock(f, end)?,
+        };
+        Ok((present, end, delta))
     }
 
     pub fn path_slots(&self, h: NodeHandle) -> Result<Vec<Slot>> {

@@ -602,3 +602,155 @@ fn cache_options_page_size_and_slot_watermark() {
     let err = c.check_fits_i32("match").unwrap_err();
     assert!(err.to_string().contains("slot id 2147483648"), "{err}");
 }
+
+fn checkpoint_cache() -> RadixCache {
+    let opts = CacheOptions {
+        sglang_stamps: true,
+        events: true,
+        policy: Policy::Priority,
+        ..CacheOptions::default()
+    };
+    RadixCache::with_options(None, opts).unwrap()
+}
+
+/// `checkpoint` leaves the same tree, events and sizes as its three calls made one by one
+/// (insert, prompt-boundary insert one priority up, lock move), for a first checkpoint (no
+/// lock yet), a later one (the lock moves), boundaries inside, at and past the path, and a
+/// path partly cached by another request.
+#[test]
+fn checkpoint_equals_its_calls_one_by_one() {
+    let s = |q: &str, base: Slot| (0..q.len() as Slot).map(|j| base + j).collect::<Vec<_>>();
+    for boundary in [0, 2, 4, 6, 9] {
+        let (mut a, mut b) = (checkpoint_cache(), checkpoint_cache());
+        for c in [&mut a, &mut b] {
+            c.insert_node_from(b"", &t("ABCDXY"), &s("ABCDXY", 100), 0.0, 0)
+                .unwrap();
+        }
+        // first checkpoint: no lock held
+        let (pa, ea) = a
+            .insert_node_from(b"", &t("ABCD"), &s("ABCD", 0), 2.0, 0)
+            .unwrap();
+        if 0 < boundary && boundary < 4 {
+            a.insert_node_from(
+                b"",
+                &t("ABCD")[..boundary],
+                &s("ABCD", 0)[..boundary],
+                3.0,
+                boundary,
+            )
+            .unwrap();
+        }
+        let da = a.lock(ea).unwrap() as isize;
+        let (pb, eb, db) = b
+            .checkpoint(b"", &t("ABCD"), &s("ABCD", 0), 2.0, 0, boundary, None)
+            .unwrap();
+        assert_eq!((pa, ea, da), (pb, eb, db), "boundary {boundary}");
+        assert_eq!(a.dump(), b.dump(), "boundary {boundary}");
+        assert_eq!(a.take_events(), b.take_events());
+        // a later checkpoint of the same request: the path grows, the lock moves
+        let (pa2, ea2) = a
+            .insert_node_from(b"", &t("ABCDEFGH"), &s("ABCDEFGH", 0), 2.0, 4)
+            .unwrap();
+        if 0 < boundary && boundary < 8 {
+            a.insert_node_from(
+                b"",
+                &t("ABCDEFGH")[..boundary],
+                &s("ABCDEFGH", 0)[..boundary],
+                3.0,
+                boundary,
+            )
+            .unwrap();
+        }
+        let da2 = a.move_lock(ea, ea2).unwrap();
+        let got = b
+            .checkpoint(
+                b"",
+                &t("ABCDEFGH"),
+                &s("ABCDEFGH", 0),
+                2.0,
+                4,
+                boundary,
+                Some(eb),
+            )
+            .unwrap();
+        assert_eq!((pa2, ea2, da2), got, "boundary {boundary}");
+        assert_eq!(a.dump(), b.dump(), "boundary {boundary}");
+        assert_eq!(a.take_events(), b.take_events());
+        assert_eq!(
+            (a.evictable_size(), a.protected_size()),
+            (b.evictable_size(), b.protected_size())
+        );
+        b.check().unwrap();
+        // the lock is held through the new end only
+        assert!(matches!(b.unlock(eb), Err(CoreError::NotLocked(_))));
+        b.unlock(got.1).unwrap();
+        assert_eq!(b.protected_size(), 0);
+    }
+}
+
+/// Bad input to `checkpoint` changes nothing: a `lock_from` without a lock or evicted, slots
+/// of the wrong length or negative, a non-finite priority.
+#[test]
+fn checkpoint_refuses_without_change() {
+    let mut c = checkpoint_cache();
+    let (_, held) = c.insert_node_from(b"", &t("AB"), &[1, 2], 0.0, 0).unwrap();
+    let (_, free) = c.insert_node_from(b"", &t("XY"), &[3, 4], 0.0, 0).unwrap();
+    c.lock(held).unwrap();
+    let (_, gone) = c.insert_node_from(b"", &t("QR"), &[5, 6], -1.0, 0).unwrap();
+    assert_eq!(c.evict_slots(1), vec![5, 6]);
+    c.take_events();
+    let before = (c.dump(), c.evictable_size(), c.protected_size());
+    let tok = t("ABCD");
+    let cases: Vec<(Option<NodeHandle>, Vec<Slot>, f64)> = vec![
+        (Some(free), vec![1, 2, 7, 8], 0.0),
+        (Some(gone), vec![1, 2, 7, 8], 0.0),
+        (Some(held), vec![1, 2, 7], 0.0),
+        (Some(held), vec![1, 2, -7, 8], 0.0),
+        (Some(held), vec![1, 2, 7, 8], f64::NAN),
+        (None, vec![1, 2, 7, 8], f64::INFINITY),
+    ];
+    for (k, (from, slots, prio)) in cases.into_iter().enumerate() {
+        let err = c
+            .checkpoint(b"", &tok, &slots, prio, 0, 2, from)
+            .unwrap_err();
+        assert_eq!(
+            (c.dump(), c.evictable_size(), c.protected_size()),
+            before,
+            "case {k}: {err}"
+        );
+        assert_eq!(c.take_events(), Vec::<KvEvent>::new(), "case {k}");
+        c.check().unwrap();
+    }
+    // and the same call with a held lock goes through
+    let (present, end, delta) = c
+        .checkpoint(b"", &tok, &[1, 2, 7, 8], 0.0, 2, 2, Some(held))
+        .unwrap();
+    assert_eq!((present, delta), (2, 2));
+    assert_eq!(c.path_slots(end).unwrap(), vec![1, 2, 7, 8]);
+    c.check().unwrap();
+}
+
+/// `path_prefix_slots_into` writes exactly the first `n` slots of `path_slots`, for every `n`
+/// up to the depth (cuts inside and at node edges), and refuses a longer buffer.
+#[test]
+fn path_prefix_slots_are_a_prefix_of_path_slots() {
+    let mut c = RadixCache::new(None, Some(nz(1))).unwrap();
+    c.insert(b"", &t("ABCDEF"), &[1, 2, 3, 4, 5, 6]).unwrap();
+    c.insert(b"", &t("ABCXYZ"), &[1, 2, 3, 7, 8, 9]).unwrap();
+    c.insert(b"", &t("ABCXYZQ"), &[1, 2, 3, 7, 8, 9, 10])
+        .unwrap();
+    for q in ["ABCXYZQ", "ABCDEF", "ABC", "AB"] {
+        let end = c.match_prefix(b"", &t(q)).unwrap().node;
+        let full = c.path_slots(end).unwrap();
+        for n in 0..=full.len() {
+            let mut out = vec![-1; n];
+            c.path_prefix_slots_into(end, &mut out).unwrap();
+            assert_eq!(out, full[..n], "{q} {n}");
+        }
+        let mut long = vec![0; full.len() + 1];
+        assert!(c.path_prefix_slots_into(end, &mut long).is_err());
+    }
+    let mut none: Vec<Slot> = vec![];
+    c.path_prefix_slots_into(NodeHandle::ROOT, &mut none)
+        .unwrap();
+}

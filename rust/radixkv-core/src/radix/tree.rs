@@ -655,6 +655,15 @@ impl RadixTree {
         Ok(up as isize - down as isize)
     }
 
+    /// `Ok` exactly when `unlock(h)` would succeed now (the empty path always can); changes
+    /// nothing. Lets a compound call check its lock step before its first mutation.
+    pub fn check_unlockable(&self, h: NodeHandle) -> Result<()> {
+        match self.resolve(h)? {
+            Some(i) => self.check_locked(i, h),
+            None => Ok(()),
+        }
+    }
+
     fn check_locked(&self, i: u32, h: NodeHandle) -> Result<()> {
         if self.node(i).direct_locks == 0 {
             return Err(CoreError::NotLocked(format!(
@@ -803,6 +812,35 @@ impl RadixTree {
             pos -= v.len();
             copy_slots(&mut out[pos..pos + v.len()], v);
             i = n.parent;
+        }
+        Ok(())
+    }
+
+    /// Writes the first `out.len()` slots of the path into `out` (at most the path's depth):
+    /// what `path_slots_into` writes, cut, without gathering the rest.
+    pub fn path_prefix_slots_into<T: SlotOut>(&self, h: NodeHandle, out: &mut [T]) -> Result<()> {
+        let depth = match self.resolve(h)? {
+            Some(end) => self.depth(end),
+            None => 0,
+        };
+        let n = out.len();
+        if n > depth {
+            return Err(CoreError::invalid(format!(
+                "path_prefix_slots_into: {n} slots asked of a path of {depth} tokens"
+            )));
+        }
+        let mut i = h.idx;
+        let mut pos = depth;
+        while pos > 0 {
+            let node = self.node(i);
+            let v = node.value();
+            let start = pos - v.len();
+            if start < n {
+                let end = pos.min(n);
+                copy_slots(&mut out[start..end], &v[..end - start]);
+            }
+            pos = start;
+            i = node.parent;
         }
         Ok(())
     }
