@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Iterator
 
 import pytest
@@ -19,3 +20,16 @@ def one_torch_thread() -> Iterator[None]:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def extension_backend() -> Iterator[None]:
+    """The module's ops run on the compiled kernels (``RADIXKV_OPS_BACKEND=extension``), built or
+    loaded once before its first test; the variable is cleared after its last. GPU modules take it
+    in their ``pytestmark``; without a GPU their skip mark skips each test before its fixtures."""
+    os.environ["RADIXKV_OPS_BACKEND"] = "extension"
+    from radixkv.ops import loader  # here: building the kernels needs a GPU toolchain
+
+    loader.load()
+    yield
+    os.environ.pop("RADIXKV_OPS_BACKEND", None)

@@ -28,6 +28,7 @@ from _kernel_checks import ScatteredPages, lengths_for  # noqa: E402
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA/ROCm GPU"),
+    pytest.mark.usefixtures("extension_backend"),
 ]
 
 E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
@@ -44,16 +45,6 @@ def need(dim=None, page=None, dtype=None, kv=None):
     if not (ok("RADIXKV_HEAD_DIMS", dim) and ok("RADIXKV_PAGE_SIZES", page)
             and ok("RADIXKV_DTYPES", NAME.get(dtype)) and ok("RADIXKV_KV_DTYPES", NAME.get(kv))):
         pytest.skip(f"variant not in this build (dim={dim}, page={page}, q={dtype}, kv={kv})")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _extension():
-    os.environ["RADIXKV_OPS_BACKEND"] = "extension"
-    from radixkv.ops import loader
-
-    loader.load()
-    yield
-    os.environ.pop("RADIXKV_OPS_BACKEND", None)
 
 
 def rel_err(out, ref):

@@ -29,6 +29,7 @@ from _kernel_checks import TOL, ScatteredPages, assert_close, lengths_for, worst
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA/ROCm GPU"),
+    pytest.mark.usefixtures("extension_backend"),
 ]
 
 DTYPES = [torch.float16, torch.bfloat16]
@@ -49,16 +50,6 @@ def built(dim=None, page=None, dtype=None) -> bool:
 def need(dim=None, page=None, dtype=None):
     if not built(dim, page, dtype):
         pytest.skip(f"variant not in this build (dim={dim}, page={page}, dtype={dtype})")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _extension():
-    os.environ["RADIXKV_OPS_BACKEND"] = "extension"
-    from radixkv.ops import loader
-
-    loader.load()
-    yield
-    os.environ.pop("RADIXKV_OPS_BACKEND", None)
 
 
 @pytest.fixture(autouse=True)
