@@ -14,11 +14,8 @@
 # usage: bash bench/gpu_decode12.sh
 set -uo pipefail
 export PYTHONUNBUFFERED=1
-OUT="${OUT:-/tmp/out}"
-mkdir -p "$OUT"
 source bench/gpu_env.sh
-t0=$SECONDS
-stamp() { echo "[gpu_decode12 $((SECONDS - t0)) s] $*"; }
+gpu_begin gpu_decode12 /tmp/out
 
 if ! python3 -c "from radixkv import _core; _core.build_decode_plan([1], 1, slots=1)" 2>/dev/null; then
   echo "radixkv._core lacks build_decode_plan: carry this branch's _core.abi3.so" >&2

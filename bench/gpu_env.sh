@@ -8,6 +8,7 @@
 #     MAX_JOBS, PYTHONUNBUFFERED; NCU_BIN (Nsight Compute's ncu, if installed).
 # use_prebuilt_library: take .carry/radixkv_kernels_sm90.so (bench/prebuild.sh) when it was built
 # from exactly these hip/ sources (or RADIXKV_FORCE_PREBUILT=1) and loads; else a JIT build.
+# gpu_begin / stamp / build_kernels / run_logged: the scripts' shared preamble and steps (below).
 _rk_repo="$(pwd)"
 if [[ -f .anchors/fi_pkg.tar.xz && ! -d /tmp/fi/flashinfer ]]; then
   python3 -m pip install -q --no-index --no-deps --target /tmp/site .anchors/apache_tvm_ffi-*.whl \
@@ -46,4 +47,42 @@ use_prebuilt_library() {
   else
     echo "no prebuilt library matching hip/; JIT build"
   fi
+}
+
+# gpu_begin TAG DEFAULT_OUT: OUT (DEFAULT_OUT unless the caller set it) made, stamp's clock started.
+gpu_begin() {
+  _rk_tag="$1"
+  OUT="${OUT:-$2}"
+  mkdir -p "$OUT"
+  _rk_t0=$SECONDS
+}
+
+# stamp MESSAGE...: "[TAG N s] MESSAGE", N the seconds since gpu_begin.
+stamp() {
+  echo "[${_rk_tag:-gpu} $((SECONDS - ${_rk_t0:-0})) s] $*"
+}
+
+# build_kernels LOG [LIMIT_S]: build (JIT, narrowed by the RADIXKV_* variables in force) or load the
+# kernel library within LIMIT_S (default 600), its output in LOG; stamps the outcome, prints LOG's
+# tail when it failed, and returns the build's status.
+build_kernels() {
+  local log="$1" limit="${2:-600}" rc
+  timeout "$limit" python3 -c "from radixkv.ops import loader; loader.load(); print('kernel library ready')" \
+    > "$log" 2>&1
+  rc=$?
+  stamp "build rc=$rc: $(tail -1 "$log")"
+  [[ $rc -eq 0 ]] || tail -40 "$log"
+  return $rc
+}
+
+# run_logged NAME LOG LIMIT_S CMD...: CMD under `timeout LIMIT_S`, its output in LOG; stamps its
+# status and LOG's last line, prints LOG's error lines when it failed, and returns its status.
+run_logged() {
+  local name="$1" log="$2" limit="$3" rc
+  shift 3
+  timeout "$limit" "$@" > "$log" 2>&1
+  rc=$?
+  stamp "$name rc=$rc: $(tail -1 "$log")"
+  [[ $rc -eq 0 ]] || grep -E "Error|assert|FAILED" "$log" | head -20
+  return $rc
 }

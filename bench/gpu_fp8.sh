@@ -8,25 +8,22 @@
 #   FP8_STEPS=tests bash bench/gpu_fp8.sh   (or bench)
 set -uo pipefail
 source bench/gpu_env.sh
-out="${OUT:-bench/results}"
-mkdir -p "$out"
+gpu_begin gpu_fp8 bench/results
 steps="${FP8_STEPS:-tests bench}"
 rc=0
-t0=$SECONDS
-python3 -c "from radixkv.ops import loader; loader.load()" || exit 1
-echo "[gpu_fp8] build $((SECONDS - t0)) s"
+build_kernels "$OUT/build.txt" || exit 1
 if [[ " $steps " == *" tests "* ]]; then
-  python3 -m pytest tests/test_fp8_gpu.py -q -s -p no:cacheprovider 2>&1 | tee "$out/fp8_tests.log" \
+  python3 -m pytest tests/test_fp8_gpu.py -q -s -p no:cacheprovider 2>&1 | tee "$OUT/fp8_tests.log" \
     | grep -E "^\[fp8|passed|failed|error|FAILED|Error" | tail -80
   [[ ${PIPESTATUS[0]} -eq 0 ]] || rc=1
   python3 -m pytest tests/test_kernels_gpu.py tests/test_extend_gpu.py -q -x -p no:cacheprovider 2>&1 \
     | tail -15
   [[ ${PIPESTATUS[0]} -eq 0 ]] || rc=1
-  echo "[gpu_fp8] tests done at $((SECONDS - t0)) s"
+  stamp "tests done"
 fi
 if [[ " $steps " == *" bench "* ]]; then
-  python3 bench/kernels_fp8.py --out "$out" 2>&1 | tee "$out/fp8_bench.log" | tail -70
+  python3 bench/kernels_fp8.py --out "$OUT" 2>&1 | tee "$OUT/fp8_bench.log" | tail -70
   [[ ${PIPESTATUS[0]} -eq 0 ]] || rc=1
 fi
-echo "[gpu_fp8] rc=$rc, $((SECONDS - t0)) s"
+stamp "rc=$rc"
 exit $rc

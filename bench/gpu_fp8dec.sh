@@ -16,13 +16,10 @@
 #   FP8DEC_STEPS="tests" bash bench/gpu_fp8dec.sh  # or "bench" (the build is always done)
 set -uo pipefail
 export PYTHONUNBUFFERED=1
-OUT="${OUT:-bench/results/fp8dec}"
-mkdir -p "$OUT"
 source bench/gpu_env.sh
+gpu_begin gpu_fp8dec bench/results/fp8dec
 steps="${FP8DEC_STEPS:-tests bench}"
-t0=$SECONDS
 rc=0
-stamp() { echo "[gpu_fp8dec $((SECONDS - t0)) s] $*"; }
 
 # (a) layout model (no GPU)
 python3 bench/lab/fp8_direct_layout.py > "$OUT/layout.txt" 2>&1 || rc=1
@@ -30,27 +27,16 @@ stamp "layout model: $(tail -1 "$OUT/layout.txt")"
 
 # (b) narrowed build
 export RADIXKV_BUILD_DIR="${RADIXKV_BUILD_DIR:-/tmp/rkb_fp8dec}" RADIXKV_DTYPES=bf16 RADIXKV_PAGE_SIZES=1,16
-timeout 420 python3 -c "from radixkv.ops import loader; loader.load(); print('lib ok')" \
-  > "$OUT/build.txt" 2>&1
-brc=$?
-stamp "build rc=$brc: $(tail -1 "$OUT/build.txt")"
-[[ $brc -eq 0 ]] || { tail -40 "$OUT/build.txt"; exit 1; }
+build_kernels "$OUT/build.txt" 420 || exit 1
 
 # (c) tests
 if [[ " $steps " == *" tests "* ]]; then
-  timeout 240 python3 -m pytest tests/test_fp8_gpu.py -q -x -s -p no:cacheprovider \
-    > "$OUT/fp8_tests.txt" 2>&1
-  trc=$?
-  [[ $trc -eq 0 ]] || rc=1
+  run_logged "fp8 tests" "$OUT/fp8_tests.txt" 240 \
+    python3 -m pytest tests/test_fp8_gpu.py -q -x -s -p no:cacheprovider || rc=1
   grep -E "^\[fp8 decode" "$OUT/fp8_tests.txt" | tail -12
-  stamp "fp8 tests rc=$trc: $(tail -1 "$OUT/fp8_tests.txt")"
-  [[ $trc -eq 0 ]] || grep -E "Error|assert|FAILED" "$OUT/fp8_tests.txt" | head -20
-  timeout 180 python3 -m pytest tests/test_kernels_gpu.py -q -x -p no:cacheprovider \
-    -k "not store_kv and not copy_blocks and not opcheck" > "$OUT/kernels_tests.txt" 2>&1
-  krc=$?
-  [[ $krc -eq 0 ]] || rc=1
-  stamp "decode tests rc=$krc: $(tail -1 "$OUT/kernels_tests.txt")"
-  [[ $krc -eq 0 ]] || grep -E "Error|assert|FAILED" "$OUT/kernels_tests.txt" | head -20
+  run_logged "decode tests" "$OUT/kernels_tests.txt" 180 \
+    python3 -m pytest tests/test_kernels_gpu.py -q -x -p no:cacheprovider \
+    -k "not store_kv and not copy_blocks and not opcheck" || rc=1
 fi
 
 # (d) decode benchmark

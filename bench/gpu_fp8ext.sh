@@ -4,31 +4,29 @@
 # head dim, dtype, page size and FP8 type, so no build scope narrows it), the extend FP8 GPU tests
 # (tests/test_fp8_gpu.py -k "extend or opcheck or bad_scales"), the 16-bit extend GPU tests
 # (tests/test_extend_gpu.py), then the extend section of bench/kernels_fp8.py (FP8 vs bf16 extend,
-# per cell, same run). Results under $OUT (or bench/results): fp8ext_tests.log, extend_tests.log,
-# fp8_extend.json, fp8ext_bench.log. Expected: ~3-4 min build, ~1-2 min tests, ~1 min bench.
+# per cell, same run). Results under $OUT (or bench/results): build.txt, fp8ext_tests.log,
+# extend_tests.log, fp8_extend.json, fp8ext_bench.log. Expected: ~3-4 min build, ~1-2 min tests,
+# ~1 min bench.
 #   bash bench/gpu_fp8ext.sh                          # everything
 #   FP8EXT_STEPS=tests bash bench/gpu_fp8ext.sh       (or bench)
 set -uo pipefail
 source bench/gpu_env.sh
-out="${OUT:-bench/results}"
-mkdir -p "$out"
+gpu_begin gpu_fp8ext bench/results
 steps="${FP8EXT_STEPS:-tests bench}"
 rc=0
-t0=$SECONDS
-python3 -c "from radixkv.ops import loader; loader.load()" || exit 1
-echo "[gpu_fp8ext] build $((SECONDS - t0)) s"
+build_kernels "$OUT/build.txt" || exit 1
 if [[ " $steps " == *" tests "* ]]; then
   python3 -m pytest tests/test_fp8_gpu.py -q -s -p no:cacheprovider -k "extend or opcheck or bad_scales" \
-    2>&1 | tee "$out/fp8ext_tests.log" | grep -E "^\[fp8|passed|failed|error|FAILED|Error" | tail -60
+    2>&1 | tee "$OUT/fp8ext_tests.log" | grep -E "^\[fp8|passed|failed|error|FAILED|Error" | tail -60
   [[ ${PIPESTATUS[0]} -eq 0 ]] || rc=1
-  python3 -m pytest tests/test_extend_gpu.py -q -p no:cacheprovider 2>&1 | tee "$out/extend_tests.log" \
+  python3 -m pytest tests/test_extend_gpu.py -q -p no:cacheprovider 2>&1 | tee "$OUT/extend_tests.log" \
     | tail -15
   [[ ${PIPESTATUS[0]} -eq 0 ]] || rc=1
-  echo "[gpu_fp8ext] tests done at $((SECONDS - t0)) s"
+  stamp "tests done"
 fi
 if [[ " $steps " == *" bench "* ]]; then
-  python3 bench/kernels_fp8.py --no-decode --out "$out" 2>&1 | tee "$out/fp8ext_bench.log" | tail -25
+  python3 bench/kernels_fp8.py --no-decode --out "$OUT" 2>&1 | tee "$OUT/fp8ext_bench.log" | tail -25
   [[ ${PIPESTATUS[0]} -eq 0 ]] || rc=1
 fi
-echo "[gpu_fp8ext] rc=$rc, $((SECONDS - t0)) s"
+stamp "rc=$rc"
 exit $rc

@@ -1,4 +1,5 @@
-"""Shared judgement of kernel outputs: each request and each head separately, the worst reported.
+"""Shared judgement of kernel outputs: each request and each head separately, the worst reported;
+and the kernel tests' paged inputs (:class:`ScatteredPages`, :func:`lengths_for`).
 
 One relative error over a whole batch hides a wrong long request behind the short ones, whose
 outputs are large (a 1-token request's output is its value row). Here every (request, query row
@@ -63,3 +64,49 @@ def assert_close(out: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype,
     """Fail naming the worst request and head if any exceeds the dtype's tolerance."""
     err, b, h = worst_error(out, ref, qo_indptr)
     assert err < TOL[dtype], f"{what} worst request {b} head {h}: rel err {err:.2e} >= {TOL[dtype]:.1e}"
+
+
+def lengths_for(page: int) -> list[int]:
+    """Decode request lengths for a page size: 1, 17, ~1000, and lengths that are / are not
+    multiples of the page size."""
+    return [1, 17, 1003, 3 * page + 1 if page > 1 else 5, 2 * page]
+
+
+class ScatteredPages:
+    """Requests of ``lens`` tokens on pages scattered (by ``gen``) over a pool of the pages they
+    need plus ``spare`` pages nobody owns; ``pages[b]`` lists request b's pages in order. The
+    metadata views are int32 tensors on ``device``. Subclasses fill the caches, drawing their data
+    from the same ``gen`` after the scatter."""
+
+    def __init__(self, lens: Sequence[int], page: int, gen: torch.Generator, spare: int,
+                 device: str = "cuda") -> None:
+        self.lens, self.page, self.device = lens, page, device
+        need = [-(-n // page) for n in lens]
+        self.num_pages = sum(need) + spare
+        perm = torch.randperm(self.num_pages, generator=gen).tolist()
+        self.pages: list[list[int]] = []
+        at = 0
+        for n in need:
+            self.pages.append(perm[at : at + n])
+            at += n
+
+    def csr(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(kv_indptr [B + 1], kv_indices [total pages])``."""
+        indptr = [0]
+        for p in self.pages:
+            indptr.append(indptr[-1] + len(p))
+        flat = [x for p in self.pages for x in p]
+        return (torch.tensor(indptr, dtype=torch.int32, device=self.device),
+                torch.tensor(flat, dtype=torch.int32, device=self.device))
+
+    def block_table(self, pad: int = 2) -> torch.Tensor:
+        """``[B, longest + pad]`` block table, padded with page 0."""
+        cols = max(len(p) for p in self.pages) + pad
+        bt = torch.zeros(len(self.pages), cols, dtype=torch.int32)
+        for b, p in enumerate(self.pages):
+            bt[b, : len(p)] = torch.tensor(p, dtype=torch.int32)
+        return bt.to(self.device)
+
+    def kv_lens(self) -> torch.Tensor:
+        """``[B]`` request lengths."""
+        return torch.tensor(self.lens, dtype=torch.int32, device=self.device)

@@ -63,3 +63,17 @@ def snapshot(cache: rk.RadixCache) -> tuple[Any, ...]:
         cache.num_nodes,
         pool_state,
     )
+
+
+def draw_shared_prefix(data: Any, history: list[list[int]], max_tail: int, max_len: int) -> list[int]:
+    """A key that extends or branches from an earlier one: a drawn prefix of a key drawn from
+    ``history`` plus up to ``max_tail`` tokens in 0-2, cut to ``max_len``; appended to
+    ``history``. ``data`` is hypothesis' ``st.data()``."""
+    import hypothesis.strategies as st  # noqa: PLC0415  (only the stateful tests draw)
+
+    base = data.draw(st.sampled_from(history), label="base")
+    keep = data.draw(st.integers(0, len(base)), label="keep")
+    tail = data.draw(st.lists(st.integers(0, 2), max_size=max_tail), label="tail")
+    toks = (base[:keep] + tail)[:max_len]
+    history.append(toks)
+    return toks

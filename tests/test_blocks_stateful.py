@@ -262,11 +262,7 @@ class BlocksMachine(RuleBasedStateMachine):
     def decode_step(self) -> None:
         """One token for every live sequence, as a decode iteration (beam search after forks)."""
         for seq in sorted(self.m.seqs):
-            got, want = self.run(lambda: self.b.append_slots(seq), lambda m: m.append(seq, 1))
-            if want is not None:
-                fwd = self.iso()
-                assert got == [(fwd[s], fwd[d]) for s, d in want]
-                self.reached("copy-on-write" if want else "append without copy")
+            self.append_one(seq)  # append_slots' default: one token
 
     @precondition(lambda self: bool(self.m.seqs))
     @rule(data=st.data())
@@ -293,8 +289,13 @@ class BlocksMachine(RuleBasedStateMachine):
         _, done = self.run(lambda: self.b.fork(parent, child), lambda m: m.fork(parent, child) or True)
         if not done:
             return
-        writer = child if child_writes else parent
-        got, want = self.run(lambda: self.b.append_slots(writer, 1), lambda m: m.append(writer, 1))
+        self.append_one(child if child_writes else parent, 1)
+
+    def append_one(self, seq: int, *num_tokens: int) -> None:
+        """One token appended to `seq` (`num_tokens` passed on to append_slots as given): the
+        copy-on-write pairs must be the model's, under the block renaming."""
+        got, want = self.run(lambda: self.b.append_slots(seq, *num_tokens),
+                             lambda m: m.append(seq, 1))
         if want is not None:
             fwd = self.iso()
             assert got == [(fwd[s], fwd[d]) for s, d in want]

@@ -7,7 +7,6 @@ import json
 import subprocess
 import sys
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -32,13 +31,7 @@ SMALL = ModelConfig(num_layers=2, hidden_size=64, num_q_heads=4, num_kv_heads=2,
                     intermediate_size=128, vocab_size=256, max_seq_len=1024, seed=3)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread() -> Iterator[None]:
-    # The model is tiny; intra-op threads only contend on a small shared machine.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

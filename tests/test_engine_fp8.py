@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib.util
 import math
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -37,12 +36,7 @@ TINY = ModelConfig()
 E4M3_AGREEMENT_FLOOR = 0.80
 
 
-@pytest.fixture(autouse=True)
-def _one_thread() -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

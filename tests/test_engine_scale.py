@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import sys
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -24,12 +23,7 @@ SMALL = ModelConfig(num_layers=2, hidden_size=64, num_q_heads=4, num_kv_heads=2,
 REPO = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(autouse=True)
-def _one_thread() -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

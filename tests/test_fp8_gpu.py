@@ -23,10 +23,12 @@ torch = pytest.importorskip("torch")
 import radixkv  # noqa: E402
 from radixkv import ops  # noqa: E402
 from radixkv.ops import reference as R  # noqa: E402
+from _kernel_checks import ScatteredPages, lengths_for  # noqa: E402
 
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA/ROCm GPU"),
+    pytest.mark.usefixtures("extension_backend"),
 ]
 
 E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
@@ -45,23 +47,9 @@ def need(dim=None, page=None, dtype=None, kv=None):
         pytest.skip(f"variant not in this build (dim={dim}, page={page}, q={dtype}, kv={kv})")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _extension():
-    os.environ["RADIXKV_OPS_BACKEND"] = "extension"
-    from radixkv.ops import loader
-
-    loader.load()
-    yield
-    os.environ.pop("RADIXKV_OPS_BACKEND", None)
-
-
 def rel_err(out, ref):
     out, ref = out.float(), ref.float()
     return float((out - ref).norm() / ref.norm().clamp_min(1e-12))
-
-
-def lengths_for(page):
-    return [1, 17, 1003, 3 * page + 1 if page > 1 else 5, 2 * page]
 
 
 def scales_for(x, kv, per_head):
@@ -69,20 +57,14 @@ def scales_for(x, kv, per_head):
     return (amax / R.FP8_MAX[kv]).clamp(min=1e-6).float().cuda()
 
 
-class Fp8Pool:
+class Fp8Pool(ScatteredPages):
     """Requests on scattered pages of NaN-filled FP8 caches, written by ops.store_kv from fresh
     16-bit values (kept in .k16 / .v16 as [N, H_kv, D] with their slots)."""
 
     def __init__(self, lens, page, h_kv, dim, src, kv, layout, per_head, seed, spare=7):
         gen = torch.Generator().manual_seed(seed)
-        self.page, self.layout, self.lens, self.kv = page, layout, lens, kv
-        need = [-(-n // page) for n in lens]
-        self.num_pages = sum(need) + spare
-        perm = torch.randperm(self.num_pages, generator=gen).tolist()
-        self.pages, at = [], 0
-        for n in need:
-            self.pages.append(perm[at: at + n])
-            at += n
+        super().__init__(lens, page, gen, spare)
+        self.layout, self.kv = layout, kv
         shape = ((self.num_pages, page, h_kv, dim) if layout == "bshd"
                  else (self.num_pages, h_kv, page, dim))
         self.k = torch.full(shape, 0x7F, dtype=torch.uint8, device="cuda").view(kv)
@@ -100,24 +82,6 @@ class Fp8Pool:
         self.v_scale = scales_for(self.v16, kv, per_head)
         ops.store_kv(self.k, self.v, self.k16, self.v16, self.slots, layout=layout,
                      k_scale=self.k_scale, v_scale=self.v_scale)
-
-    def csr(self):
-        indptr = [0]
-        for p in self.pages:
-            indptr.append(indptr[-1] + len(p))
-        flat = [x for p in self.pages for x in p]
-        return (torch.tensor(indptr, dtype=torch.int32, device="cuda"),
-                torch.tensor(flat, dtype=torch.int32, device="cuda"))
-
-    def block_table(self, pad=2):
-        cols = max(len(p) for p in self.pages) + pad
-        bt = torch.zeros(len(self.pages), cols, dtype=torch.int32)
-        for b, p in enumerate(self.pages):
-            bt[b, : len(p)] = torch.tensor(p, dtype=torch.int32)
-        return bt.cuda()
-
-    def kv_lens(self):
-        return torch.tensor(self.lens, dtype=torch.int32, device="cuda")
 
     def original(self):
         """16-bit caches (float32) holding the unquantised values: the "before FP8" baseline."""

@@ -26,7 +26,7 @@ import torch
 import radixkv
 from radixkv import ops
 from radixkv.ops import reference as R
-from _kernel_checks import assert_close
+from _kernel_checks import ScatteredPages, assert_close
 
 DEVICES = [
     "cpu",
@@ -50,19 +50,12 @@ def _backend(request, monkeypatch):
     yield
 
 
-class Pool:
+class Pool(ScatteredPages):
     """Requests of ``lens`` tokens on scattered pages of a pool whose other slots are NaN."""
 
     def __init__(self, lens, device, seed=0, spare=6):
         g = torch.Generator().manual_seed(seed)
-        self.lens = lens
-        npg = [-(-n // PAGE) for n in lens]
-        self.num_pages = sum(npg) + spare
-        perm = torch.randperm(self.num_pages, generator=g).tolist()
-        self.pages, at = [], 0
-        for n in npg:
-            self.pages.append(perm[at:at + n])
-            at += n
+        super().__init__(lens, PAGE, g, spare, device)
         shape = (self.num_pages, PAGE, H_KV, DIM)
         self.k = torch.full(shape, float("nan"), dtype=DT, device=device)
         self.v = torch.full(shape, float("nan"), dtype=DT, device=device)
@@ -71,24 +64,6 @@ class Pool:
             pg = torch.tensor(self.pages[b], dtype=torch.int64)[pos // PAGE] if n else pos
             self.k[pg.to(device), (pos % PAGE).to(device)] = torch.randn(n, H_KV, DIM, generator=g).to(device, DT)
             self.v[pg.to(device), (pos % PAGE).to(device)] = torch.randn(n, H_KV, DIM, generator=g).to(device, DT)
-        self.device = device
-
-    def csr(self):
-        ind = [0]
-        for p in self.pages:
-            ind.append(ind[-1] + len(p))
-        flat = [x for p in self.pages for x in p]
-        i32 = dict(dtype=torch.int32, device=self.device)
-        return torch.tensor(ind, **i32), torch.tensor(flat, **i32)
-
-    def table(self, pad=1):
-        bt = torch.zeros(len(self.pages), max(len(p) for p in self.pages) + pad, dtype=torch.int32)
-        for b, p in enumerate(self.pages):
-            bt[b, :len(p)] = torch.tensor(p, dtype=torch.int32)
-        return bt.to(self.device)
-
-    def kv_lens(self):
-        return torch.tensor(self.lens, dtype=torch.int32, device=self.device)
 
 
 # ----------------------------------------------------------------------------- decode / extend
@@ -184,7 +159,7 @@ EXT_Q = [5, 64, 5, 9]
 def _metadata(pool, case):
     m = {"kv_lens": pool.kv_lens()}
     if case.tables:
-        m["block_tables"] = pool.table(pad=2)
+        m["block_tables"] = pool.block_table(pad=2)
     else:
         m["kv_indptr"], m["kv_indices"] = pool.csr()
     if case.op == "extend":

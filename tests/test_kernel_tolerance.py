@@ -73,7 +73,7 @@ def _indptr(qs):
     return out
 
 
-# The GPU tests' shapes: decode lengths per page size (test_kernels_gpu.lengths_for), the split
+# The GPU tests' shapes: decode lengths per page size (_kernel_checks.lengths_for), the split
 # merge test's lengths, and the extend mixed batch (test_extend_gpu.MIXED).
 DECODE_LENS = [[1, 17, 1003, 5, 2], [1, 17, 1003, 49, 32], [1, 17, 1003, 193, 128],
                [0 + 1, 5, 300, 2047]]

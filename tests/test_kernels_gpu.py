@@ -24,11 +24,12 @@ torch = pytest.importorskip("torch")
 import radixkv  # noqa: E402
 from radixkv import ops  # noqa: E402
 from radixkv.ops import reference as R  # noqa: E402
-from _kernel_checks import TOL, assert_close, worst_error  # noqa: E402
+from _kernel_checks import TOL, ScatteredPages, assert_close, lengths_for, worst_error  # noqa: E402
 
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA/ROCm GPU"),
+    pytest.mark.usefixtures("extension_backend"),
 ]
 
 DTYPES = [torch.float16, torch.bfloat16]
@@ -51,16 +52,6 @@ def need(dim=None, page=None, dtype=None):
         pytest.skip(f"variant not in this build (dim={dim}, page={page}, dtype={dtype})")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _extension():
-    os.environ["RADIXKV_OPS_BACKEND"] = "extension"
-    from radixkv.ops import loader
-
-    loader.load()
-    yield
-    os.environ.pop("RADIXKV_OPS_BACKEND", None)
-
-
 @pytest.fixture(autouse=True)
 def _no_recorded_faults(request):
     """Good inputs record no fault (the device checks raise no false alarm); tests that plant bad
@@ -70,19 +61,13 @@ def _no_recorded_faults(request):
     assert ops.take_errors() == [], "an op recorded an input fault on good input"
 
 
-class Pool:
+class Pool(ScatteredPages):
     """A KV pool with `lens` requests on randomly scattered pages; every other slot is NaN."""
 
     def __init__(self, lens, page, h_kv, dim, dtype, layout, seed, spare_pages=7):
         gen = torch.Generator().manual_seed(seed)
-        self.page, self.layout, self.lens = page, layout, lens
-        need_pages = [-(-n // page) for n in lens]
-        self.num_pages = sum(need_pages) + spare_pages
-        perm = torch.randperm(self.num_pages, generator=gen).tolist()
-        self.pages, at = [], 0
-        for n in need_pages:
-            self.pages.append(perm[at : at + n])
-            at += n
+        super().__init__(lens, page, gen, spare_pages)
+        self.layout = layout
         shape = ((self.num_pages, page, h_kv, dim) if layout == "bshd"
                  else (self.num_pages, h_kv, page, dim))
         self.k = torch.full(shape, float("nan"), dtype=dtype, device="cuda")
@@ -95,29 +80,6 @@ class Pool:
             vals_v = torch.randn(n, h_kv, dim, generator=gen).to(dtype).cuda()
             tok_k[pg.cuda(), (pos % page).cuda()] = vals_k
             tok_v[pg.cuda(), (pos % page).cuda()] = vals_v
-
-    def csr(self):
-        indptr = [0]
-        for p in self.pages:
-            indptr.append(indptr[-1] + len(p))
-        flat = [x for p in self.pages for x in p]
-        return (torch.tensor(indptr, dtype=torch.int32, device="cuda"),
-                torch.tensor(flat, dtype=torch.int32, device="cuda"))
-
-    def block_table(self, pad=2):
-        cols = max(len(p) for p in self.pages) + pad
-        bt = torch.zeros(len(self.pages), cols, dtype=torch.int32)
-        for b, p in enumerate(self.pages):
-            bt[b, : len(p)] = torch.tensor(p, dtype=torch.int32)
-        return bt.cuda()
-
-    def kv_lens(self):
-        return torch.tensor(self.lens, dtype=torch.int32, device="cuda")
-
-
-def lengths_for(page):
-    # 1, 17, ~1000, and lengths that are / are not multiples of the page size.
-    return [1, 17, 1003, 3 * page + 1 if page > 1 else 5, 2 * page]
 
 
 # ----------------------------------------------------------------------------- paged_decode

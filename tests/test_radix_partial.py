@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
 import radixkv as rk
+from _radix_helpers import draw_shared_prefix
 
 EXAMPLES = max(10, int(os.environ.get("RADIXKV_HYPOTHESIS_EXAMPLES", "300")) // 2)
 SETTINGS = settings(max_examples=EXAMPLES, stateful_step_count=35, deadline=None,
@@ -45,12 +46,7 @@ class PartialMachine(RuleBasedStateMachine):
         self.out: list[np.ndarray] = []
 
     def draw(self, data: st.DataObject) -> list[int]:
-        base = data.draw(st.sampled_from(self.history), label="base")
-        keep = data.draw(st.integers(0, len(base)), label="keep")
-        tail = data.draw(st.lists(st.integers(0, 2), max_size=9), label="tail")
-        toks = (base[:keep] + tail)[:26]
-        self.history.append(toks)
-        return toks
+        return draw_shared_prefix(data, self.history, max_tail=9, max_len=26)
 
     def expected(self, ns: Any, toks: list[int]) -> tuple[int, int]:
         p = self.PAGE

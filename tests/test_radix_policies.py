@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
 import radixkv as rk
+from _radix_helpers import draw_shared_prefix
 
 POLICIES = ["lru", "lfu", "fifo", "mru", "filo", "priority", "slru"]
 EXAMPLES = max(10, int(os.environ.get("RADIXKV_HYPOTHESIS_EXAMPLES", "300")) // 6)
@@ -206,12 +207,7 @@ class PolicyMachine(RuleBasedStateMachine):
         self.router: dict[int, tuple[Any, Path]] = {}
 
     def draw_tokens(self, data: st.DataObject) -> list[int]:
-        base = data.draw(st.sampled_from(self.history), label="base")
-        keep = data.draw(st.integers(0, len(base)), label="keep")
-        tail = data.draw(st.lists(st.integers(0, 2), max_size=8), label="tail")
-        toks = (base[:keep] + tail)[:24]
-        self.history.append(toks)
-        return toks
+        return draw_shared_prefix(data, self.history, max_tail=8, max_len=24)
 
     @rule(data=st.data(), ns=st.sampled_from(NAMESPACES),
           prio=st.sampled_from([0.0, 0.0, 1.0, 2.5, -1.0]))

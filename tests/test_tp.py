@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import functools
 import os
+import random
 import signal
 import time
+import types
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 import pytest
@@ -21,7 +23,7 @@ from radixkv.engine import Engine, EngineConfig, Request, SamplingParams
 from radixkv.engine.checkpoint import load_model, model_from_shape
 from radixkv.engine.model import ModelConfig
 from radixkv.engine.parallel_model import TPLlama, shard_plan
-from radixkv.engine.tp import TensorParallel, TensorParallelError
+from radixkv.engine.tp import TensorParallel, TensorParallelError, _stuck_rank
 
 transformers = pytest.importorskip("transformers")
 
@@ -155,6 +157,38 @@ def test_stuck_worker_times_out() -> None:
     finally:
         tp.close()
     assert not tp.procs[0].is_alive()
+
+
+def _stuck_rank_model(progress: list[int]) -> Optional[int]:
+    """The rule written out: the furthest-behind rank behind rank 0, else the lowest rank level
+    with it, else none."""
+    mine, peers = progress[0], list(enumerate(progress))[1:]
+    behind = [(d, r) for r, d in peers if d < mine] or [(d, r) for r, d in peers if d == mine]
+    return min(behind)[1] if behind else None
+
+
+def test_stuck_rank_is_the_one_furthest_behind() -> None:
+    assert _stuck_rank([5, 5, 3, 4]) == 2
+    assert _stuck_rank([5, 6, 5, 7]) == 2  # level with rank 0; the ranks ahead are not stuck
+    assert _stuck_rank([5, 3, 3, 5]) == 1  # a tie goes to the lower rank
+    assert _stuck_rank([5, 6, 6]) is None  # every worker caught up
+    rng = random.Random(0)
+    for _ in range(500):
+        progress = [rng.randint(0, 4) for _ in range(rng.randint(2, 6))]
+        assert _stuck_rank(progress) == _stuck_rank_model(progress), progress
+
+
+def test_blame_names_the_stuck_rank_without_processes() -> None:
+    """`_blame` on a handle made without processes, every worker alive (it waits its 3 s for a
+    death first): the message names the rank `_stuck_rank` picks, its pid and both counts."""
+    tp = object.__new__(TensorParallel)
+    tp.world, tp.timeout_s, tp._progress = 4, 3.0, [5, 5, 3, 4]
+    tp.procs = [types.SimpleNamespace(pid=1000 + r, exitcode=None) for r in range(1, 4)]
+    err = tp._blame(TimeoutError("collective timed out\nmore"))
+    assert err.rank == 2
+    assert str(err).startswith("tensor parallel: rank 2 (pid 1002) is alive but stuck: it finished "
+                               "3 collectives, rank 0 5;")
+    assert str(err).endswith("(timeout 3s): TimeoutError: collective timed out")
 
 
 def test_shard_plan_splits_and_refuses() -> None:

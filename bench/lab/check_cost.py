@@ -18,13 +18,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import shutil
 import statistics
 import sys
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(BENCH))
+
+from _patch import fresh_copy, replace_once  # noqa: E402  (bench/lab, the script's own folder)
 
 # guard.h's helpers, each replaced by the same function without its check. The text must match
 # exactly, so a change to guard.h fails the patch instead of silently timing the checks twice.
@@ -64,22 +65,11 @@ KERNEL_PATCHES = {
 }
 
 
-def _apply(path: Path, patches: list[tuple[str, str]]) -> None:
-    text = path.read_text()
-    for old, new in patches:
-        if text.count(old) != 1:
-            sys.exit(f"check_cost --patch: {path.name} no longer holds exactly one of:\n{old}")
-        text = text.replace(old, new)
-    path.write_text(text)
-
-
 def patch(src: Path, dst: Path) -> None:
-    if dst.exists():
-        shutil.rmtree(dst)
-    shutil.copytree(src, dst)
-    _apply(dst / "guard.h", PATCHES)
+    fresh_copy(src, dst)
+    replace_once(dst / "guard.h", PATCHES, "check_cost")
     for name, patches in KERNEL_PATCHES.items():
-        _apply(dst / name, patches)
+        replace_once(dst / name, patches, "check_cost")
     print(f"unchecked copy of {src} in {dst}")
 
 

@@ -13,12 +13,13 @@ next block of the grid reads).
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(BENCH))
+
+from _patch import fresh_copy, replace_once  # noqa: E402  (bench/lab, the script's own folder)
 
 OLD = ("  using dflt = Shape<D, DefaultShape<D>::W, DefaultShape<D>::KEYS, 2 * DefaultShape<D>::S - kMinus, 1, kNarrow>;\n"
        "  using wide = Shape<D, WideShape<D>::W, WideShape<D>::KEYS, 2 * WideShape<D>::S - kMinus, 1, kNarrow>;\n")
@@ -34,22 +35,13 @@ L2_OLD = 'asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\\
 L2_NEW = 'asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\\n"'
 
 
-def _replace(f: Path, old: str, new: str) -> None:
-    text = f.read_text()
-    if text.count(old) != 1:
-        sys.exit(f"fp8_shapes --patch: {f.name} no longer holds exactly one of {old!r}")
-    f.write_text(text.replace(old, new))
-
-
 def patch(src: Path, dst: Path, variant: str) -> None:
-    if dst.exists():
-        shutil.rmtree(dst)
-    shutil.copytree(src, dst)
+    fresh_copy(src, dst)
     for v in variant.split("+"):
         if v == "l2":
-            _replace(dst / "platform.h", L2_OLD, L2_NEW)
+            replace_once(dst / "platform.h", [(L2_OLD, L2_NEW)], "fp8_shapes")
         else:
-            _replace(dst / "paged_decode_mma.cuh", OLD, NEW[v])
+            replace_once(dst / "paged_decode_mma.cuh", [(OLD, NEW[v])], "fp8_shapes")
     print(f"{variant} copy of {src} in {dst}")
 
 

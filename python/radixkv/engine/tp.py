@@ -30,7 +30,7 @@ import traceback
 from dataclasses import replace
 from datetime import timedelta
 from types import ModuleType
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 import torch
@@ -62,6 +62,16 @@ class TensorParallelError(rk.RadixKVError, RuntimeError):
     def __init__(self, message: str, rank: Optional[int] = None) -> None:
         super().__init__(message)
         self.rank = rank
+
+
+def _stuck_rank(progress: Sequence[int]) -> Optional[int]:
+    """The rank to blame for a failed collective, all ranks alive, ``progress[r]`` the collectives
+    rank r finished: the one with the fewest (the lowest rank on a tie) among the ranks not ahead
+    of rank 0, or None. One behind rank 0 is stuck in a collective; one level with it stopped
+    between collectives and never finished the one that just failed on rank 0."""
+    mine = progress[0]
+    behind = [(d, r) for r, d in enumerate(progress) if r > 0 and d <= mine]
+    return min(behind)[1] if behind else None
 
 
 def _templates() -> tuple[list[str], list[str], list[str], list[str]]:
@@ -496,17 +506,12 @@ class TensorParallel:
         first = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
         if dead:
             return self._dead_error(dead, f"rank 0 saw: {first}")
-        # Alive but behind: a rank that finished fewer collectives than rank 0 is stuck.
-        mine = int(self._progress[0])
-        behind = sorted((int(self._progress[r]), r) for r in range(1, self.world)
-                        if int(self._progress[r]) < mine)
-        if not behind:
-            # Stopped between collectives: level with rank 0's finished count, but none of them
-            # finished the collective that just failed on rank 0.
-            behind = sorted((int(self._progress[r]), r) for r in range(1, self.world)
-                            if int(self._progress[r]) == mine)
-        if behind:
-            d, r = behind[0]
+        # Read each counter once: a live worker may still advance its own.
+        progress = [int(self._progress[r]) for r in range(self.world)]
+        mine = progress[0]
+        r = _stuck_rank(progress)
+        if r is not None:
+            d = progress[r]
             return TensorParallelError(
                 f"tensor parallel: rank {r} (pid {self.procs[r - 1].pid}) is alive but stuck: it "
                 f"finished {d} collectives, rank 0 {mine}; a collective failed or timed out "

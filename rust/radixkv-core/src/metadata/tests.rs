@@ -50,6 +50,10 @@ fn extend_empty_batch_and_errors() {
     let two: [&[i32]; 1] = [&[-2, 4, -1]];
     let e = extend_metadata(&two, &one).unwrap_err();
     assert!(e.to_string().contains("prefix_slots[0][0] = -2"), "{e}");
+    // Slot 0 is valid: the negative id after it is the one named.
+    let zero_first: [&[i32]; 1] = [&[0, -5]];
+    let e = extend_metadata(&one, &zero_first).unwrap_err();
+    assert!(e.to_string().contains("new_slots[0][1] = -5"), "{e}");
 }
 
 /// An empty batch (an idle step) gives empty metadata from every builder.

@@ -402,7 +402,7 @@ impl RadixCache {
         };
         let tail = &tokens[usable..];
         if self.tree.tail_present(parent, tail) {
-            self.tree.drop_root_if_empty_pub(parent);
+            // The tail is a child of `parent`, so a namespace root made above is not empty.
             // All tokens were present: the caller keeps (frees) every slot it passed.
             return (
                 if present == usable {

@@ -49,13 +49,6 @@ impl RadixTree {
         self.arena.retire(r);
     }
 
-    /// `drop_root_if_empty` for a node that may not be a root (then nothing happens).
-    pub(crate) fn drop_root_if_empty_pub(&mut self, r: u32) {
-        if self.node(r).is_root() {
-            self.drop_root_if_empty(r);
-        }
-    }
-
     /// Number of namespaces that cache something.
     pub fn num_namespaces(&self) -> usize {
         self.roots.len()

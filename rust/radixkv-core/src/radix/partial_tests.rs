@@ -329,8 +329,24 @@ fn alloc_with_partial_pages_stops_evicting_once_enough() {
 
 #[test]
 fn alloc_with_partial_pages_at_the_exact_bounds() {
-    // Free pages plus evictable tokens exactly the request: allowed, and enough (pool of 4
-    // pages of 4: [1,2] on page 0, [5,6] on page 1, the rest of both freed, pages 2-3 free).
+    // The refusal bound met exactly (free slots plus a whole page per evictable token equal to
+    // the request): allowed, and enough. Pool of 2 pages of 4: [1] on page 0, the rest of it
+    // freed, page 1 free: 4 + 1 * 4 = 8 reachable.
+    let (mut c, pool) = partial_cache(8, 4);
+    let s = c.alloc(8).unwrap();
+    assert_eq!(c.insert(b"", &[1], &s[..1]).unwrap(), 0);
+    free(&pool, &s[1..]);
+    assert_eq!((available(&pool), c.evictable_size()), (4, 1));
+    assert_eq!(c.alloc(8).unwrap().len(), 8);
+    assert_eq!(
+        (c.total_size(), c.evicted_tokens(), available(&pool)),
+        (0, 1, 0)
+    );
+    c.check().unwrap();
+
+    // Free pages plus evictable tokens exactly the request (well within that bound): allowed,
+    // and enough (pool of 4 pages of 4: [1,2] on page 0, [5,6] on page 1, the rest of both
+    // freed, pages 2-3 free).
     let (mut c, pool) = partial_cache(16, 4);
     let s = c.alloc(16).unwrap();
     assert_eq!(c.insert(b"", &[1, 2], &s[..2]).unwrap(), 0);

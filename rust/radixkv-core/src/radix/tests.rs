@@ -480,6 +480,20 @@ fn sglang_stamps_hit_exactly_the_nodes_ending_beyond_inserted_len() {
     c.check().unwrap();
 }
 
+/// With `sglang_stamps`, a plain insert of a key that ends inside a node (no split asked for):
+/// that node counts a hit as a node ending at its own depth, beyond `inserted_len` 0, and the
+/// path is not split.
+#[test]
+fn sglang_stamps_insert_ending_inside_a_node() {
+    let mut c = sglang_cache();
+    c.insert_node_from(b"", &t("ABCD"), &[0, 1, 2, 3], 0.0, 0)
+        .unwrap();
+    assert_eq!(c.insert(b"", &t("AB"), &[7, 8]).unwrap(), 2);
+    assert_eq!(stamps(&c, "ABCD").0, 2);
+    assert_eq!(c.dump().len(), 1, "no split");
+    c.check().unwrap();
+}
+
 /// Priorities -0.0 and 0.0 are one priority: under the priority policy the older of two such
 /// leaves is evicted first, whichever zero each was given.
 #[test]
