@@ -48,9 +48,18 @@ __global__ void __launch_bounds__(kThreads) store_kv_kernel(const StoreKVParams 
 
 // FP8 caches: each chunk quantised (16 bytes in, 8 bytes out). The scales are read on the
 // device, so the op stays graph-safe; a non-finite or non-positive scale stores NaN codes
-// (fp8_checked_scale) rather than plausible values.
+// (fp8_checked_scale) rather than plausible values, and block 0 records it (guard.h
+// kStoreKScale / kStoreVScale) whatever the slots say.
 template <typename T, typename KV>
 __global__ void __launch_bounds__(kThreads) store_kv_fp8_kernel(const StoreKVParams p) {
+  if (blockIdx.x == 0) {
+    uint32_t bad = 0;
+    for (int h = threadIdx.x; h < p.num_heads; h += kThreads) {
+      bad |= guard::scale_fault(p.scales.k[h * p.scales.stride], guard::kStoreKScale);
+      bad |= guard::scale_fault(p.scales.v[h * p.scales.stride], guard::kStoreVScale);
+    }
+    guard::report_extra(p.status, bad);
+  }
   for_each_chunk(p, [&](int64_t n, int h, int c, int64_t dst) {
     const float ks = fp8_checked_scale(p.scales.k[h * p.scales.stride]);
     const float vs = fp8_checked_scale(p.scales.v[h * p.scales.stride]);
