@@ -413,9 +413,13 @@ def load_model(path: str | os.PathLike[str], device: str | torch.device = "cpu",
             file = info.tensors[name].file
             if file not in handles:
                 handles[file] = safe_open(str(file), framework="pt", device="cpu")
-            return handles[file].get_tensor(name)
+            t: torch.Tensor = handles[file].get_tensor(name)
+            return t
 
-        weights = _empty_weights(info.config, dev, dtype, lambda name, dst: dst.copy_(read(name)))
+        def fill(name: str, dst: torch.Tensor) -> None:
+            dst.copy_(read(name))
+
+        weights = _empty_weights(info.config, dev, dtype, fill)
         scales = kv_scales(info, read)
     finally:
         handles.clear()
@@ -448,10 +452,11 @@ def kv_scales(info: CheckpointInfo, read: Callable[[str], torch.Tensor]
                                   "holds?)", info.tensors[have["kv_scale"]].file, have["kv_scale"])
         pair = []
         for which in ("k_scale", "v_scale"):
-            name = have.get(which, have.get("kv_scale"))
-            if name is None:
+            found = have.get(which, have.get("kv_scale"))
+            if found is None:
                 pair.append(one.clone())
                 continue
+            name = found
             t = read(name).to(torch.float32).reshape(-1)
             t = t.reshape(()) if t.numel() == 1 else t  # [1]: per tensor
             bad = ~(torch.isfinite(t) & (t > 0))

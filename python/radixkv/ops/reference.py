@@ -254,7 +254,9 @@ def store_kv(
         if k_scale is None or v_scale is None:
             raise ValueError(f"an FP8 cache ({k_cache.dtype}) needs k_scale and v_scale")
         if k.shape[0] > 0:
-            k_scale, v_scale = checked_scales("store_kv", k_cache.device, k_scale, v_scale)
+            ks, vs = checked_scales("store_kv", k_cache.device, k_scale, v_scale)
+            assert ks is not None and vs is not None
+            k_scale, v_scale = ks, vs
         kq = quantize(k[keep], k_scale, k_cache.dtype).view(torch.uint8)
         vq = quantize(v[keep], v_scale, v_cache.dtype).view(torch.uint8)
         _token_view(k_cache, layout)[page, off] = kq
