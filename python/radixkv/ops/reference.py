@@ -253,7 +253,7 @@ def store_kv(
     if k_cache.dtype in FP8_DTYPES:
         if k_scale is None or v_scale is None:
             raise ValueError(f"an FP8 cache ({k_cache.dtype}) needs k_scale and v_scale")
-        if k.shape[0] > 0:
+        if bool(keep.any()):  # the kernel reads the scales for the tokens it stores
             ks, vs = checked_scales("store_kv", k_cache.device, k_scale, v_scale)
             assert ks is not None and vs is not None
             k_scale, v_scale = ks, vs
