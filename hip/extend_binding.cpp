@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "extend_attention.h"
+#include "kv_scales.h"
 
 namespace {
 
@@ -44,44 +45,16 @@ void check_vectorisable(const Tensor& t, const char* name) {
                       " stride ", i, " = ", t.stride(i), " is not a multiple of ", per16, " elements");
 }
 
-// The cache's element type (FP8 or q's type) and its scales: float32 on q's device, shape [] or
-// [H_kv], both the same shape; none for a 16-bit cache. Values are not read here (no sync): the
-// kernel turns a non-finite or non-positive scale into NaN output, and the Python wrapper checks
-// values when it can.
+// The cache's element type (FP8 or q's type) and its scales (kv_scales.h); a 16-bit cache must
+// be q's type.
 rk::KVType kv_type_and_scales(const Tensor& q, const Tensor& cache, int64_t h_kv,
                               const std::optional<Tensor>& k_scale,
                               const std::optional<Tensor>& v_scale, rk::KVScales& s) {
-  rk::KVType kv;
-  if (cache.scalar_type() == at::kFloat8_e4m3fn) {
-    kv = rk::KVType::kFp8E4M3;
-  } else if (cache.scalar_type() == at::kFloat8_e5m2) {
-    kv = rk::KVType::kFp8E5M2;
-  } else {
-    TORCH_CHECK_VALUE(q.scalar_type() == cache.scalar_type(), "radixkv extend_attention: q dtype ",
-                      q.scalar_type(), " differs from the cache's ", cache.scalar_type(),
-                      " (caches: q's dtype, float8_e4m3fn or float8_e5m2)");
-    TORCH_CHECK_VALUE(!k_scale.has_value() && !v_scale.has_value(), "radixkv extend_attention: "
-                      "k_scale / v_scale apply to FP8 caches only, but the cache is ",
-                      cache.scalar_type());
-    return rk::KVType::kSame;
-  }
-  TORCH_CHECK_VALUE(k_scale.has_value() && v_scale.has_value(), "radixkv extend_attention: an FP8 "
-                    "cache (", cache.scalar_type(), ") needs k_scale= and v_scale=");
-  for (const Tensor* t : {&*k_scale, &*v_scale}) {
-    const char* name = t == &*k_scale ? "k_scale" : "v_scale";
-    check_on(*t, name, q);
-    TORCH_CHECK_VALUE(t->scalar_type() == at::kFloat, "radixkv extend_attention: ", name,
-                      " must be float32, got ", t->scalar_type());
-    TORCH_CHECK_VALUE(t->dim() == 0 || (t->dim() == 1 && t->size(0) == h_kv && t->stride(0) == 1),
-                      "radixkv extend_attention: ", name, " must have shape [] or [", h_kv,
-                      "], got ", t->sizes());
-  }
-  TORCH_CHECK_VALUE(k_scale->dim() == v_scale->dim(), "radixkv extend_attention: k_scale and "
-                    "v_scale must have the same shape, got ", k_scale->sizes(), " and ",
-                    v_scale->sizes());
-  s.k = k_scale->data_ptr<float>();
-  s.v = v_scale->data_ptr<float>();
-  s.stride = k_scale->dim() == 0 ? 0 : 1;
+  const rk::KVType kv = rk::binding::kv_code(cache);
+  TORCH_CHECK_VALUE(kv != rk::KVType::kSame || q.scalar_type() == cache.scalar_type(),
+                    "radixkv extend_attention: q dtype ", q.scalar_type(), " differs from the "
+                    "cache's ", cache.scalar_type(), " (caches: q's dtype, float8_e4m3fn or float8_e5m2)");
+  s = rk::binding::kv_scales(cache, h_kv, k_scale, v_scale, "radixkv extend_attention: ");
   return kv;
 }
 

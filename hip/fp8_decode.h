@@ -18,6 +18,7 @@
 
 #include <type_traits>
 
+#include "guard.h"
 #include "mma.h"
 #include "paged_decode.h"
 #include "platform.h"
@@ -41,8 +42,9 @@ struct MathType<T, fp8e5m2_t> {
 
 // Factors folded into the kernels' scales: the cache's scale for this KV head times what the
 // fp8 -> fp16 bit placement leaves out (platform.h Fp8Unit); 1 for 16-bit caches.
-// A scale that is not finite and positive makes NaN (fp8_scale_ok): the output is then NaN,
-// never plausible numbers (the wrappers reject such scales when they can read them).
+// A scale that is not finite and positive makes NaN (fp8_checked_scale): the output is then NaN,
+// never plausible numbers, and `f` gains guard.h's kDecodeKScale / kDecodeVScale (the wrappers
+// reject such scales when they can read them; device scales are read only here).
 // kDirect: the fragment path below (its own conversion, direct_unit).
 template <class KV>
 RK_DEVICE float direct_unit();
@@ -52,14 +54,24 @@ RK_DEVICE float unit() {
   else return Fp8Unit<KV>::value;
 }
 template <class KV, bool kDirect = false>
-RK_DEVICE float k_factor(const PagedDecodeParams& p, int kvh) {
-  if constexpr (IsFp8<KV>::value) return fp8_checked_scale(p.scales.k[kvh * p.scales.stride]) * unit<KV, kDirect>();
-  else return 1.f;
+RK_DEVICE float k_factor(const PagedDecodeParams& p, int kvh, guard::Faults& f) {
+  if constexpr (IsFp8<KV>::value) {
+    const float s = p.scales.k[kvh * p.scales.stride];
+    f.extra |= guard::scale_fault(s, guard::kDecodeKScale);
+    return fp8_checked_scale(s) * unit<KV, kDirect>();
+  } else {
+    return 1.f;
+  }
 }
 template <class KV, bool kDirect = false>
-RK_DEVICE float v_factor(const PagedDecodeParams& p, int kvh) {
-  if constexpr (IsFp8<KV>::value) return fp8_checked_scale(p.scales.v[kvh * p.scales.stride]) * unit<KV, kDirect>();
-  else return 1.f;
+RK_DEVICE float v_factor(const PagedDecodeParams& p, int kvh, guard::Faults& f) {
+  if constexpr (IsFp8<KV>::value) {
+    const float s = p.scales.v[kvh * p.scales.stride];
+    f.extra |= guard::scale_fault(s, guard::kDecodeVScale);
+    return fp8_checked_scale(s) * unit<KV, kDirect>();
+  } else {
+    return 1.f;
+  }
 }
 
 // Eight q elements of type T as the product type MT (bf16 -> fp16 for FP8 caches).

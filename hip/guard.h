@@ -37,8 +37,20 @@ enum Check : uint32_t {
 enum Kernel : uint32_t { kRanMma = 1u << 0, kRanMmaNarrow = 1u << 1, kRanCudaCore = 1u << 2 };
 
 // status[2]: a decode plan row naming no request of the batch, a range that is not a range, a
-// unit count outside [1, 256], or a first unit outside the plan (the row is skipped or clamped).
-enum Extra : uint32_t { kDecodePlan = 1u << 0 };
+// unit count outside [1, 256], a first unit outside the plan, or the units of a request that
+// disagree (the row is skipped or clamped, or its request's units are not merged); and an FP8
+// k_scale / v_scale read on the device that is not finite and > 0 (the op then writes NaN: store_kv
+// NaN codes, the attention ops NaN rows), one bit per (op, scale). The op bytes of status[0] are
+// full, hence here.
+enum Extra : uint32_t {
+  kDecodePlan = 1u << 0,
+  kStoreKScale = 1u << 1,
+  kStoreVScale = 1u << 2,
+  kDecodeKScale = 1u << 3,
+  kDecodeVScale = 1u << 4,
+  kExtendKScale = 1u << 5,
+  kExtendVScale = 1u << 6,
+};
 
 constexpr int kStatusWords = 3;
 
@@ -69,6 +81,12 @@ struct Faults {
 __device__ __forceinline__ void report(uint32_t* status, Op op, const Faults& f) {
   report(status, op, f.checks);
   report_extra(status, f.extra);
+}
+
+// `bit` when the scale `s` is not finite and > 0 (what fp8_checked_scale turns into NaN), else 0.
+// NaN fails both comparisons.
+__device__ __forceinline__ uint32_t scale_fault(float s, uint32_t bit) {
+  return (s > 0.f && s <= 3.402823466e38f) ? 0u : bit;
 }
 
 // Record that `kernel` ran: thread 0 of block (0, 0, 0) only.
@@ -121,7 +139,17 @@ __device__ void check_extend_batch(const P& p) {
     const int lk = clamp_len(p.kv_lens[b], pages, p.page_size, checks);
     if (q_ok && p.kv_lens[b] >= 0 && q1 - q0 > lk) checks |= kQueriesExceedKeys;
   }
+  // FP8 caches: every KV head's scales (16-bit caches have none), read here once rather than in
+  // the kernel's tiles.
+  uint32_t extra = 0;
+  if (p.scales.k != nullptr && p.scales.v != nullptr) {
+    for (int h = threadIdx.x; h < p.num_kv_heads; h += blockDim.x) {
+      extra |= scale_fault(p.scales.k[h * p.scales.stride], kExtendKScale);
+      extra |= scale_fault(p.scales.v[h * p.scales.stride], kExtendVScale);
+    }
+  }
   report(p.status, kExtend, checks);
+  report_extra(p.status, extra);
 }
 #endif
 

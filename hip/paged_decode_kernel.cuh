@@ -113,6 +113,11 @@ __global__ void __launch_bounds__(kThreads, (Tile<D, GC>::kMinBlocks))
   const int32_t* pages = rq.pages;
   job = clamp_unit(job, rq.len, kMaxUnits, faults);
   const int begin = job.begin, end = job.end, units = job.count;  // this unit's tokens
+  // No merge counter here (combine_kernel merges rows [first, first + units) of the plan), but a
+  // group whose rows disagree is recorded as the matrix-unit kernel records it
+  // (paged_decode_mma.cuh group_rows_agree).
+  bool rows_agree = true;
+  if (units > 1) rows_agree = group_rows_agree<kThreads>(p, unit, b, first_unit(p, b, units, faults), units, tid);
   const int nsteps = end > begin ? (end - begin + STEP - 1) / STEP : 0;
 
   bool bad_page = false;  // a row that exists has a page index outside the pool (guard.h)
@@ -167,7 +172,7 @@ __global__ void __launch_bounds__(kThreads, (Tile<D, GC>::kMinBlocks))
   for (int j = 0; j < S - 1; ++j) issue(j, pgq[j]);
 
   // q of the GC served heads, this lane's E elements, in log2 units.
-  const float qscale = p.sm_scale * kLog2e * fp8::k_factor<KV>(p, kvh);
+  const float qscale = p.sm_scale * kLog2e * fp8::k_factor<KV>(p, kvh, faults);
   float qv[GC][E];
 #pragma unroll
   for (int g = 0; g < GC; ++g) {
@@ -305,9 +310,12 @@ __global__ void __launch_bounds__(kThreads, (Tile<D, GC>::kMinBlocks))
   }
   cp_async_wait<0>();
   if (bad_page) faults.checks |= guard::kPageRange;
+  // Read after the loop, not before: one register less across it.
+  const float vfac = fp8::v_factor<KV>(p, kvh, faults);
   guard::report(p.status, guard::kPagedDecode, faults);
   guard::ran(p.status, guard::kRanCudaCore);
-  __syncthreads();  // the staging buffer is reused below
+  // The staging buffer is reused below; the block's verdict on its merge group.
+  if (__syncthreads_and(rows_agree) == 0 && tid == 0) guard::report_extra(p.status, guard::kDecodePlan);
 
 // Merge the row groups' states.
   // Shared memory, now: o [RG][GC][D], then m, l, w [RG][GC], then L, M [GC].
@@ -351,7 +359,7 @@ __global__ void __launch_bounds__(kThreads, (Tile<D, GC>::kMinBlocks))
     float o = 0.f;
 #pragma unroll
     for (int r = 0; r < RG; ++r) o = fmaf(sm_o[r][g][d], sm_w[r][g], o);
-    o *= finalize_scale(sm_L[g]) * fp8::v_factor<KV>(p, kvh);
+    o *= finalize_scale(sm_L[g]) * vfac;
     const int h = h0 + g;
     if (units == 1) {
       static_cast<T*>(p.out)[(static_cast<int64_t>(b) * p.num_q_heads + h) * D + d] =
@@ -374,12 +382,15 @@ template <typename T, int D>
 __global__ void __launch_bounds__(D) combine_kernel(const PagedDecodeParams p) {
   __shared__ float s_m[kMaxUnits], s_w[kMaxUnits];
   const int b = blockIdx.x, h = blockIdx.y, d = threadIdx.x;
-  const int f0 = p.plan[static_cast<int64_t>(p.plan_capacity) * 4 + b];
-  if (f0 < 0 || f0 >= p.plan_capacity) return;  // recorded by the decode kernel's merge check
-  const int S = min(max(p.plan[static_cast<int64_t>(f0) * 4 + 3], 1), kMaxUnits);
+  // Request b's units are the rows [first, first + S) (S: the first row's count), checked here
+  // once; the decode kernel's blocks of b record a first row outside the plan or rows that
+  // disagree. A first row of another request leaves nothing of b's to merge.
+  const int first = p.plan[static_cast<int64_t>(p.plan_capacity) * 4 + b];
+  if (first < 0 || first >= p.plan_capacity) return;
+  const int4 row = reinterpret_cast<const int4*>(p.plan)[first];
+  if (row.x != b) return;
+  const int S = min(min(max(row.w, 1), kMaxUnits), p.plan_capacity - first);  // rows inside the workspace
   if (S == 1) return;  // written by the decode kernel
-  guard::Faults faults;
-  const int first = first_unit(p, b, S, faults);
   const int64_t ws_rows = static_cast<int64_t>(p.plan_capacity) * p.num_q_heads;
   const float* ws_m = p.workspace + ws_rows * D;
   const float* ws_l = ws_m + ws_rows;
@@ -404,7 +415,6 @@ __global__ void __launch_bounds__(D) combine_kernel(const PagedDecodeParams p) {
   }
   static_cast<T*>(p.out)[(static_cast<int64_t>(b) * p.num_q_heads + h) * D + d] =
       Convert<T>::from_float(o * finalize_scale(L));
-  if (d == 0) guard::report(p.status, guard::kPagedDecode, faults);
 }
 
 template <typename T, int D, int PS, int GC, typename KV = T>

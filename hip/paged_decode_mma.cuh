@@ -107,6 +107,27 @@ RK_DEVICE int first_unit(const PagedDecodeParams& p, int b, int count, guard::Fa
   if (f < 0 || f > hi) faults.extra |= guard::kDecodePlan;
   return min(max(f, 0), max(hi, 0));
 }
+// A request of several units is merged only when its plan rows agree: rows [first, first +
+// units) all name request b with `units` units (counts clamped as clamp_unit does), this block's
+// row `unit` among them. Every block of such a group reads the same rows and agrees, so exactly
+// `units` blocks arrive at the group's merge counter and the last resets it, whatever else the
+// plan holds; a block whose group disagrees neither counts nor merges (a plan fault). This is
+// one thread's share (rows first + tid, first + tid + kThreads, ...): the block's verdict is the
+// AND over its threads, taken at a barrier after the KV loop, so the loads wait for nothing.
+template <int kThreads>
+RK_DEVICE bool group_rows_agree(const PagedDecodeParams& p, int unit, int b, int first, int units, int tid) {
+  bool ok = unit >= first && unit - first < units && first <= p.plan_capacity - units;
+#pragma unroll
+  for (int k = 0; k < (kMaxUnits + kThreads - 1) / kThreads; ++k) {
+    const int t = tid + k * kThreads;
+    if (t < units && first + t < p.plan_capacity) {
+      const int64_t r = static_cast<int64_t>(first + t) * 4;
+      const int rb = p.plan[r], rc = p.plan[r + 3];
+      ok &= (rb == b) & (min(max(rc, 1), kMaxUnits) == units);
+    }
+  }
+  return ok;
+}
 
 namespace decode_mma {
 
@@ -267,6 +288,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
   // The row of the request's first unit, read now so that the merge (when this block is the
   // request's last) does not wait on it.
   const int first = units > 1 ? first_unit(p, b, units, faults) : 0;
+  const bool rows_agree = units > 1 ? group_rows_agree<C::kThreads>(p, unit, b, first, units, tid) : true;
   const int ntiles = end > begin ? (end - begin + KEYS - 1) / KEYS : 0;
   const int n_my = ntiles > warp ? (ntiles - warp + W - 1) / W : 0;
   auto tile_start = [&](int i) { return begin + (warp + i * W) * KEYS; };
@@ -462,8 +484,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
     l[s] = 0.f;
   }
   // FP8: the K scale of this KV head joins the softmax scale, the V scale the output's.
-  const float c = p.sm_scale * kLog2e * fp8::k_factor<KV, kDirect>(p, kvh);
-  const float vfac = fp8::v_factor<KV, kDirect>(p, kvh);
+  const float c = p.sm_scale * kLog2e * fp8::k_factor<KV, kDirect>(p, kvh, faults);
+  const float vfac = fp8::v_factor<KV, kDirect>(p, kvh, faults);
 
   for (int i = 0; i < n_my; ++i) {
     maskq[S - 1] = issue_next(i + S - 1);
@@ -672,7 +694,12 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
     for (int j = 0; j < 2; ++j) ln[j] = mma::head_sum(ln[j]);
   }
 #endif
-  __syncthreads();  // every warp is done with its stages: the merge area overlaps them
+  // Every warp is done with its stages (the merge area overlaps them), and the block's verdict
+  // on its merge group (group_rows_agree): a request of several units whose rows disagree has
+  // each of its blocks write its own partial as the output (a bad plan's output) and leave the
+  // counter alone.
+  const bool merged = __syncthreads_and(rows_agree) != 0 && units > 1;
+  if (units > 1 && !merged && tid == 0) guard::report_extra(p.status, guard::kDecodePlan);
 
   // Merge the warps' states. Shared memory: o [W][16][kOStride], m, l, wgt [W][16], L, M [16].
   constexpr int OS = C::kOStride;
@@ -755,7 +782,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
     const float inv = finalize_scale(sm_L[r]) * vfac;
     a = make_float4(a.x * inv, a.y * inv, a.z * inv, a.w * inv);
     const int64_t qrow = static_cast<int64_t>(b) * p.num_q_heads + h0 + r;
-    if (units == 1) {
+    if (!merged) {
       store4(qrow, d, a);
     } else {
       const int64_t row = static_cast<int64_t>(unit) * p.num_q_heads + h0 + r;
@@ -766,7 +793,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
       }
     }
   }
-  if (units == 1) return;
+  if (!merged) return;
 
   // Fused combine: the last block of this (request, KV head, chunk) merges the request's units.
   int* counter = p.counters + (static_cast<int64_t>(b) * p.num_kv_heads + kvh) * chunks + chunk;

@@ -48,12 +48,16 @@ __global__ void __launch_bounds__(kThreads) store_kv_kernel(const StoreKVParams 
 
 // FP8 caches: each chunk quantised (16 bytes in, 8 bytes out). The scales are read on the
 // device, so the op stays graph-safe; a non-finite or non-positive scale stores NaN codes
-// (fp8_checked_scale) rather than plausible values.
+// (fp8_checked_scale) rather than plausible values, and is recorded (guard.h kStoreKScale /
+// kStoreVScale) by the threads that read it, once each, where they leave.
 template <typename T, typename KV>
 __global__ void __launch_bounds__(kThreads) store_kv_fp8_kernel(const StoreKVParams p) {
+  uint32_t bad = 0;
   for_each_chunk(p, [&](int64_t n, int h, int c, int64_t dst) {
-    const float ks = fp8_checked_scale(p.scales.k[h * p.scales.stride]);
-    const float vs = fp8_checked_scale(p.scales.v[h * p.scales.stride]);
+    const float ks_raw = p.scales.k[h * p.scales.stride], vs_raw = p.scales.v[h * p.scales.stride];
+    bad |= guard::scale_fault(ks_raw, guard::kStoreKScale) | guard::scale_fault(vs_raw, guard::kStoreVScale);
+    const float ks = fp8_checked_scale(ks_raw);
+    const float vs = fp8_checked_scale(vs_raw);
     const T* k = static_cast<const T*>(p.k) + n * p.k_stride_n + h * p.k_stride_h + 8 * c;
     const T* v = static_cast<const T*>(p.v) + n * p.v_stride_n + h * p.v_stride_h + 8 * c;
     float kf[8], vf[8];
@@ -68,6 +72,7 @@ __global__ void __launch_bounds__(kThreads) store_kv_fp8_kernel(const StoreKVPar
     *reinterpret_cast<uint2*>(static_cast<uint8_t*>(p.k_cache) + dst) = make_uint2(kw[0], kw[1]);
     *reinterpret_cast<uint2*>(static_cast<uint8_t*>(p.v_cache) + dst) = make_uint2(vw[0], vw[1]);
   });
+  guard::report_extra(p.status, bad);
 }
 
 }  // namespace

@@ -14,25 +14,20 @@
 
 #include "copy_blocks.h"
 #include "guard.h"
+#include "kv_scales.h"
 #include "paged_decode.h"
 #include "store_kv.h"
 
 namespace {
 
 using at::Tensor;
+using rk::binding::kv_code;
 
 rk::DType dtype_code(const Tensor& t, const char* name) {
   if (t.scalar_type() == at::kHalf) return rk::DType::kF16;
   if (t.scalar_type() == at::kBFloat16) return rk::DType::kBF16;
   TORCH_CHECK_VALUE(false, "radixkv: unsupported ", name, " dtype: ", t.scalar_type(),
                     " (supported: float16, bfloat16)");
-}
-
-// KV cache element type relative to the 16-bit type of q / the new tokens.
-rk::KVType kv_code(const Tensor& cache) {
-  if (cache.scalar_type() == at::kFloat8_e4m3fn) return rk::KVType::kFp8E4M3;
-  if (cache.scalar_type() == at::kFloat8_e5m2) return rk::KVType::kFp8E5M2;
-  return rk::KVType::kSame;
 }
 
 void check_gpu(const Tensor& t, const char* name, const Tensor& like) {
@@ -83,36 +78,6 @@ void check_caches(const Tensor& k_cache, const Tensor& v_cache) {
   check_aligned(v_cache, "v_cache");
 }
 
-// FP8 caches take float32 scales on the caches' device, shape [] or [H_kv] (both K and V the
-// same shape); 16-bit caches take none. Values are not read here (no sync): the kernels turn a
-// non-finite or non-positive scale into NaN output, and the Python wrapper checks values when
-// asked to (check=True / RADIXKV_OPS_CHECK=1) or when they live on the host.
-rk::KVScales kv_scales(const Tensor& cache, int64_t heads, const std::optional<Tensor>& k_scale,
-                       const std::optional<Tensor>& v_scale) {
-  rk::KVScales s;
-  if (kv_code(cache) == rk::KVType::kSame) {
-    TORCH_CHECK_VALUE(!k_scale.has_value() && !v_scale.has_value(), "radixkv: k_scale / v_scale "
-                      "apply to FP8 caches only, but the cache is ", cache.scalar_type());
-    return s;
-  }
-  TORCH_CHECK_VALUE(k_scale.has_value() && v_scale.has_value(), "radixkv: an FP8 cache (",
-                    cache.scalar_type(), ") needs k_scale= and v_scale=");
-  for (const Tensor* t : {&*k_scale, &*v_scale}) {
-    const char* name = t == &*k_scale ? "k_scale" : "v_scale";
-    check_gpu(*t, name, cache);
-    TORCH_CHECK_VALUE(t->scalar_type() == at::kFloat, "radixkv: ", name, " must be float32, got ",
-                      t->scalar_type());
-    TORCH_CHECK_VALUE(t->dim() == 0 || (t->dim() == 1 && t->size(0) == heads && t->stride(0) == 1),
-                      "radixkv: ", name, " must have shape [] or [", heads, "], got ", t->sizes());
-  }
-  TORCH_CHECK_VALUE(k_scale->dim() == v_scale->dim(), "radixkv: k_scale and v_scale must have "
-                    "the same shape, got ", k_scale->sizes(), " and ", v_scale->sizes());
-  s.k = k_scale->data_ptr<float>();
-  s.v = v_scale->data_ptr<float>();
-  s.stride = k_scale->dim() == 0 ? 0 : 1;
-  return s;
-}
-
 // The status word (guard.h): int32 [>= 2] on the caches' device, written by atomicOr.
 uint32_t* status_ptr(const Tensor& status, const Tensor& like) {
   check_gpu(status, "status", like);
@@ -154,7 +119,7 @@ void store_kv(Tensor k_cache, Tensor v_cache, const Tensor& k, const Tensor& v,
   TORCH_CHECK_VALUE(slots.dim() == 1 && slots.size(0) == k.size(0), "radixkv: slots must be [",
                     k.size(0), "], got ", slots.sizes());
   const rk::DType src = dtype_code(k, "k");
-  const rk::KVScales scales = kv_scales(k_cache, g.heads, k_scale, v_scale);
+  const rk::KVScales scales = rk::binding::kv_scales(k_cache, g.heads, k_scale, v_scale, "radixkv: ");
   check_aligned(k, "k");
   check_aligned(v, "v");
   rk::StoreKVParams p{};
@@ -294,7 +259,7 @@ void paged_decode(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
   p.sm_scale = static_cast<float>(sm_scale);
   p.dtype = dtype_code(q, "q");
   p.kv_type = kv_code(k_cache);
-  p.scales = kv_scales(k_cache, g.heads, k_scale, v_scale);
+  p.scales = rk::binding::kv_scales(k_cache, g.heads, k_scale, v_scale, "radixkv: ");
   TORCH_CHECK_VALUE(sm_scale > 0 && std::isfinite(sm_scale), "radixkv: sm_scale must be finite and > 0, got ",
                     sm_scale);
   TORCH_CHECK_VALUE(kernel >= 0 && kernel <= 2, "radixkv: unsupported kernel code: ", kernel,

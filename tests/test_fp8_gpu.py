@@ -366,6 +366,7 @@ def test_bad_scales_rejected_on_gpu(monkeypatch):
                                  v_scale=good)
     assert torch.equal(pool.k.view(torch.uint8), before)
     monkeypatch.delenv("RADIXKV_OPS_CHECK")
+    ops.take_errors()
     out = ops.paged_decode(q, pool.k, pool.v, indptr, indices, pool.kv_lens(), k_scale=good,
                            v_scale=torch.full_like(good, -1.0))
     assert out.isnan().all()
@@ -379,3 +380,7 @@ def test_bad_scales_rejected_on_gpu(monkeypatch):
                  k_scale=torch.zeros_like(good), v_scale=good)
     s = pool.slots.long()
     assert R._token_view(kc, "bshd")[s // 16, s % 16].view(E4M3).float().isnan().all()
+    # ... and each op recorded which scale it read (guard.h Extra, radixkv.ops.take_errors).
+    assert {(f.op, f.check) for f in ops.take_errors()} == {
+        ("paged_decode", "v_scale"), ("extend_attention", "v_scale"), ("extend_attention", "k_scale"),
+        ("store_kv", "k_scale")}

@@ -271,3 +271,152 @@ def test_unknown_kernel_choice_is_rejected(device):
     q = torch.randn(1, H_KV * GROUP, DIM).to(device, DT)
     with pytest.raises(radixkv.InvalidArgument, match="kernel"):
         ops.paged_decode(q, pool.k, pool.v, ind, idx, pool.kv_lens(), kernel="tensor_cores")
+
+
+# ----------------------------------------------------------------------------- decode plan groups
+
+def _rows_of(plan, batch, b):
+    cap = (plan.numel() - batch) // 4
+    return [u for u in range(cap) if int(plan[4 * u]) == b]
+
+
+def _corrupt_plan(how, plan, batch):
+    """A copy of ``plan`` with request 1's units made to disagree in one way (hip/paged_decode.h)."""
+    p = plan.clone()
+    cap = (p.numel() - batch) // 4
+    rows = _rows_of(plan, batch, 1)
+    assert len(rows) == 3
+    if how == "row_names_no_request":
+        p[4 * rows[1]] = 7
+    elif how == "row_unused":
+        p[4 * rows[1]: 4 * rows[1] + 4] = torch.tensor([-1, 0, 0, 0], dtype=torch.int32)
+    elif how == "count_disagrees":
+        p[4 * rows[2] + 3] = 2
+    elif how == "count_past_rows":
+        for u in rows:
+            p[4 * u + 3] = 4
+    elif how == "first_unit_out_of_range":
+        p[4 * cap + 1] = 99
+    return p
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("kernel", ["mma", "cuda_core"])
+@pytest.mark.parametrize("how", ["row_names_no_request", "row_unused", "count_disagrees",
+                                 "count_past_rows", "first_unit_out_of_range"])
+def test_bad_plan_then_good_plan(device, kernel, how):
+    """A plan whose units of one request disagree is recorded, leaves the other requests right and
+    the merge counters at zero, so the next call, with a good plan and fresh q, is right: a counter
+    left part-way would merge that request early, over the NaN-filled workspace."""
+    if device == "cpu" and kernel != "mma":
+        pytest.skip("one reference on the CPU")
+    if kernel == "mma" and device == "cuda" and not ops._api._matrix_kernel(torch.device("cuda"), "auto"):
+        pytest.skip("no matrix-unit decode kernel on this GPU")
+    pool = Pool(LENS, device, seed=3)
+    indptr, indices = pool.csr()
+    lens = pool.kv_lens()
+    h_q = H_KV * GROUP
+    good = ops.decode_plan(LENS, PAGE, num_splits=3).to(device)
+    bad = _corrupt_plan(how, good.cpu(), len(LENS)).to(device)
+    cap = (good.numel() - len(LENS)) // 4
+    cnt = torch.zeros(ops.decode_counter_words(len(LENS), h_q, H_KV), dtype=torch.int32, device=device)
+    ws = torch.full((cap * h_q * (DIM + 2),), float("nan"), device=device)
+    gen = torch.Generator().manual_seed(11)
+    q1 = torch.randn(len(LENS), h_q, DIM, generator=gen).to(device, DT)
+    q2 = torch.randn(len(LENS), h_q, DIM, generator=gen).to(device, DT)
+    kw = dict(plan=None, counters=cnt, workspace=ws, kernel=kernel) if device == "cuda" else dict(plan=None)
+
+    def run(q, plan):
+        return ops.paged_decode(q, pool.k, pool.v, indptr, indices, lens, 0.125, **{**kw, "plan": plan})
+
+    out = run(q1, bad)
+    faults = {(f.op, f.check) for f in ops.take_errors(torch.device(device))}
+    assert faults == {(D_OP, "plan")}, f"recorded {faults}"
+    want1 = R.paged_decode(q1, pool.k, pool.v, indptr, indices, lens, 0.125)
+    for b in (0, 2, 3):
+        assert_close(out[b:b + 1], want1[b:b + 1], DT, what=f"{how}: untouched request {b}")
+    if device == "cuda":
+        assert int(cnt.abs().sum()) == 0, f"counters left {cnt.tolist()}"
+    out2 = run(q2, good)
+    assert ops.take_errors(torch.device(device)) == []
+    want2 = R.paged_decode(q2, pool.k, pool.v, indptr, indices, lens, 0.125)
+    assert_close(out2, want2, DT, what=f"{how}: the good plan after the bad one")
+    if device == "cuda":
+        assert int(cnt.abs().sum()) == 0
+
+
+# ----------------------------------------------------------------------------- FP8 scale values
+
+FP8 = torch.float8_e4m3fn
+EXT_LENS, EXT_NEW = [37, 20], [5, 9]
+
+
+def _fp8_setup(device, which, value):
+    """FP8 caches of a small pool, per-KV-head scales with KV head 1's ``which`` set to ``value``."""
+    pool = Pool(EXT_LENS, device, seed=5)
+    ks = torch.tensor([0.02, 0.03], device=device)
+    vs = torch.tensor([0.01, 0.015], device=device)
+    kc, vc = R.quantize(pool.k, ks, FP8), R.quantize(pool.v, vs, FP8)
+    bad = {"k_scale": ks.clone(), "v_scale": vs.clone()}
+    bad[which][1] = value
+    return pool, kc, vc, (ks, vs), (bad["k_scale"], bad["v_scale"])
+
+
+def _scale_call(op, device, pool, kc, vc, scales, q, kernel):
+    """The op on ``device``: the kernels on a GPU (unchecked: device scales are not read on the
+    host), the reference directly on the CPU (the wrapper rejects bad host scales first)."""
+    ks, vs = scales
+    indptr, indices = pool.csr()
+    lens = pool.kv_lens()
+    if op == "store_kv":
+        k = pool.k[pool.pages[0][0], :4].float().nan_to_num(0).to(DT).contiguous()
+        slots = torch.tensor([0, 1, 2, 3], dtype=torch.int32, device=device) + pool.pages[1][0] * PAGE
+        kc2, vc2 = kc.clone(), vc.clone()
+        fn = ops.store_kv if device == "cuda" else R.store_kv
+        fn(kc2, vc2, k, k, slots, k_scale=ks, v_scale=vs)
+        return torch.stack([kc2.view(torch.uint8), vc2.view(torch.uint8)])
+    if op == "paged_decode":
+        if device == "cuda":
+            return ops.paged_decode(q, kc, vc, indptr, indices, lens, 0.125, kernel=kernel,
+                                    num_splits=3, k_scale=ks, v_scale=vs)
+        return R.paged_decode(q, kc, vc, indptr, indices, lens, 0.125, k_scale=ks, v_scale=vs)
+    qo = torch.tensor([0, EXT_NEW[0], sum(EXT_NEW)], dtype=torch.int32, device=device)
+    fn = ops.extend_attention if device == "cuda" else R.extend_attention
+    return fn(q, kc, vc, qo, indptr, indices, lens, 0.125, k_scale=ks, v_scale=vs)
+
+
+SCALE_OPS = [("store_kv", "auto"), ("paged_decode", "auto"), ("paged_decode", "cuda_core"),
+             ("extend_attention", "auto")]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("op,kernel", SCALE_OPS, ids=[f"{o}-{k}" for o, k in SCALE_OPS])
+@pytest.mark.parametrize("which", ["k_scale", "v_scale"])
+@pytest.mark.parametrize("value", [math.nan, math.inf, 0.0, -0.5])
+def test_bad_device_scale_is_recorded(device, op, kernel, which, value):
+    """A scale value that is not finite and positive, read where the op runs, is recorded as
+    (op, "k_scale" / "v_scale") and poisons exactly what that KV head touches with NaN; the other
+    KV head is as with good scales."""
+    if device == "cpu" and kernel != "auto":
+        pytest.skip("one reference on the CPU")
+    pool, kc, vc, good, bad = _fp8_setup(device, which, value)
+    n_q = len(EXT_LENS) if op == "paged_decode" else sum(EXT_NEW)
+    q = torch.randn(n_q, H_KV * GROUP, DIM, generator=torch.Generator().manual_seed(2)).to(device, DT)
+    want = _scale_call(op, device, pool, kc, vc, good, q, kernel)
+    assert ops.take_errors(torch.device(device)) == []
+    got = _scale_call(op, device, pool, kc, vc, bad, q, kernel)
+    assert ops.take_errors(torch.device(device)) == [ops.KernelFault(op, which)]
+    assert "not finite and positive" in str(ops.KernelFault(op, which))
+    if op == "store_kv":
+        # [k|v, pages, page, H_kv, D] bytes: head 1 of the bad cache's new slots holds NaN codes
+        # (0x7f / 0xff), head 0 and every other slot are as with good scales.
+        side = 0 if which == "k_scale" else 1
+        page = pool.pages[1][0]
+        new = got[side, page, :4, 1]
+        assert bool(((new & 0x7F) == 0x7F).all()), "bad scale: NaN codes expected"
+        got[side, page, :4, 1] = want[side, page, :4, 1]
+        assert torch.equal(got, want)
+        return
+    heads = torch.arange(H_KV * GROUP, device=device) // GROUP  # KV head of each query head
+    assert bool(got[:, heads == 1].isnan().all()), "KV head 1's query heads must be NaN"
+    assert_close(got[:, heads == 0], want[:, heads == 0], DT, what=f"{op}: KV head 0")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import os
 import struct
 from dataclasses import dataclass, field, replace
@@ -40,6 +41,7 @@ __all__ = [
     "CheckpointInfo",
     "hf_config",
     "inspect_checkpoint",
+    "kv_scales",
     "load_model",
     "model_from_shape",
     "random_weights",
@@ -222,6 +224,26 @@ def expected_tensors(c: ModelConfig) -> dict[str, tuple[int, ...]]:
     return out
 
 
+# FP8 KV-cache scales (vLLM / llm-compressor naming), optional per layer: stored value x scale =
+# real value; ``kv_scale`` (older checkpoints) serves as both.
+_KV_SCALE = re.compile(r"model\.layers\.(\d+)\.self_attn\.(k_scale|v_scale|kv_scale)")
+
+
+def _kv_scale_layer(name: str, c: ModelConfig) -> int | None:
+    """The layer of a KV-cache scale tensor name of this config, else None."""
+    m = _KV_SCALE.fullmatch(name)
+    return int(m.group(1)) if m is not None and int(m.group(1)) < c.num_layers else None
+
+
+def _check_kv_scale(name: str, info: TensorInfo, c: ModelConfig) -> None:
+    if info.dtype not in _DTYPES:
+        raise CheckpointError(f"dtype {info.dtype} is not supported for a KV-cache scale (F32, "
+                              "F16, BF16)", info.file, name)
+    if info.shape not in ((), (1,), (c.num_kv_heads,)):
+        raise CheckpointError(f"a KV-cache scale must be a scalar or [{c.num_kv_heads}] (one per "
+                              f"KV head), got shape {list(info.shape)}", info.file, name)
+
+
 def _ignored(name: str) -> bool:
     # Old checkpoints store the RoPE buffer; tied ones may still carry a copy of lm_head.
     return name.endswith("rotary_emb.inv_freq")
@@ -321,6 +343,9 @@ def inspect_checkpoint(path: str | os.PathLike[str], max_seq_len: int | None = N
     for name, info in found.items():
         if name in expected or _ignored(name):
             continue
+        if _kv_scale_layer(name, config) is not None:
+            _check_kv_scale(name, info, config)
+            continue
         if name == "lm_head.weight" and config.tie_embeddings:
             continue  # transformers ties it to the embedding and ignores the stored copy
         raise CheckpointError("unexpected tensor (not part of this config's model)", info.file,
@@ -384,16 +409,64 @@ def load_model(path: str | os.PathLike[str], device: str | torch.device = "cpu",
     dev = torch.device(device)
     handles: dict[Path, Any] = {}
     try:
-        def fill(name: str, dst: torch.Tensor) -> None:
+        def read(name: str) -> torch.Tensor:
             file = info.tensors[name].file
             if file not in handles:
                 handles[file] = safe_open(str(file), framework="pt", device="cpu")
-            dst.copy_(handles[file].get_tensor(name))
+            t: torch.Tensor = handles[file].get_tensor(name)
+            return t
+
+        def fill(name: str, dst: torch.Tensor) -> None:
+            dst.copy_(read(name))
 
         weights = _empty_weights(info.config, dev, dtype, fill)
+        scales = kv_scales(info, read)
     finally:
         handles.clear()
-    return LlamaModel(info.config, weights)
+    model = LlamaModel(info.config, weights)
+    model.kv_scales = scales
+    return model
+
+
+def kv_scales(info: CheckpointInfo, read: Callable[[str], torch.Tensor]
+              ) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
+    """The checkpoint's FP8 KV-cache scales, per layer ``(k_scale, v_scale)``: float32 CPU tensors
+    of shape ``[]`` or ``[H_kv]`` (``read(name)`` gives a stored tensor). None when it stores none
+    (FP8 pools then use 1.0); a layer without them gets 1.0 (vLLM's default). ``kv_scale`` serves
+    as both. ``CheckpointError`` (naming the tensor) for a value that is not finite and > 0, or a
+    layer that stores ``kv_scale`` beside ``k_scale`` / ``v_scale``."""
+    c = info.config
+    names: dict[int, dict[str, str]] = {}
+    for name in info.tensors:
+        layer = _kv_scale_layer(name, c)
+        if layer is not None:
+            names.setdefault(layer, {})[name.rsplit(".", 1)[1]] = name
+    if not names:
+        return None
+    one = torch.ones((), dtype=torch.float32)
+    out = []
+    for layer in range(c.num_layers):
+        have = names.get(layer, {})
+        if "kv_scale" in have and ("k_scale" in have or "v_scale" in have):
+            raise CheckpointError("layer stores kv_scale beside k_scale / v_scale (which one "
+                                  "holds?)", info.tensors[have["kv_scale"]].file, have["kv_scale"])
+        pair = []
+        for which in ("k_scale", "v_scale"):
+            found = have.get(which, have.get("kv_scale"))
+            if found is None:
+                pair.append(one.clone())
+                continue
+            name = found
+            t = read(name).to(torch.float32).reshape(-1)
+            t = t.reshape(()) if t.numel() == 1 else t  # [1]: per tensor
+            bad = ~(torch.isfinite(t) & (t > 0))
+            if bool(bad.any()):
+                raise CheckpointError(f"KV-cache scale must be finite and > 0, got "
+                                      f"{float(t.reshape(-1)[bad.reshape(-1)][0])}",
+                                      info.tensors[name].file, name)
+            pair.append(t.contiguous())
+        out.append((pair[0], pair[1]))
+    return out
 
 
 def random_weights(config: ModelConfig, device: str | torch.device = "cpu",

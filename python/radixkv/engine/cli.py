@@ -99,7 +99,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="auto: float32 on cpu, bfloat16 on cuda (the kernels take fp16/bf16)")
     d.add_argument("--kv-dtype", choices=list(KV_DTYPES), default="auto",
                    help="KV pool element type: auto (the model's dtype), fp8 (= fp8_e4m3, "
-                   "float8_e4m3fn) or fp8_e5m2, with per-layer scales of 1.0; an FP8 pool takes "
+                   "float8_e4m3fn) or fp8_e5m2, with per-layer scales from the checkpoint "
+                   "(self_attn.k_scale / v_scale / kv_scale) or else 1.0; an FP8 pool takes "
                    "half a 16-bit pool's bytes per token. A run with an FP8 pool also serves the "
                    "workload with a model-dtype pool and reports token agreement (see --compare)")
     d.add_argument("--compare", action=argparse.BooleanOptionalAction, default=True,

@@ -58,7 +58,7 @@ class Engine:
         self.kv_dtype = kv_cache_dtype(config.kv_dtype, model.dtype)  # checked before any work
         self.kv = KVManager(config.pool_tokens, config.page_size, config.radix)
         self.pool = KVPool(model.config, self.kv.num_pages, config.page_size, self.device,
-                           self.kv_dtype)
+                           self.kv_dtype, getattr(model, "kv_scales", None))
         self.scheduler = Scheduler(self.kv, config.scheduler)
         self.stats = EngineStats()
         self.staging = Staging(self.device)

@@ -6,15 +6,17 @@ The pool's element type is the model's dtype (``kv_dtype="auto"``) or FP8 (``"fp
 token. An FP8 pool carries one float32 ``k_scale`` and ``v_scale`` per layer (shape ``[]``, stored
 value x scale = real value), device tensors that every ``store_kv`` / ``paged_decode`` /
 ``extend_attention`` call reads on the device, so CUDA graphs capture them as they capture the
-caches. They are 1.0 (vLLM's default without calibrated scales): e4m3 then keeps magnitudes up
-to 448 with 3 mantissa bits, and values below 2^-6 as subnormals (less precise). Nothing
-calibrates them.
+caches. They come from the checkpoint when it stores them (``model.layers.{i}.self_attn.k_scale``
+/ ``v_scale``, or ``kv_scale`` for both: vLLM / llm-compressor naming, per tensor or ``[H_kv]``;
+``checkpoint.kv_scales``), else they are 1.0 (vLLM's default without calibrated scales): e4m3
+then keeps magnitudes up to 448 with 3 mantissa bits, and values below 2^-6 as subnormals (less
+precise). Nothing here calibrates them.
 """
 
 from __future__ import annotations
 
 from types import ModuleType
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import torch
 
@@ -66,13 +68,38 @@ def select_ops(device: torch.device) -> ModuleType:
     return radixkv.ops
 
 
+def _checked_scales(scales: Sequence[tuple[torch.Tensor, torch.Tensor]], config: ModelConfig
+                    ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """``scales`` as the pool's ops take them: one ``(k, v)`` per layer, each float32-convertible of
+    shape ``[]`` or ``[H_kv]``, finite and > 0 (read on the host, once); ``InvalidArgument`` else."""
+    if len(scales) != config.num_layers:
+        raise rk.InvalidArgument(f"KV scales for {len(scales)} layers, the model has "
+                                 f"{config.num_layers}")
+    out = []
+    for layer, pair in enumerate(scales):
+        checked = []
+        for name, s in zip(("k_scale", "v_scale"), pair):
+            if not isinstance(s, torch.Tensor) or tuple(s.shape) not in ((), (config.num_kv_heads,)):
+                raise rk.InvalidArgument(f"layer {layer} {name} must be a tensor of shape [] or "
+                                         f"[{config.num_kv_heads}], got {getattr(s, 'shape', s)!r}")
+            f = s.detach().to("cpu", torch.float32)
+            if not bool((torch.isfinite(f) & (f > 0)).all()):
+                raise rk.InvalidArgument(f"layer {layer} {name} must be finite and > 0, got "
+                                         f"{f.tolist()}")
+            checked.append(f)
+        out.append((checked[0], checked[1]))
+    return out
+
+
 class KVPool:
     """``k[layer]``, ``v[layer]``: ``[num_pages, page_size, H_kv, D]`` of ``dtype`` (the model's
     dtype or an FP8 type); FP8 pools add ``k_scale[layer]`` / ``v_scale[layer]``, float32 ``[]``
-    on ``device`` (1.0)."""
+    or ``[H_kv]`` on ``device``: ``scales`` (per layer ``(k_scale, v_scale)``, e.g. a checkpoint's,
+    ``model.kv_scales``) or 1.0. A 16-bit pool ignores ``scales``. ``scale_source`` says which."""
 
     def __init__(self, config: ModelConfig, num_pages: int, page_size: int, device: torch.device,
-                 dtype: torch.dtype) -> None:
+                 dtype: torch.dtype,
+                 scales: Optional[Sequence[tuple[torch.Tensor, torch.Tensor]]] = None) -> None:
         shape = (num_pages, page_size, config.num_kv_heads, config.head_dim)
         self.num_pages = num_pages
         self.page_size = page_size
@@ -82,8 +109,14 @@ class KVPool:
         self.bytes_per_token = config.kv_bytes_per_token(dtype)
         self.fp8 = dtype in FP8
         n = config.num_layers if self.fp8 else 0
-        self.k_scale = [torch.ones((), device=device, dtype=torch.float32) for _ in range(n)]
-        self.v_scale = [torch.ones((), device=device, dtype=torch.float32) for _ in range(n)]
+        self.scale_source = "1.0" if n == 0 or scales is None else "checkpoint"
+        if n and scales is not None:
+            pairs = _checked_scales(scales, config)
+            self.k_scale = [k.to(device, torch.float32).clone() for k, _ in pairs]
+            self.v_scale = [v.to(device, torch.float32).clone() for _, v in pairs]
+        else:
+            self.k_scale = [torch.ones((), device=device, dtype=torch.float32) for _ in range(n)]
+            self.v_scale = [torch.ones((), device=device, dtype=torch.float32) for _ in range(n)]
         # The keyword arguments each layer's ops take: none for a 16-bit pool.
         self._scales: list[dict[str, torch.Tensor]] = [
             {"k_scale": k, "v_scale": v} for k, v in zip(self.k_scale, self.v_scale)

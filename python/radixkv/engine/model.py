@@ -184,6 +184,9 @@ class LlamaModel:
         self.weights = weights
         self.device = weights.embed.device
         self.dtype = weights.embed.dtype
+        # FP8 KV-cache scales per layer, (k_scale, v_scale) float32 CPU tensors of shape [] or
+        # [H_kv], when a checkpoint stores them (checkpoint.kv_scales); None: FP8 pools use 1.0.
+        self.kv_scales: list[tuple[torch.Tensor, torch.Tensor]] | None = None
         inv_freq = rope_inv_freq(config).to(self.device)
         # float32 like transformers' rotary embedding: positions x inv_freq, doubled, cos / sin.
         angles = torch.arange(config.max_seq_len, device=self.device).float()[:, None] * inv_freq

@@ -162,7 +162,12 @@ class TPLlama(LlamaModel):
         """Rank ``rank``'s shard of ``model``; ``logits`` (default: rank 0) keeps the LM head."""
         plan = shard_plan(model.config, rank, world)
         w = shard_weights(model, plan, rank == 0 if logits is None else logits)
-        return cls(model.config, plan, w, group)
+        shard = cls(model.config, plan, w, group)
+        if model.kv_scales is not None:  # per-KV-head scales follow the shard's KV heads
+            lo, hi = plan.kv_heads
+            shard.kv_scales = [tuple(s if s.dim() == 0 else s[lo:hi].clone() for s in pair)  # type: ignore[misc]
+                               for pair in model.kv_scales]
+        return shard
 
     def _row_linear(self, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
         y = F.linear(x, w)

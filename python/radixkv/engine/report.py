@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from radixkv.engine.engine import Engine
-from radixkv.engine.kv import kv_dtype_name
+from radixkv.engine.kv import KVPool, kv_dtype_name
 from radixkv.engine.verify import VerifyResult
 
 FIELD_NOTES = {
@@ -35,13 +35,21 @@ FIELD_NOTES = {
     "host": "host time per step outside the forward (scheduling, metadata, packing; bookkeeping "
     "after the sampled tokens arrive)",
     "memory.kv_dtype": "the KV pool's element type; FP8 pools store K / V divided by a per-layer "
-    "scale (1.0) and take half a 16-bit pool's bytes per token",
+    "scale (the checkpoint's k_scale / v_scale when it stores them, else 1.0: memory.kv_scales) "
+    "and take half a 16-bit pool's bytes per token",
     "agreement": "with an FP8 pool: the same workload served again with a model-dtype pool; the "
     "share of generated positions (by request and branch) whose tokens are equal, and where "
     "diverged sequences first differ (follow-up chat turns then get different prompts)",
     "verify": "every sequence recomputed with dense causal attention; each output token "
     "re-derived with the same sampling rule (greedy or seeded Gumbel) must match",
 }
+
+
+def _kv_scales(pool: KVPool) -> str:
+    if pool.scale_source != "checkpoint":
+        return "per layer, per tensor: 1.0"
+    per_head = any(s.dim() for s in pool.k_scale + pool.v_scale)
+    return f"per layer, from the checkpoint ({'per KV head' if per_head else 'per tensor'})"
 
 
 def _ratio(a: float, b: float) -> float:
@@ -123,7 +131,7 @@ def build_report(engine: Engine, workload: str, seed: int, ops_backend: str,
         },
         "memory": {
             "kv_dtype": kv_dtype_name(engine.kv_dtype),
-            "kv_scales": "per layer, per tensor: 1.0" if engine.pool.fp8 else None,
+            "kv_scales": _kv_scales(engine.pool) if engine.pool.fp8 else None,
             "kv_bytes_per_token": bpt,
             "pool_tokens": engine.pool.num_slots,
             "pool_bytes": engine.pool.nbytes,

@@ -167,7 +167,7 @@ def _worker(rank: int, world: int, init: str, backend: str, device: torch.device
                 elif cmd == _POOL:
                     pool = None  # free the old pool first
                     kv_dtype = _KV_DTYPE_CODES[hdr[3]] or model.dtype
-                    pool = KVPool(model.config, hdr[1], hdr[2], dev, kv_dtype)
+                    pool = KVPool(model.config, hdr[1], hdr[2], dev, kv_dtype, model.kv_scales)
                 elif cmd == _STEP:
                     assert pool is not None, "a step before the pool"
                     _worker_step(model, pool, ops, msg, hdr)
@@ -230,6 +230,7 @@ class _DriverModel:
         self.device = shard.device
         self.dtype = shard.dtype
         self.weights = shard.weights
+        self.kv_scales = shard.kv_scales
 
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor, attend: Any,
                 logits_rows: Optional[torch.Tensor] = None) -> torch.Tensor:

@@ -440,7 +440,7 @@ def store_kv(
     float32 ``[]`` or ``[H_kv]`` on the caches' device; the cache stores ``value / scale`` rounded
     to nearest even and saturated (e4m3: +-448, e5m2: +-57344). Values are checked on the host
     only for CPU scales or with ``RADIXKV_OPS_CHECK=1``; otherwise a non-finite or non-positive
-    scale stores NaN codes.
+    scale stores NaN codes and is recorded (:func:`take_errors`: ``store_kv: k_scale``, ...).
     """
     code = _check_layout(layout)
     num_pages, page_size, heads, dim = _check_caches(k_cache, v_cache, layout)
@@ -552,8 +552,11 @@ def paged_decode(
     H_q x (D + 2) elements (a per-device cached buffer by default); ``counters``: int32 merge
     counters, zero before first use and left zero by every call (at least
     :func:`decode_counter_words` elements; a per-device cached buffer by default). Calls that may
-    run at the same time on different streams need their own ``workspace`` and ``counters``. A
-    plan fault (recorded as ``plan``) may leave counters non-zero: zero them before reusing them.
+    run at the same time on different streams need their own ``workspace`` and ``counters``. Only
+    a request whose plan rows agree (its ``n`` units on consecutive rows from its first unit, each
+    saying ``n``) is merged through its counter, so counters are left zero whatever the plan
+    holds; a request whose rows disagree is recorded as a ``plan`` fault and its output is
+    undefined (other requests are unaffected).
     ``kernel``: ``"auto"`` (the device's default: matrix units where it has them), ``"cuda_core"``
     (the portable kernel gfx906-class parts run; on NVIDIA too, e.g. to test it) or ``"mma"``;
     :func:`radixkv.ops.take_kernel_log` says which ran. A request with kv_len 0 yields zeros.
@@ -650,7 +653,8 @@ def extend_attention(
     FP8 caches (float8_e4m3fn / float8_e5m2) take ``k_scale`` / ``v_scale`` as in :func:`store_kv`
     (``check`` also checks their values); the kernel reads the FP8 pages and converts them to q's
     dtype in shared memory (exact), folding the K scale into the softmax scale and the V scale into
-    the output normalisation. Unchecked, a bad scale value makes NaN rows.
+    the output normalisation. Unchecked, a bad scale value makes NaN rows and is recorded
+    (:func:`take_errors`).
     """
     if max_q_len is not None and int(max_q_len) < 0:
         _fail(f"max_q_len must be >= 0, got {max_q_len}")

@@ -6,7 +6,8 @@ An FP8 cache (``torch.float8_e4m3fn`` or ``torch.float8_e5m2``) holds stored val
 kernels read the scales on the device, so nothing here synchronises unless asked to: scale
 *values* (finite, > 0) are checked on the host when they live there (CPU tensors) or in checked
 mode (``check=True`` / ``RADIXKV_OPS_CHECK=1``); unchecked on a GPU, a bad scale makes the kernels
-write NaN (store_kv: NaN codes; decode: NaN rows), never plausible numbers.
+write NaN (store_kv: NaN codes; decode: NaN rows), never plausible numbers, and record it in the
+status word (``radixkv.ops.take_errors``: e.g. ``paged_decode: v_scale``).
 """
 
 from __future__ import annotations

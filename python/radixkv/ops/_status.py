@@ -3,7 +3,8 @@
 Every op takes a small int32 buffer, one per device, cached here. The kernels set one bit per
 (op, check) in word 0 by ``atomicOr`` when they meet bad metadata (which they clamp or skip, so
 nothing outside the cache is read), the decode kernels set a bit per kernel kind in word 1, and
-word 2 holds checks outside the per-op bytes (a bad decode plan).
+word 2 holds checks outside the per-op bytes (a bad decode plan; an FP8 ``k_scale`` / ``v_scale``
+that is not finite and positive, read on the device).
 Writing it costs the op path nothing: no allocation, no synchronisation, a fixed buffer (CUDA-graph
 safe; warm it up, i.e. make one call on the device, before capture). :func:`take_errors` reads and
 clears it; that call synchronises. The reference ops report the same faults into a host-side word.
@@ -36,10 +37,19 @@ CHECK_BIT = {name: 1 << i for i, (name, _) in enumerate(CHECKS)}
 # word 1: decode kernels that ran
 KERNELS = ("mma", "mma_narrow", "cuda_core")
 
-# word 2: checks of no one op's byte, bit -> (op, name, what it means)
+# word 2: checks of no one op's byte (the op bytes of word 0 are full), bit -> (op, name, what it
+# means)
+_SCALE = "not finite and positive (read on the device; the op wrote NaN)"
 EXTRA_CHECKS = (
     ("paged_decode", "plan", "a decode plan row naming no request, not a range, a unit count "
-     "outside [1, 256] or a first unit outside the plan (skipped or clamped)"),
+     "outside [1, 256], a first unit outside the plan, or units of a request whose rows disagree "
+     "(skipped or clamped; such a request's units are not merged)"),
+    ("store_kv", "k_scale", f"k_scale {_SCALE}"),
+    ("store_kv", "v_scale", f"v_scale {_SCALE}"),
+    ("paged_decode", "k_scale", f"k_scale {_SCALE}"),
+    ("paged_decode", "v_scale", f"v_scale {_SCALE}"),
+    ("extend_attention", "k_scale", f"k_scale {_SCALE}"),
+    ("extend_attention", "v_scale", f"v_scale {_SCALE}"),
 )
 
 STATUS_WORDS = 3
@@ -90,9 +100,9 @@ def record(device: torch.device, op: str, checks: int) -> None:
     buf[0] = word - (1 << 32) if word >= 1 << 31 else word
 
 
-def record_extra(device: torch.device, check: str) -> None:
-    """Host-side report of an EXTRA_CHECKS entry (word 2)."""
-    bit = 1 << [c for _, c, _ in EXTRA_CHECKS].index(check)
+def record_extra(device: torch.device, op: str, check: str) -> None:
+    """Host-side report of the EXTRA_CHECKS entry ``(op, check)`` (word 2)."""
+    bit = 1 << [(o, c) for o, c, _ in EXTRA_CHECKS].index((op, check))
     buf = buffer(device)
     buf[2] = int(buf[2].item()) | bit
 

@@ -19,7 +19,8 @@ more queries than keys gets NaN rows, and out-of-range slots and copy pairs are 
 FP8 caches (``torch.float8_e4m3fn`` / ``torch.float8_e5m2``) come with ``k_scale`` / ``v_scale``:
 float32 tensors of shape ``[]`` (per tensor) or ``[H_kv]`` (per KV head), stored value x scale =
 real value. :func:`store_kv` quantises ``value / scale`` (round to nearest even, saturating to the
-format's largest finite value); the attention ops dequantise the gathered rows in float32.
+format's largest finite value); the attention ops dequantise the gathered rows in float32. A scale
+that is not finite and > 0 is used as NaN and recorded, as the kernels do (:func:`checked_scales`).
 """
 
 from __future__ import annotations
@@ -76,6 +77,22 @@ def _head_scale(scale: torch.Tensor, device: torch.device) -> torch.Tensor:
     """A ``[]`` or ``[H_kv]`` scale as float32 broadcasting over ``[..., H_kv, D]``."""
     s = scale.to(device, torch.float32)
     return s if s.dim() == 0 else s.reshape(-1, 1)
+
+
+def checked_scales(op: str, device: torch.device, k_scale: Optional[torch.Tensor],
+                   v_scale: Optional[torch.Tensor]) -> tuple[Optional[torch.Tensor], Optional[torch.Tensor]]:
+    """The scales as the kernels use them: an entry that is not finite and > 0 becomes NaN (so what
+    it touches is NaN, never plausible numbers) and is recorded as ``(op, "k_scale")`` /
+    ``(op, "v_scale")`` in word 2 of ``device``'s status (``hip/guard.h`` Extra)."""
+    out = []
+    for name, s in (("k_scale", k_scale), ("v_scale", v_scale)):
+        if s is not None:
+            good = torch.isfinite(s) & (s > 0)
+            if not bool(good.all()):
+                _status.record_extra(device, op, name)
+                s = torch.where(good, s, torch.full_like(s, float("nan")))
+        out.append(s)
+    return out[0], out[1]
 
 
 def quantize(x: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -236,6 +253,10 @@ def store_kv(
     if k_cache.dtype in FP8_DTYPES:
         if k_scale is None or v_scale is None:
             raise ValueError(f"an FP8 cache ({k_cache.dtype}) needs k_scale and v_scale")
+        if bool(keep.any()):  # the kernel reads the scales for the tokens it stores
+            ks, vs = checked_scales("store_kv", k_cache.device, k_scale, v_scale)
+            assert ks is not None and vs is not None
+            k_scale, v_scale = ks, vs
         kq = quantize(k[keep], k_scale, k_cache.dtype).view(torch.uint8)
         vq = quantize(v[keep], v_scale, v_cache.dtype).view(torch.uint8)
         _token_view(k_cache, layout)[page, off] = kq
@@ -286,6 +307,8 @@ def paged_decode(
     computed as the kernels do: one softmax state per unit, merged per request
     (:func:`paged_decode_planned`).
     """
+    if q.shape[0] > 0:
+        k_scale, v_scale = checked_scales("paged_decode", q.device, k_scale, v_scale)
     if plan is not None:
         return paged_decode_planned(q, k_cache, v_cache, kv_indptr, kv_indices, kv_lens, sm_scale,
                                     plan, block_tables=block_tables, layout=layout,
@@ -294,6 +317,27 @@ def paged_decode(
     return _attention(q, k_cache, v_cache, qo_indptr, kv_indptr, kv_indices, kv_lens, sm_scale,
                       block_tables, layout, decode=True,
                       k_scale=k_scale, v_scale=v_scale)
+
+
+def _group_agrees(units: torch.Tensor, rows: torch.Tensor, u: int, b: int, batch: int) -> bool:
+    """Whether unit row ``u`` (of request ``b``) belongs to a merge group the kernels accept
+    (hip/paged_decode_mma.cuh ``group_rows_agree``): a request cut in ``n > 1`` units (counts
+    clamped to [1, 256]) has its first unit row ``first_unit[b]`` inside the plan and rows
+    ``[first, first + n)`` all naming ``b`` with ``n`` units, ``u`` among them."""
+    cap = units.shape[0]
+
+    def count(r: int) -> int:
+        return min(max(int(units[r, 3]), 1), 256)
+
+    n = count(u)
+    if n == 1:
+        return True
+    raw = int(rows[4 * cap + b])
+    hi = cap - n
+    first = min(max(raw, 0), max(hi, 0))
+    if raw < 0 or raw > hi or not first <= u < first + n:
+        return False
+    return all(int(units[r, 0]) == b and count(r) == n for r in range(first, first + n))
 
 
 def paged_decode_planned(
@@ -315,8 +359,9 @@ def paged_decode_planned(
     kv_start, kv_end, units)`` (hip/paged_decode.h) yields a softmax state ``(m, l, o)`` over its
     keys (its range clamped to the request's tokens), and a request's states are merged by
     ``o = sum_u l_u exp(m_u - M) o_u / sum_u l_u exp(m_u - M)``. Rows naming no request of the
-    batch are skipped and recorded (``plan`` in word 2 of the status). Keys no unit covers are left
-    out, as the kernels leave them."""
+    batch are skipped and recorded (``plan`` in word 2 of the status), and so is a request whose
+    unit rows disagree (:func:`_group_agrees`; its states are merged here, the kernels leave its
+    output undefined). Keys no unit covers are left out, as the kernels leave them."""
     assert kv_lens is not None
     _, page_size, _, dim = cache_dims(k_cache, layout)
     scale = 1.0 / math.sqrt(dim) if sm_scale is None else float(sm_scale)
@@ -333,6 +378,7 @@ def paged_decode_planned(
             bad_plan |= b != -1
             continue
         bad_plan |= s0 < 0 or s1 < s0 or not 1 <= cnt <= 256
+        bad_plan |= not _group_agrees(units, rows, u, b, batch)
         pages, n_k, c = clamped_request(b, int(lens[b]), kv_indptr, kv_indices, block_tables, page_size)
         checks |= c
         lo = min(max(s0, 0), n_k)
@@ -365,7 +411,7 @@ def paged_decode_planned(
         out[b] = o / torch.where(total > 0, total, 1.0).unsqueeze(-1)
     _status.record(q.device, "paged_decode", checks)
     if bad_plan:
-        _status.record_extra(q.device, "plan")
+        _status.record_extra(q.device, "paged_decode", "plan")
     return out.to(q.dtype)
 
 
@@ -390,6 +436,8 @@ def extend_attention(
     positions of its ``kv_lens[b]`` (= L_k) tokens: query i may see key j iff ``j <= i + L_k - L_q``.
     A request with L_q > L_k gets NaN rows; keys on pages outside the pool read zeros.
     """
+    if q.shape[0] > 0 and qo_indptr.numel() > 1:
+        k_scale, v_scale = checked_scales("extend_attention", q.device, k_scale, v_scale)
     return _attention(q, k_cache, v_cache, qo_indptr, kv_indptr, kv_indices, kv_lens, sm_scale,
                       block_tables, layout, decode=False, k_scale=k_scale, v_scale=v_scale)
 
