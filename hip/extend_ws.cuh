@@ -34,8 +34,8 @@ constexpr int kBM = 128;          // rows per CTA tile (two consumer warpgroups 
 constexpr int kBN = 64;           // keys per stage
 constexpr int kStages = 4;        // K/V ring depth
 constexpr int kThreads = 384;     // producer + two consumers
-constexpr int kProducerRegs = 40;
-constexpr int kConsumerRegs = 232;  // 128 * 40 + 256 * 232 <= 65536
+constexpr int kProducerRegs = 56;
+constexpr int kConsumerRegs = 224;  // 128 * 56 + 256 * 224 <= 65536
 constexpr int kTileBytes = kBN * kD * 2;          // one K or V stage (128-byte swizzled, 1024-aligned)
 constexpr int kOffK = kBM * kD * 2;               // after the Q tile
 constexpr int kOffV = kOffK + kStages * kTileBytes;
