@@ -259,16 +259,15 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
 
   if (c == 1) bar_arrive(kBarTurn + 0, 256);  // consumer 0 issues first
 
-  auto process = [&](int n, auto masked_tag) {
-    constexpr bool kMasked = decltype(masked_tag)::value;
-    const int s = n % kStages;
-    mbar_wait(full0 + 8 * s, (n / kStages) & 1);
-    wgmma::fence_proxy_async();  // the producer's copies, to the tensor cores' reads
-
-    Acc sc[kBN / 16];
-    const uint32_t ks = k_base + s * kTileBytes;
-    bar_sync(kBarTurn + c, 256);
-    wgmma::fence();
+  // Tile n's stage holds all its copies, visible to the tensor cores' reads.
+  auto wait_full = [&](int n) {
+    mbar_wait(full0 + 8 * (n % kStages), (n / kStages) & 1);
+    wgmma::fence_proxy_async();
+  };
+  Acc sc[kBN / 16];  // S of a tile, then its exponentials
+  Frag pf[kBN / 16];  // P operand of the tile whose P * V is next
+  auto issue_s = [&](int n) {
+    const uint32_t ks = k_base + (n % kStages) * kTileBytes;
 #pragma unroll
     for (int kk = 0; kk < kD / 16; ++kk) {
       const uint32_t qa = q_base + (kk >> 2) * (kBM * 128) + c * (64 * 128) + (kk & 3) * 32;
@@ -276,11 +275,23 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
       wgmma::ss_m64n64k16<T>(sc, wgmma::desc_sw128(qa, 16, 1024), wgmma::desc_sw128(ka, 16, 1024), kk > 0);
     }
     wgmma::commit();
-    bar_arrive(kBarTurn + (1 - c), 256);
-    wgmma::wait<0>();
-    wgmma::fence_operands(sc);
-
-    // Mask, running max, lazy rescale (extend_attention_kernel.cuh's stats).
+  };
+  auto issue_pv = [&](int n) {  // O += P V (V MN-major: 16 keys per step, both column halves)
+    const uint32_t vs = v_base + (n % kStages) * kTileBytes;
+#pragma unroll
+    for (int kb = 0; kb < kBN / 16; ++kb)
+      wgmma::rs_m64n128k16<T>(o, pf[kb].x, wgmma::desc_sw128(vs + kb * (16 * 128), kBN * 128, 1024));
+    wgmma::commit();
+  };
+  auto release = [&](int n) {  // this warp is done with tile n's stage
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty0 + 8 * (n % kStages));
+  };
+  // Tile n's S (in sc) -> mask, running max, l rescaled and extended, exponentials in sc
+  // (extend_attention_kernel.cuh's stats and p_block). Returns whether O needs rescaling by corr.
+  float corr[kSlots];
+  auto softmax = [&](int n, auto masked_tag) {
+    constexpr bool kMasked = decltype(masked_tag)::value;
     float mx[kSlots];
 #pragma unroll
     for (int sl = 0; sl < kSlots; ++sl) mx[sl] = kNegInf;
@@ -294,7 +305,7 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
         }
         mx[mma::acc_slot(i)] = fmaxf(mx[mma::acc_slot(i)], sc[kb].x[i]);
       }
-    float corr[kSlots], m_use[kSlots];
+    float m_use[kSlots];
     bool grew = false;
 #pragma unroll
     for (int sl = 0; sl < kSlots; ++sl) {
@@ -306,41 +317,68 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
       m[sl] = m_new;
       l[sl] *= corr[sl];
     }
-    if (warp_any(grew)) {
 #pragma unroll
-      for (int db = 0; db < kD / 16; ++db)
-#pragma unroll
-        for (int i = 0; i < mma::kAccElems; ++i) o[db].x[i] *= corr[mma::acc_slot(i)];
-    }
-    Frag pf[kBN / 16];
-#pragma unroll
-    for (int kb = 0; kb < kBN / 16; ++kb) {
+    for (int kb = 0; kb < kBN / 16; ++kb)
 #pragma unroll
       for (int i = 0; i < mma::kAccElems; ++i) {
         const float pv = fast_exp2(fmaf(sc[kb].x[i], cs, -m_use[mma::acc_slot(i)]));
         sc[kb].x[i] = pv;
         l[mma::acc_slot(i)] += pv;
       }
-      mma::p_from_acc<T>(pf[kb], sc[kb]);
-    }
-
-    // O += P V (V MN-major: 16 keys per step, both column halves).
-    const uint32_t vs = v_base + s * kTileBytes;
-    wgmma::fence_operands(o);
-    wgmma::fence();
+    return warp_any(grew);
+  };
+  auto rescale = [&] {
 #pragma unroll
-    for (int kb = 0; kb < kBN / 16; ++kb)
-      wgmma::rs_m64n128k16<T>(o, pf[kb].x, wgmma::desc_sw128(vs + kb * (16 * 128), kBN * 128, 1024));
-    wgmma::commit();
-    wgmma::wait<0>();
-    wgmma::fence_operands(o);
-    __syncwarp();
-    if (lane == 0) mbar_arrive(empty0 + 8 * s);  // this warp is done with stage s
+    for (int db = 0; db < kD / 16; ++db)
+#pragma unroll
+      for (int i = 0; i < mma::kAccElems; ++i) o[db].x[i] *= corr[mma::acc_slot(i)];
+  };
+  auto pack = [&] {
+#pragma unroll
+    for (int kb = 0; kb < kBN / 16; ++kb) mma::p_from_acc<T>(pf[kb], sc[kb]);
   };
 
+  // Tile 0: its S on this consumer's turn, its softmax.
+  wait_full(0);
+  bar_sync(kBarTurn + c, 256);
+  wgmma::fence();
+  issue_s(0);
+  bar_arrive(kBarTurn + (1 - c), 256);
+  wgmma::wait<0>();
+  wgmma::fence_operands(sc);
+  if (n_dense > 0 ? softmax(0, MaskTag<false>{}) : softmax(0, MaskTag<true>{})) rescale();
+  pack();
+  // Step n (on this consumer's turn): issue S of tile n + 1 and P V of tile n; tile n + 1's
+  // softmax starts while P V of tile n is in flight (ptxas places the wait for it after the row
+  // maxima, before the exponentials); O is rescaled once that product is done. wgmma groups
+  // complete in order: [S(n + 1), PV(n)].
+  auto step = [&](int n, auto masked_tag) {
+    wait_full(n + 1);
+    bar_sync(kBarTurn + c, 256);
+    wgmma::fence_operands(o);
+    wgmma::fence();
+    issue_s(n + 1);
+    issue_pv(n);
+    bar_arrive(kBarTurn + (1 - c), 256);
+    wgmma::wait<1>();
+    wgmma::fence_operands(sc);
+    const bool grew = softmax(n + 1, masked_tag);
+    wgmma::wait<0>();
+    wgmma::fence_operands(o);
+    release(n);
+    if (grew) rescale();
+    pack();
+  };
   int n = 0;
-  for (; n < min(n_dense, n_kv_tiles); ++n) process(n, MaskTag<false>{});
-  for (; n < n_kv_tiles; ++n) process(n, MaskTag<true>{});
+  for (; n + 1 < min(n_dense, n_kv_tiles); ++n) step(n, MaskTag<false>{});
+  for (; n + 1 < n_kv_tiles; ++n) step(n, MaskTag<true>{});
+  // P V of the last tile.
+  wgmma::fence_operands(o);
+  wgmma::fence();
+  issue_pv(n);
+  wgmma::wait<0>();
+  wgmma::fence_operands(o);
+  release(n);
   if (c == 0) bar_sync(kBarTurn + 0, 256);  // consumer 1's last turn hand-over
 
   // Normalise, stage through the Q tile (both consumers are done reading it: the barrier), store

@@ -109,7 +109,9 @@ def run(n_tiles: int, rng: random.Random) -> None:
         leader = warp == 0
         if leader and c == 1:
             turn[0].arrive(1)
-        for n in range(n_tiles):
+        # Tile 0's S on the first turn; then step n: wait for tile n + 1's stage, take the turn,
+        # issue S(n + 1) and P V(n), softmax of n + 1, release tile n's stage; last: P V(N - 1).
+        def take(n: int):
             s = n % STAGES
             while not full[s].try_wait((n // STAGES) & 1):
                 yield
@@ -120,7 +122,13 @@ def run(n_tiles: int, rng: random.Random) -> None:
                     yield
                 issue_order.append(c)
                 turn[1 - c].arrive(c)
-            yield  # softmax, P*V
+
+        yield from take(0)
+        for n in range(n_tiles):
+            if n + 1 < n_tiles:
+                yield from take(n + 1)
+            yield  # softmax of n + 1 while P V(n) runs
+            s = n % STAGES
             assert stage_tile[s] == n, f"stage {s} overwritten while consumer {c} reads tile {n}"
             released[n] += 1
             empty[s].arrive()
