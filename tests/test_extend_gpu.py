@@ -197,6 +197,30 @@ def test_more_queries_than_keys():
 
 
 @gpu
+@pytest.mark.parametrize("tables", [False, True], ids=["csr", "block_tables"])
+def test_page_outside_pool_d128(tables):
+    # head_dim 128 runs sm_90a's warp-specialised kernel there (hip/extend_ws.cuh): its page
+    # gather must zero-fill the bad row, record the fault and leave the other requests exact.
+    batch = Batch(SMALL, page_size=16, h_kv=2, group=4, dim=128, dtype=torch.bfloat16,
+                  block_tables=tables, seed=13)
+    ref = batch.reference()  # of the good metadata
+    num_pages = batch.k_cache.shape[0]
+    if tables:
+        batch.block_tables[3, 2] = num_pages + 3
+    else:
+        batch.kv_indices[int(batch.kv_indptr[3]) + 2] = num_pages + 3
+    out = torch.full_like(batch.q, float("nan"))
+    batch.run(out=out, check=False)
+    torch.cuda.synchronize()
+    assert radixkv.ops.take_errors() == [radixkv.ops.KernelFault("extend_attention", "page_range")]
+    assert torch.isfinite(out).all(), "the bad page's rows must be zero-filled, not read"
+    qo = batch.qo_indptr.tolist()
+    for b in range(len(SMALL)):
+        if b != 3:
+            assert_close(out[qo[b]:qo[b + 1]], ref[qo[b]:qo[b + 1]], torch.bfloat16, what=f"request {b}")
+
+
+@gpu
 def test_cuda_graph_replay():
     batch = Batch(SMALL, page_size=1, h_kv=2, group=4, dim=128, dtype=torch.bfloat16, seed=11)
     out = torch.empty_like(batch.q)
