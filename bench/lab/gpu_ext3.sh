@@ -62,7 +62,7 @@ if [[ $rc -ne 0 ]]; then
   cells=(--cells "${EXT3_CELLS:-16:4096:2048,1:1024:512}")  # a tiny timing after a failure
 fi
 if [[ $rc_new -eq 0 && $rc -ne 124 ]]; then  # 124: the tests hung (no timing then)
-  env "${new[@]}" timeout 150 python3 bench/kernels_extend.py --check --reps 20 --out "$OUT/new" "${cells[@]}" \
+  env "${new[@]}" timeout 150 python3 bench/kernels_extend.py --check --reps 20 --sglang-src "" --out "$OUT/new" "${cells[@]}" \
     > "$OUT/bench_new.log" 2>&1
   stamp "bench new rc=$?"
   tail -3 "$OUT/bench_new.log"
