@@ -181,11 +181,13 @@ def reference_out(pool: Pool, c: dict[str, torch.Tensor], prefix: int, extend: i
 
 
 def radixkv_runner(pool: Pool, c: dict[str, torch.Tensor], extend: int) -> Callable[[], Any]:
+    from radixkv.ops import _status  # noqa: PLC0415
+
     out = torch.empty_like(c["q"])
     op = torch.ops.radixkv.extend_attention.default
     scale = 1.0 / math.sqrt(D)
     args = (c["q"], pool.k, pool.v, c["qo_indptr"], c["kv_indptr"], c["kv_indices"], c["kv_lens"],
-            out, scale, 0, extend)
+            out, scale, 0, extend, _status.buffer(c["q"].device))
     return lambda: (op(*args), out)[1]
 
 

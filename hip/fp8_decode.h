@@ -106,17 +106,17 @@ RK_DEVICE void convert_v(uint16_t* tile, const uint8_t* stage, int lane) {
 
 // ---------------------------------------------------------------------------------------------
 // Direct fragments (NVIDIA, narrow form: S^T = K Q^T with K as the m16n8k16 A operand, O^T += V^T
-// P^T with V^T as the A operand). Every lane cp.async's exactly the cache bytes it consumes as
-// fragments into its own stage slots, reads them back with 16-byte loads (only its own: no warp
-// exchange, no converted tile) and converts them to fp16 fragments in registers. Lane = 4 g + t.
+// P^T with V^T as the A operand). Each lane's stage slots hold exactly the cache bytes it consumes
+// as fragments; it reads them back with 16-byte loads (no converted tile) and converts them to
+// fp16 fragments in registers. Lane = 4 g + t.
 //  K: A[key][k] needs, per 16-dim block, rows (keys) g, g + 8 and k = 2t, 2t+1, 2t+8, 2t+9. The
 //     dims are summed over, so they are permuted: block db's k positions of lane t are the four
 //     contiguous cache dims t D/4 + 4 db + 0..3 (lo pair: k 2t, 2t+1; hi pair: 2t+8, 2t+9), so
-//     the lane copies bytes [t D/4, (t+1) D/4) of key rows g and g + 8. Q^T is built with the same
-//     permutation (q_direct).
+//     the lane consumes bytes [t D/4, (t+1) D/4) of key rows g and g + 8. Q^T is built with the
+//     same permutation (q_direct).
 //  V: A[dim][key] needs keys 2t, 2t+1, 2t+8, 2t+9 of each 16-key block and, per 16-dim block db,
 //     output rows g and g + 8. The output dims are permuted instead: those two rows are cache dims
-//     g D/8 + 2 db + 0 / 1, so the lane copies bytes [g D/8, (g+1) D/8) of those four key rows,
+//     g D/8 + 2 db + 0 / 1, so the lane consumes bytes [g D/8, (g+1) D/8) of those four key rows,
 //     pairs bytes of key rows (2t, 2t+1) and (2t+8, 2t+9) with prmt, and O^T's row (db, g + 8 h)
 //     is stored as dim out_dim(db, g, h). Keys keep their order, so P^T from the S^T accumulator
 //     (mma.h pt_from_acc) matches.
@@ -157,30 +157,56 @@ RK_DEVICE void cvt4(uint32_t w, uint32_t& lo, uint32_t& hi) {
 }
 
 // Per-lane geometry of the direct stages for D dims and KEYS keys per tile.
+// Copies: a lane's slots are filled by whichever lanes of its warp make each cp.async instruction
+// read whole 128-byte cache lines (the lanes of a row copy its consecutive chunks), so every DRAM
+// sector is requested once; the kernel's warp barrier after the wait makes the other lanes' copies
+// visible. Slots: the bytes a lane consumes of one row are contiguous, and lanes are placed so that
+// each 32-byte sector of a row lands in one aligned 32-byte block of shared memory (a sector split
+// across blocks costs a second L2 request), the sectors of one line in different banks, and the
+// V read-backs of a quarter-warp (half-warp for 8-byte reads) in different banks, except 2-way at
+// D = 256. K read-backs conflict 2-way at D >= 128: a quarter-warp's 8 lanes read 16 bytes of
+// their 32-byte sector blocks, and a per-lane chunk order cannot differ between the rows of one
+// MMA fragment.
 template <int D, int KEYS>
 struct Direct {
   static constexpr int kKB = KEYS / 16;
   static constexpr int kKBytes = D / 4;               // per K row and lane
-  static constexpr int kKChunks = kKBytes / 16;       // 16-byte copies per K row
+  static constexpr int kKChunks = kKBytes / 16;       // 16-byte copies per K row and lane
   static constexpr int kVBytes = D / 8;               // per V row and lane
   static constexpr int kVCopy = kVBytes < 16 ? kVBytes : 16;  // bytes per V copy (8 at D = 64)
   static constexpr int kVChunks = kVBytes / kVCopy;
-  // Lane slots: K copy (kb, h, c) is slot (kb * 2 + h) * kKChunks + c, 16 bytes per lane side by
-  // side (a warp's 16-byte loads of one slot are one conflict-free 512-byte run); V copy (kb, q,
-  // c) likewise with kVCopy bytes.
-  static constexpr int kKSlots = kKB * 2 * kKChunks;
-  static constexpr int kVSlots = kKB * 4 * kVChunks;
-  static_assert(kKSlots * 16 * 32 == KEYS * D && kVSlots * kVCopy * 32 == KEYS * D, "stage bytes");
+  // One copy instruction: kKRows K rows (or kVRows V rows) of kKRowChunks (kVRowChunks) chunks.
+  static constexpr int kKRowChunks = D / 16;
+  static constexpr int kKRows = 32 / kKRowChunks;
+  static constexpr int kVRowChunks = D / kVCopy;
+  static constexpr int kVRows = 32 / kVRowChunks;
+  // Slot groups of 32 lanes: K (kb, h) holds kKBytes per lane, V (kb, q) kVBytes per lane.
+  static constexpr int kKSlots = kKB * 2;
+  static constexpr int kVSlots = kKB * 4;
+  static_assert(kKSlots * kKBytes * 32 == KEYS * D && kVSlots * kVBytes * 32 == KEYS * D, "stage bytes");
   static_assert(D % 64 == 0 && KEYS % 16 == 0, "direct shapes");
-  RK_DEVICE static int k_slot(int kb, int h, int c, int lane) { return (((kb * 2 + h) * kKChunks + c) * 32 + lane) * 16; }
-  RK_DEVICE static int v_slot(int kb, int q, int c, int lane) {
-    return (((kb * 4 + q) * kVChunks + c) * 32 + lane) * kVCopy;
+  // K: a lane's bytes of a row as 32-byte sector blocks; sector s of every lane in its own run of
+  // 32 blocks, lanes XOR 2 s so the four sectors of a 128-byte line (D = 256) use different banks.
+  static constexpr int kKSectors = kKBytes >= 32 ? kKBytes / 32 : 1;
+  RK_HOST_DEVICE static constexpr int k_slot(int kb, int h, int c, int lane) {
+    if constexpr (kKBytes < 32) return ((kb * 2 + h) * 32 + lane) * kKBytes;
+    else return ((((kb * 2 + h) * kKSectors + (c >> 1)) * 32 + (lane ^ (2 * (c >> 1)))) * 32) + (c & 1) * 16;
+  }
+  // Position of lane 4 g + t in a V slot group, in units of kVBytes.
+  RK_HOST_DEVICE static constexpr int v_pos(int lane) {
+    const int g = lane >> 2, t = lane & 3;
+    if constexpr (kVBytes == 8) return ((g >> 2) << 4) | (((t ^ (g >> 2)) & 3) << 2) | (g & 3);
+    else if constexpr (kVBytes == 16) return ((g >> 1) << 3) | (((t ^ (g >> 1)) & 3) << 1) | (g & 1);
+    else return 4 * g + ((t + g) & 3);
+  }
+  RK_HOST_DEVICE static constexpr int v_slot(int kb, int q, int c, int lane) {
+    return ((kb * 4 + q) * 32 + v_pos(lane)) * kVBytes + c * kVCopy;
   }
   // Key row (in the tile) of K copy (kb, h) and of V copy (kb, q), for lane g = lane / 4, t.
-  RK_DEVICE static int k_row(int kb, int h, int g) { return kb * 16 + g + 8 * h; }
-  RK_DEVICE static int v_row(int kb, int q, int t) { return kb * 16 + 2 * t + (q & 1) + 8 * (q >> 1); }
+  RK_HOST_DEVICE static constexpr int k_row(int kb, int h, int g) { return kb * 16 + g + 8 * h; }
+  RK_HOST_DEVICE static constexpr int v_row(int kb, int q, int t) { return kb * 16 + 2 * t + (q & 1) + 8 * (q >> 1); }
   // Output dim of O^T element (block db, row g + 8 h) of lane group g.
-  RK_DEVICE static int out_dim(int db, int g, int h) { return g * kVBytes + 2 * db + h; }
+  RK_HOST_DEVICE static constexpr int out_dim(int db, int g, int h) { return g * kVBytes + 2 * db + h; }
 };
 
 // 4 or 8 or 16 bytes of a lane's V copy from shared memory as words.

@@ -283,9 +283,11 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
 
   const int64_t head_off =
       static_cast<int64_t>(kvh) * p.kv_stride_head + (lane % C::kCopyChunks) * (16 / C::KVB);
-  // Direct: K bytes [t D/4, ..) and V bytes [g D/8, ..) of each row this lane copies.
-  const int64_t head_k = kDirect ? static_cast<int64_t>(kvh) * p.kv_stride_head + (lane % 4) * DG::kKBytes : head_off;
-  const int64_t head_v = kDirect ? static_cast<int64_t>(kvh) * p.kv_stride_head + (lane / 4) * DG::kVBytes : head_off;
+  // Direct: this lane copies chunk lane % kKRowChunks (kVRowChunks) of each K (V) row it copies.
+  const int64_t head_k =
+      kDirect ? static_cast<int64_t>(kvh) * p.kv_stride_head + (lane % DG::kKRowChunks) * 16 : head_off;
+  const int64_t head_v =
+      kDirect ? static_cast<int64_t>(kvh) * p.kv_stride_head + (lane % DG::kVRowChunks) * DG::kVCopy : head_off;
   const KV* kbase = static_cast<const KV*>(p.k_cache) + head_k;
   const KV* vbase = static_cast<const KV*>(p.v_cache) + head_v;
   uint16_t* wK = sWork + warp * C::kWarpElems;  // this warp's K stages, then its V stages
@@ -309,7 +311,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
     }
     mask &= kFull;
     if (kDirect && i < n_my) {
-      // Each lane copies the bytes of its own fragments (fp8_decode.h Direct) into its slots.
+      // Whole cache lines per instruction (fp8_decode.h Direct): this lane copies chunk j of row
+      // i of each group of kKRows (kVRows) rows into the slot of the lane that consumes it.
       const int t0 = tile_start(i);
       uint8_t* sk = fK + (i % S) * C::kTileElems;
       uint8_t* sv = fV + (i % S) * C::kTileElems;
@@ -320,26 +323,31 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
         ok = page >= 0;
         return ok ? static_cast<int64_t>(page) * p.kv_stride_page + ((t0 + r) % PS) * p.kv_stride_slot : 0;
       };
-      const int g = lane / 4, t = lane % 4;
+      const int ki = lane / DG::kKRowChunks, kj = lane % DG::kKRowChunks;
+      const int kt = kj / DG::kKChunks, kc = kj % DG::kKChunks;  // consumer t and its copy c
+      const int vi = lane / DG::kVRowChunks, vj = lane % DG::kVRowChunks;
+      const int vg = vj / DG::kVChunks, vc = vj % DG::kVChunks;  // consumer g and its copy c
 #pragma unroll
       for (int kb = 0; kb < KB; ++kb) {
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          bool ok;
-          const int64_t off = row_off(kb, DG::k_row(0, h, g), ok);
+        for (int h = 0; h < 2; ++h)
 #pragma unroll
-          for (int c = 0; c < DG::kKChunks; ++c) cp_async16(sk + DG::k_slot(kb, h, c, lane), kbase + off + 16 * c, ok);
-        }
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          bool ok;
-          const int64_t off = row_off(kb, DG::v_row(0, q, t), ok);
-#pragma unroll
-          for (int c = 0; c < DG::kVChunks; ++c) {
-            if constexpr (DG::kVCopy == 16) cp_async16(sv + DG::v_slot(kb, q, c, lane), vbase + off + 16 * c, ok);
-            else cp_async8(sv + DG::v_slot(kb, q, c, lane), vbase + off + 8 * c, ok);
+          for (int s8 = 0; s8 < 8; s8 += DG::kKRows) {
+            const int g = s8 + ki;  // K rows g + 8 h are consumed by lanes 4 g + t
+            bool ok;
+            const int64_t off = row_off(kb, DG::k_row(0, h, g), ok);
+            cp_async16(sk + DG::k_slot(kb, h, kc, 4 * g + kt), kbase + off, ok);
           }
-        }
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+#pragma unroll
+          for (int s4 = 0; s4 < 4; s4 += DG::kVRows) {
+            const int t = s4 + vi;  // V rows v_row(q, t) are consumed by lanes 4 g + t
+            bool ok;
+            const int64_t off = row_off(kb, DG::v_row(0, q, t), ok);
+            if constexpr (DG::kVCopy == 16) cp_async16(sv + DG::v_slot(kb, q, vc, 4 * vg + t), vbase + off, ok);
+            else cp_async8(sv + DG::v_slot(kb, q, vc, 4 * vg + t), vbase + off, ok);
+          }
       }
     } else if (i < n_my) {
       const int st = i % S;

@@ -56,8 +56,10 @@ def measure_floor(reps: int = 50, page_size: int = 16) -> list[tuple[str, float,
     empty_qo = torch.zeros_like(c["qo_indptr"])
     out = torch.empty_like(c["q"])
     scale = 1.0 / math.sqrt(D)
+    from radixkv.ops import _status  # noqa: PLC0415
+
     empty_args = (c["q"], pool.k, pool.v, empty_qo, c["kv_indptr"], c["kv_indices"], c["kv_lens"],
-                  out, scale, 0, 128)
+                  out, scale, 0, 128, _status.buffer(c["q"].device))
 
     def empty() -> None:
         op(*empty_args)
