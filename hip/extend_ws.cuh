@@ -176,34 +176,83 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
   if (wg == 0) {
     // ------------------------------------------------------------------ producer
     regs_dec<kProducerRegs>();
-    // Thread u copies 16-byte chunk u % 16 of rows u / 16 + 8 i (i < 8) of each K and V tile.
+    // Thread u copies 16-byte chunk u % 16 of rows u / 16 + 8 i (i < 8) of each K and V tile; row
+    // i + 1 is 8 keys after row i: kRowStep / page_size pages plus kRowStep % page_size slots on.
+    // The page ids of tile n + 1 are loaded before tile n's copies are issued (and before the
+    // stage wait), so the table reads' latency is off the path from "stage empty" to the copies
+    // (and no load waits behind a fault report's atomic).
+    constexpr int kRows = kBN / 8;
+    constexpr int kRowStep = 8;
     const int u = threadIdx.x;
     const int c8 = (u % 16) * 8;
     const int r0 = u / 16;
-    const char* k_head = static_cast<const char*>(p.k_cache) + 2 * int64_t(t.kvh) * p.kv_stride_head;
+    const int ps = p.page_size;
+    const int step_pages = kRowStep / ps, step_off = kRowStep - step_pages * ps;
+    const int tile_pages = kBN / ps, tile_off = kBN - tile_pages * ps;
+    // Swizzled destination of row r0 + 8 i (bytes from a stage's start): rows 8 apart keep the
+    // swizzle phase (row % 8), so they are 8 * 128 bytes apart.
+    const uint32_t dst0 = 2u * wgmma::sw128_index<kBN>(r0, c8);
+    static_assert(wgmma::sw128_index<kBN>(kRowStep, 0) == kRowStep * 64, "rows 8 apart: 1024 bytes");
+    const char* k_head =
+        static_cast<const char*>(p.k_cache) + 2 * (int64_t(t.kvh) * p.kv_stride_head + c8);
     const int64_t v_minus_k =
         int64_t(reinterpret_cast<uintptr_t>(p.v_cache)) - int64_t(reinterpret_cast<uintptr_t>(p.k_cache));
+    // Byte strides; the launcher takes this kernel only when they fit in 31 bits (one wide
+    // multiply-add per row address).
+    const int page_bytes = int(2 * p.kv_stride_page), slot_bytes = int(2 * p.kv_stride_slot);
+    // Walker: page and slot of row r0 of the next tile to look up (tile n: key n * kBN + r0).
+    int w_pidx = r0 / ps, w_off = r0 - (r0 / ps) * ps, w_tile = 0;
+    // Tile w_tile's page ids (ids) and its first row's slot (off0); the walker moves a tile on.
+    auto load_ids = [&](int (&ids)[kRows], int& off0) {
+      const int k0 = w_tile * kBN + r0;
+      int pidx = w_pidx, off = w_off;
+      off0 = off;
+#pragma unroll
+      for (int i = 0; i < kRows; ++i) {
+        ids[i] = fetch_page(t.pages, pidx, k0 + kRowStep * i, t.lk);
+        pidx += step_pages;
+        off += step_off;
+        if (off >= ps) {
+          off -= ps;
+          ++pidx;
+        }
+      }
+      ++w_tile;
+      w_pidx += tile_pages;
+      w_off += tile_off;
+      if (w_off >= ps) {
+        w_off -= ps;
+        ++w_pidx;
+      }
+    };
+    int cur[kRows], nxt[kRows];
+    int off_cur, off_nxt;
+    load_ids(cur, off_cur);
     for (int n = 0; n < n_kv_tiles; ++n) {
       const int s = n % kStages, round = n / kStages;
+      load_ids(nxt, off_nxt);  // tile n + 1; keys past L_k read nothing (fetch_page)
       if (round > 0) mbar_wait(empty0 + 8 * s, (round - 1) & 1);
-      uint16_t* dk = reinterpret_cast<uint16_t*>(smem + kOffK + s * kTileBytes);
-      uint16_t* dv = reinterpret_cast<uint16_t*>(smem + kOffV + s * kTileBytes);
+      const uint32_t sk = k_base + s * kTileBytes, sv = v_base + s * kTileBytes;
+      int off = off_cur;
 #pragma unroll
-      for (int i = 0; i < kBN / 8; ++i) {
-        const int r = r0 + 8 * i;
-        const int key = n * kBN + r;
-        const int pidx = key / p.page_size;
-        const int raw = fetch_page(t.pages, pidx, key, t.lk);
+      for (int i = 0; i < kRows; ++i) {
+        const int key = n * kBN + r0 + kRowStep * i;
+        const int raw = cur[i];
         const bool valid = key < t.lk && raw >= 0 && raw < p.num_pages;
         if (key < t.lk && !valid) guard::report(p.status, guard::kExtend, guard::kPageRange);
-        const char* src =
-            valid ? k_head + 2 * (int64_t(raw) * p.kv_stride_page + int64_t(key - pidx * p.page_size) * p.kv_stride_slot) + 2 * c8
-                  : k_head;
-        const int dst = wgmma::sw128_index<kBN>(r, c8);
-        mma::async_copy16_bytes(dk + dst, src, valid ? 16 : 0);
-        mma::async_copy16_bytes(dv + dst, src + v_minus_k, valid ? 16 : 0);
+        const char* src = k_head + (valid ? int64_t(raw) * page_bytes + int64_t(off) * slot_bytes : 0);
+        const int bytes = valid ? 16 : 0;
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sk + dst0 + 1024 * i), "l"(src),
+                     "r"(bytes));
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sv + dst0 + 1024 * i),
+                     "l"(src + v_minus_k), "r"(bytes));
+        off += step_off;
+        if (off >= ps) off -= ps;
       }
       mbar_arrive_on_copies(full0 + 8 * s);
+#pragma unroll
+      for (int i = 0; i < kRows; ++i) cur[i] = nxt[i];
+      off_cur = off_nxt;
     }
     asm volatile("cp.async.wait_all;\n" ::: "memory");
     return;
@@ -452,6 +501,10 @@ bool try_launch_ws(const ExtendParams& p, Stream stream) {
 #if RK_NVIDIA
   if constexpr (D == ws::kD && !IsFp8<KV>::value) {
     if (!ws::image_has_body(ws::extend_ws_kernel<T, true>)) return false;
+    // The producer forms row addresses with 32-bit byte strides.
+    if (p.kv_stride_page < 0 || p.kv_stride_slot < 0 || p.kv_stride_page > 0x3fffffff ||
+        p.kv_stride_slot > 0x3fffffff)
+      return false;
     constexpr int kBM = ws::kBM;
     const int64_t g = p.num_q_heads / p.num_kv_heads;
     const int64_t per_req = (int64_t(p.max_q_len) * g + kBM - 1) / kBM;
