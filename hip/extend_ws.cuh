@@ -32,7 +32,7 @@ namespace ws {
 constexpr int kD = 128;
 constexpr int kBM = 128;          // rows per CTA tile (two consumer warpgroups of 64)
 constexpr int kBN = 64;           // keys per stage
-constexpr int kStages = 4;        // K/V ring depth
+constexpr int kStages = 6;        // K/V ring depth (all the shared memory the Q tile leaves)
 constexpr int kThreads = 384;     // producer + two consumers
 constexpr int kProducerRegs = 56;
 constexpr int kConsumerRegs = 224;  // 128 * 56 + 256 * 224 <= 65536

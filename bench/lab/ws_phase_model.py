@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import random
 
-STAGES = 4
+STAGES = 6  # hip/extend_ws.cuh kStages
 PRODUCER_THREADS = 3  # copy agents (the kernel: 128 threads; full barrier count = this)
 CONSUMER_WARPS = 2    # per consumer warpgroup (the kernel: 4; empty barrier count = 2 * this)
 
@@ -167,7 +167,7 @@ def main() -> None:
     args = ap.parse_args()
     rng = random.Random(12)
     for i in range(args.schedules):
-        run(rng.choice([1, 2, 3, 4, 5, 7, 9, 13]), rng)
+        run(rng.choice([1, 2, 3, 4, 5, 6, 7, 9, 13, 19]), rng)
     print(f"ws_phase_model: {args.schedules} schedules, stages={STAGES}: all checks held")
 
 
