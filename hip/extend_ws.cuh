@@ -176,47 +176,34 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
   if (wg == 0) {
     // ------------------------------------------------------------------ producer
     regs_dec<kProducerRegs>();
-    // Thread u copies 16-byte chunk u % 16 of rows u / 16 + 8 i (i < 8) of each K and V tile; row
-    // i + 1 is 8 keys after row i: kRowStep / page_size pages plus kRowStep % page_size slots on.
-    // The page ids of tile n + 1 are loaded before tile n's copies are issued (and before the
-    // stage wait), so the table reads' latency is off the path from "stage empty" to the copies
-    // (and no load waits behind a fault report's atomic).
+    // Thread u copies 16-byte chunk u % 16 of rows r0 + 8 i (i < 8, r0 = u / 16) of each K and V
+    // tile. Each row is looked up once per warp: lane j < 16 of warp w resolves row
+    // 2 w + (j & 1) + 8 (j >> 1) (lanes 16..31 repeat lanes 0..15) to its source address, and the
+    // threads copying row r0 + 8 i read it from lane (lane >> 4) + 2 i by shuffle. Page ids are
+    // loaded a tile ahead (before the stage wait), so no copy waits on a table read; page-range
+    // faults are recorded once, where the producer ends.
     constexpr int kRows = kBN / 8;
-    constexpr int kRowStep = 8;
     const int u = threadIdx.x;
-    const int c8 = (u % 16) * 8;
+    const int lane = u % 32, jj = lane % 16;
+    const int my_row = 2 * (u / 32) + (jj & 1) + 8 * (jj >> 1);
     const int r0 = u / 16;
     const int ps = p.page_size;
-    const int step_pages = kRowStep / ps, step_off = kRowStep - step_pages * ps;
     const int tile_pages = kBN / ps, tile_off = kBN - tile_pages * ps;
     // Swizzled destination of row r0 + 8 i (bytes from a stage's start): rows 8 apart keep the
     // swizzle phase (row % 8), so they are 8 * 128 bytes apart.
-    const uint32_t dst0 = 2u * wgmma::sw128_index<kBN>(r0, c8);
-    static_assert(wgmma::sw128_index<kBN>(kRowStep, 0) == kRowStep * 64, "rows 8 apart: 1024 bytes");
-    const char* k_head =
-        static_cast<const char*>(p.k_cache) + 2 * (int64_t(t.kvh) * p.kv_stride_head + c8);
+    const uint32_t dst0 = 2u * wgmma::sw128_index<kBN>(r0, (u % 16) * 8);
+    static_assert(wgmma::sw128_index<kBN>(8, 0) == 8 * 64, "rows 8 apart: 1024 bytes");
+    const uint64_t k_head = reinterpret_cast<uintptr_t>(p.k_cache) + 2 * uint64_t(int64_t(t.kvh) * p.kv_stride_head);
+    const uint64_t chunk = 16u * (u % 16);
     const int64_t v_minus_k =
         int64_t(reinterpret_cast<uintptr_t>(p.v_cache)) - int64_t(reinterpret_cast<uintptr_t>(p.k_cache));
-    // Byte strides; the launcher takes this kernel only when they fit in 31 bits (one wide
-    // multiply-add per row address).
+    // Byte strides; the launcher takes this kernel only when they fit in 31 bits.
     const int page_bytes = int(2 * p.kv_stride_page), slot_bytes = int(2 * p.kv_stride_slot);
-    // Walker: page and slot of row r0 of the next tile to look up (tile n: key n * kBN + r0).
-    int w_pidx = r0 / ps, w_off = r0 - (r0 / ps) * ps, w_tile = 0;
-    // Tile w_tile's page ids (ids) and its first row's slot (off0); the walker moves a tile on.
-    auto load_ids = [&](int (&ids)[kRows], int& off0) {
-      const int k0 = w_tile * kBN + r0;
-      int pidx = w_pidx, off = w_off;
-      off0 = off;
-#pragma unroll
-      for (int i = 0; i < kRows; ++i) {
-        ids[i] = fetch_page(t.pages, pidx, k0 + kRowStep * i, t.lk);
-        pidx += step_pages;
-        off += step_off;
-        if (off >= ps) {
-          off -= ps;
-          ++pidx;
-        }
-      }
+    // Walker: page and slot of this lane's row in tile w_tile (key w_tile * kBN + my_row).
+    int w_pidx = my_row / ps, w_off = my_row - (my_row / ps) * ps, w_tile = 0;
+    auto lookup = [&](int& id, int& off) {
+      id = fetch_page(t.pages, w_pidx, w_tile * kBN + my_row, t.lk);
+      off = w_off;
       ++w_tile;
       w_pidx += tile_pages;
       w_off += tile_off;
@@ -225,35 +212,39 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
         ++w_pidx;
       }
     };
-    int cur[kRows], nxt[kRows];
-    int off_cur, off_nxt;
-    load_ids(cur, off_cur);
+    guard::Faults faults;
+    int id_cur, off_cur, id_nxt, off_nxt;
+    lookup(id_cur, off_cur);
     for (int n = 0; n < n_kv_tiles; ++n) {
       const int s = n % kStages, round = n / kStages;
-      load_ids(nxt, off_nxt);  // tile n + 1; keys past L_k read nothing (fetch_page)
+      lookup(id_nxt, off_nxt);  // tile n + 1; keys past L_k read nothing (fetch_page)
+      // This lane's row of tile n: its K row's byte address, bit 0 set when it is copied (16-byte
+      // aligned addresses leave bit 0 free); a row to zero-fill keeps an aligned, unread address.
+      const int key = n * kBN + my_row;
+      const bool valid = key < t.lk && id_cur >= 0 && id_cur < p.num_pages;
+      if (key < t.lk && !valid) faults.checks |= guard::kPageRange;
+      const uint64_t e = valid ? (k_head + uint64_t(int64_t(id_cur) * page_bytes + int64_t(off_cur) * slot_bytes)) | 1u
+                               : k_head;
+      const uint32_t e_lo = uint32_t(e), e_hi = uint32_t(e >> 32);
       if (round > 0) mbar_wait(empty0 + 8 * s, (round - 1) & 1);
       const uint32_t sk = k_base + s * kTileBytes, sv = v_base + s * kTileBytes;
-      int off = off_cur;
 #pragma unroll
       for (int i = 0; i < kRows; ++i) {
-        const int key = n * kBN + r0 + kRowStep * i;
-        const int raw = cur[i];
-        const bool valid = key < t.lk && raw >= 0 && raw < p.num_pages;
-        if (key < t.lk && !valid) guard::report(p.status, guard::kExtend, guard::kPageRange);
-        const char* src = k_head + (valid ? int64_t(raw) * page_bytes + int64_t(off) * slot_bytes : 0);
-        const int bytes = valid ? 16 : 0;
+        const int from = (lane >> 4) + 2 * i;
+        const uint32_t lo = __shfl_sync(0xffffffffu, e_lo, from);
+        const uint32_t hi = __shfl_sync(0xffffffffu, e_hi, from);
+        const int bytes = int(lo & 1u) << 4;
+        const uint64_t src = ((uint64_t(hi) << 32) | (lo & ~1u)) + chunk;
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sk + dst0 + 1024 * i), "l"(src),
                      "r"(bytes));
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sv + dst0 + 1024 * i),
                      "l"(src + v_minus_k), "r"(bytes));
-        off += step_off;
-        if (off >= ps) off -= ps;
       }
       mbar_arrive_on_copies(full0 + 8 * s);
-#pragma unroll
-      for (int i = 0; i < kRows; ++i) cur[i] = nxt[i];
+      id_cur = id_nxt;
       off_cur = off_nxt;
     }
+    guard::report(p.status, guard::kExtend, faults);
     asm volatile("cp.async.wait_all;\n" ::: "memory");
     return;
   }
