@@ -306,21 +306,26 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
   };
   Acc sc[kBN / 16];  // S of a tile, then its exponentials
   Frag pf[kBN / 16];  // P operand of the tile whose P * V is next
+  // Descriptors as base + offset: the start-address field holds address / 16 (shared addresses
+  // below 2^18, offsets multiples of 16, so the sum never carries out of the field), which leaves
+  // one add per product instead of re-encoding each address.
+  const uint64_t q_desc = wgmma::desc_sw128(q_base + c * (64 * 128), 16, 1024);
+  const uint64_t k_desc = wgmma::desc_sw128(k_base, 16, 1024);
+  const uint64_t v_desc = wgmma::desc_sw128(v_base, kBN * 128, 1024);
   auto issue_s = [&](int n) {
-    const uint32_t ks = k_base + (n % kStages) * kTileBytes;
+    const uint64_t ks = k_desc + uint32_t((n % kStages) * (kTileBytes / 16));
 #pragma unroll
     for (int kk = 0; kk < kD / 16; ++kk) {
-      const uint32_t qa = q_base + (kk >> 2) * (kBM * 128) + c * (64 * 128) + (kk & 3) * 32;
-      const uint32_t ka = ks + (kk >> 2) * (kBN * 128) + (kk & 3) * 32;
-      wgmma::ss_m64n64k16<T>(sc, wgmma::desc_sw128(qa, 16, 1024), wgmma::desc_sw128(ka, 16, 1024), kk > 0);
+      const uint32_t qo = ((kk >> 2) * (kBM * 128) + (kk & 3) * 32) / 16;
+      const uint32_t ko = ((kk >> 2) * (kBN * 128) + (kk & 3) * 32) / 16;
+      wgmma::ss_m64n64k16<T>(sc, q_desc + qo, ks + ko, kk > 0);
     }
     wgmma::commit();
   };
   auto issue_pv = [&](int n) {  // O += P V (V MN-major: 16 keys per step, both column halves)
-    const uint32_t vs = v_base + (n % kStages) * kTileBytes;
+    const uint64_t vs = v_desc + uint32_t((n % kStages) * (kTileBytes / 16));
 #pragma unroll
-    for (int kb = 0; kb < kBN / 16; ++kb)
-      wgmma::rs_m64n128k16<T>(o, pf[kb].x, wgmma::desc_sw128(vs + kb * (16 * 128), kBN * 128, 1024));
+    for (int kb = 0; kb < kBN / 16; ++kb) wgmma::rs_m64n128k16<T>(o, pf[kb].x, vs + uint32_t(kb * (16 * 128) / 16));
     wgmma::commit();
   };
   auto release = [&](int n) {  // this warp is done with tile n's stage
