@@ -5,7 +5,9 @@ barriers), run under many random interleavings.
 Checks, for every schedule: no deadlock; a consumer reads stage n % S only once all of tile n's
 copies have landed and before any copy of a later tile lands there; the two consumers' S-product
 issues alternate (0, 1, 0, 1, ...); a named barrier never takes more arrivals than its count in
-one generation; every barrier ends idle.
+one generation; every barrier ends idle. Before the schedules, the producer's gather indexing
+(per-warp row lookups read by shuffle, the tile walker, swizzled destinations) is checked against
+key // page_size, key % page_size and sw128_index for several page sizes.
 
     python3 bench/lab/ws_phase_model.py [--schedules 3000]
 """
@@ -161,14 +163,59 @@ def run(n_tiles: int, rng: random.Random) -> None:
         assert not b.arrived, "a named barrier left with pending arrivals"
 
 
+def sw128_index(rows: int, row: int, col: int) -> int:
+    """hip/extend_wgmma.cuh sw128_index: element index in a 128-byte-swizzled [rows][128] tile."""
+    return (col >> 6) * (rows * 64) + row * 64 + ((((col >> 3) & 7) ^ (row & 7)) << 3) + (col & 7)
+
+
+def check_gather_indexing(page_sizes=(1, 2, 3, 5, 16, 17, 64, 100), tiles: int = 12) -> None:
+    """The producer's per-warp row lookup (hip/extend_ws.cuh): lane j < 16 of warp w resolves row
+    2w + (j & 1) + 8 (j >> 1) with a walker stepping a tile (64 keys) at a time; thread u copies
+    chunk u % 16 of rows u / 16 + 8 i from lane (lane >> 4) + 2 i, into byte offset
+    dst0 + 1024 i. Checks that every (row, chunk) of a tile is copied exactly once, from the right
+    page and slot, to its swizzled place."""
+    bn = 64
+    for ps in page_sizes:
+        # the lookups: (warp, lane) -> per tile (page, slot) through the walker
+        walk = {}
+        for w in range(4):
+            for lane in range(32):
+                jj = lane % 16
+                my_row = 2 * w + (jj & 1) + 8 * (jj >> 1)
+                pidx, off = my_row // ps, my_row % ps
+                seq = []
+                for _ in range(tiles):
+                    seq.append((my_row, pidx, off))
+                    pidx += bn // ps
+                    off += bn % ps
+                    if off >= ps:
+                        off -= ps
+                        pidx += 1
+                walk[(w, lane)] = seq
+        for n in range(tiles):
+            seen = set()
+            for u in range(128):
+                w, lane, r0, c8 = u // 32, u % 32, u // 16, (u % 16) * 8
+                dst0 = 2 * sw128_index(bn, r0, c8)
+                for i in range(bn // 8):
+                    row, pidx, off = walk[(w, (lane >> 4) + 2 * i)][n]
+                    assert row == r0 + 8 * i, (ps, u, i)
+                    key = n * bn + row
+                    assert (pidx, off) == (key // ps, key % ps), (ps, n, u, i)
+                    assert dst0 + 1024 * i == 2 * sw128_index(bn, row, c8), (u, i)
+                    seen.add((row, c8))
+            assert len(seen) == bn * 16, "every row and chunk of the tile copied once"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--schedules", type=int, default=3000)
     args = ap.parse_args()
+    check_gather_indexing()
     rng = random.Random(12)
     for i in range(args.schedules):
         run(rng.choice([1, 2, 3, 4, 5, 6, 7, 9, 13, 19]), rng)
-    print(f"ws_phase_model: {args.schedules} schedules, stages={STAGES}: all checks held")
+    print(f"ws_phase_model: gather indexing and {args.schedules} schedules, stages={STAGES}: all checks held")
 
 
 if __name__ == "__main__":
