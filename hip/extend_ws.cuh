@@ -82,15 +82,27 @@ struct Tile {
   PageRow pages;
 };
 
+// Rank order in groups: block b serves rank g * group + (b % group) of (request, KV head)
+// (b / group) % (batch * H_kv), g = b / (group * batch * H_kv): the CTAs running at once hold
+// `group` consecutive ranks of fewer (request, head) pairs, which read the same K/V tiles at about
+// the same time (fewer DRAM reads), and groups still go longest first. Launch grid: ceil(per_req /
+// group) * group * batch * H_kv blocks.
+constexpr int kRankGroup = 8;
+// Requests of fewer than 2 groups of tiles keep plain rank order (group 1: longest first).
+RK_HOST_DEVICE int rank_group(int64_t per_req) { return per_req >= 2 * kRankGroup ? kRankGroup : 1; }
+
 template <bool kRankOrder>
 RK_DEVICE bool resolve_tile(const ExtendParams& p, int G, Tile& t) {
   int tile;
   if (kRankOrder) {
+    const int group = rank_group((int64_t(p.max_q_len) * G + kBM - 1) / kBM);
     const int lin = blockIdx.x;
-    t.kvh = lin % p.num_kv_heads;
-    const int x = lin / p.num_kv_heads;
-    const int rank = x / p.batch;
-    t.req = x - rank * p.batch;
+    const int y = lin / group;
+    t.kvh = y % p.num_kv_heads;
+    const int x = y / p.num_kv_heads;
+    const int g = x / p.batch;
+    t.req = x - g * p.batch;
+    const int rank = g * group + (lin - y * group);
     t.lq = p.qo_indptr[t.req + 1] - p.qo_indptr[t.req];
     const int n_tiles_req = (t.lq * G + kBM - 1) / kBM;
     if (rank >= n_tiles_req) return false;
@@ -506,12 +518,14 @@ bool try_launch_ws(const ExtendParams& p, Stream stream) {
     const int64_t per_req = (int64_t(p.max_q_len) * g + kBM - 1) / kBM;
     const int64_t a = (int64_t(p.num_q_tokens) * g + kBM - 1) / kBM + p.batch;
     const int64_t b = int64_t(p.batch) * per_req;
+    const int64_t group = ws::rank_group(per_req);
+    const int64_t b_grid = int64_t(p.batch) * ((per_req + group - 1) / group) * group;  // resolve_tile
     const int64_t gx = a < b ? a : b;
     if (gx <= 0) return true;
-    const bool rank = b <= 2 * a && b * p.num_kv_heads <= 0x7fffffff;
+    const bool rank = b <= 2 * a && b_grid * p.num_kv_heads <= 0x7fffffff;
     if (!rank && gx > 0x7fffffff) throw LaunchError("radixkv extend_attention: grid too large");
     auto kernel = rank ? ws::extend_ws_kernel<T, true> : ws::extend_ws_kernel<T, false>;
-    const dim3 grid = rank ? dim3(unsigned(b * p.num_kv_heads)) : dim3(unsigned(gx), p.num_kv_heads);
+    const dim3 grid = rank ? dim3(unsigned(b_grid * p.num_kv_heads)) : dim3(unsigned(gx), p.num_kv_heads);
     allow_dynamic_smem(kernel, ws::kSmemBytes);
     kernel<<<grid, dim3(ws::kThreads), ws::kSmemBytes, static_cast<stream_t>(stream)>>>(p);
     const error_t e = last_error();

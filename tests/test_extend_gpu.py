@@ -167,6 +167,18 @@ def test_rank_order_ragged(dtype, dim):
 
 
 @gpu
+def test_rank_order_grouped():
+    # 8 query heads per KV head: 21 tiles per request, so the sm_90a warp-specialised kernel
+    # launches its ranks in groups of 8 (hip/extend_ws.cuh rank_group); every tile is computed once.
+    batch = Batch(SIMILAR, page_size=16, h_kv=2, group=8, dim=128, dtype=torch.bfloat16, seed=21)
+    out = torch.full_like(batch.q, float("nan"))
+    batch.run(out=out, max_q_len=max(e for _, e in SIMILAR))
+    torch.cuda.synchronize()
+    assert torch.isfinite(out).all(), f"{int((~torch.isfinite(out)).sum())} non-finite outputs"
+    assert_close(out, batch.reference(), torch.bfloat16, batch.qo_indptr.tolist())
+
+
+@gpu
 def test_custom_scale_and_single_request():
     batch = Batch([(4095, 2048)], page_size=16, h_kv=1, group=8, dim=128, dtype=torch.float16, seed=7)
     _check(batch, torch.float16, sm_scale=0.05)
