@@ -981,9 +981,14 @@ extend_attention_kernel(const ExtendParams p) {
 
 // ----------------------------------------------------------------------------- launch
 
+// extend_ws.cuh: the warp-specialised kernel of sm_90a images (16-bit caches, D = 128).
+template <class T, class KV, int D>
+bool try_launch_ws(const ExtendParams& p, Stream stream);
+
 template <class T, class KV, int D>
 void launch(const ExtendParams& p, Stream stream) {
   using C = Cfg<D>;
+  if (try_launch_ws<T, KV, D>(p, stream)) return;
   constexpr int kBM = C::kBM;
   if (p.num_kv_heads == 0 || p.batch == 0) return;
   // sum_b ceil(L_q[b] * G / kBM) is at most ceil(N_q * G / kBM) + B and at most
@@ -1015,3 +1020,5 @@ void launch_extend_attention_e4m3(const ExtendParams& p, Stream stream);
 void launch_extend_attention_e5m2(const ExtendParams& p, Stream stream);
 
 }  // namespace rk
+
+#include "extend_ws.cuh"

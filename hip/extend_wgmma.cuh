@@ -35,7 +35,7 @@ namespace wgmma {
 
 // Element index of (row, col) in a 128-byte-swizzled [kRows][D] tile stored as column halves.
 template <int kRows>
-RK_HOST_DEVICE int sw128_index(int row, int col) {
+RK_HOST_DEVICE constexpr int sw128_index(int row, int col) {
   return (col >> 6) * (kRows * 64) + row * 64 + ((((col >> 3) & 7) ^ (row & 7)) << 3) + (col & 7);
 }
 

@@ -167,6 +167,18 @@ def test_rank_order_ragged(dtype, dim):
 
 
 @gpu
+def test_rank_order_grouped():
+    # 8 query heads per KV head: 21 tiles per request, so the sm_90a warp-specialised kernel
+    # launches its ranks in groups of 8 (hip/extend_ws.cuh rank_group); every tile is computed once.
+    batch = Batch(SIMILAR, page_size=16, h_kv=2, group=8, dim=128, dtype=torch.bfloat16, seed=21)
+    out = torch.full_like(batch.q, float("nan"))
+    batch.run(out=out, max_q_len=max(e for _, e in SIMILAR))
+    torch.cuda.synchronize()
+    assert torch.isfinite(out).all(), f"{int((~torch.isfinite(out)).sum())} non-finite outputs"
+    assert_close(out, batch.reference(), torch.bfloat16, batch.qo_indptr.tolist())
+
+
+@gpu
 def test_custom_scale_and_single_request():
     batch = Batch([(4095, 2048)], page_size=16, h_kv=1, group=8, dim=128, dtype=torch.float16, seed=7)
     _check(batch, torch.float16, sm_scale=0.05)
@@ -194,6 +206,30 @@ def test_more_queries_than_keys():
     assert torch.isnan(out[q0:q1]).all()
     assert torch.isfinite(out[:q0]).all() and torch.isfinite(out[q1:]).all()
     assert radixkv.ops.take_errors() == [radixkv.ops.KernelFault("extend_attention", "queries_exceed_keys")]
+
+
+@gpu
+@pytest.mark.parametrize("tables", [False, True], ids=["csr", "block_tables"])
+def test_page_outside_pool_d128(tables):
+    # head_dim 128 runs sm_90a's warp-specialised kernel there (hip/extend_ws.cuh): its page
+    # gather must zero-fill the bad row, record the fault and leave the other requests exact.
+    batch = Batch(SMALL, page_size=16, h_kv=2, group=4, dim=128, dtype=torch.bfloat16,
+                  block_tables=tables, seed=13)
+    ref = batch.reference()  # of the good metadata
+    num_pages = batch.k_cache.shape[0]
+    if tables:
+        batch.block_tables[3, 2] = num_pages + 3
+    else:
+        batch.kv_indices[int(batch.kv_indptr[3]) + 2] = num_pages + 3
+    out = torch.full_like(batch.q, float("nan"))
+    batch.run(out=out, check=False)
+    torch.cuda.synchronize()
+    assert radixkv.ops.take_errors() == [radixkv.ops.KernelFault("extend_attention", "page_range")]
+    assert torch.isfinite(out).all(), "the bad page's rows must be zero-filled, not read"
+    qo = batch.qo_indptr.tolist()
+    for b in range(len(SMALL)):
+        if b != 3:
+            assert_close(out[qo[b]:qo[b + 1]], ref[qo[b]:qo[b + 1]], torch.bfloat16, what=f"request {b}")
 
 
 @gpu

@@ -1,0 +1,543 @@
+// hip/extend_ws.cuh -- the warp-specialised extend kernel of sm_90a builds (16-bit caches, D = 128).
+//
+// Included at the end of extend_attention_kernel.cuh, whose launcher hands a launch here when the
+// kernel image loaded for the device holds this kernel's sm_90a body (ws_available below); every
+// other target, head dim and FP8 caches keep that file's kernel.
+//
+// A CTA owns a 128-row query tile of one KV head (rows, masks, work order and output layout as in
+// extend_attention_kernel.cuh) and runs three warpgroups:
+//   producer  (warpgroup 0, setmaxnreg.dec): walks the page table and gathers K/V tiles of kBN keys
+//             into a ring of kStages stages by 16-byte cp.async; each producer thread's copies of a
+//             stage end in one cp.async.mbarrier.arrive.noinc on the stage's "full" barrier (count:
+//             the 128 producer threads), so the stage is full once every copy has landed. Before
+//             refilling a stage it waits on the stage's "empty" barrier.
+//   consumers (warpgroups 1 and 2, setmaxnreg.inc): consumer c owns rows 64c..64c+63 of the tile and
+//             reads every stage: S = Q K^T by wgmma m64n64k16, the online softmax of
+//             extend_attention_kernel.cuh (mask, lazy rescale), O += P V by wgmma m64n128k16 with P
+//             from registers; then one arrive per warp on the stage's "empty" barrier (count 8).
+// Ping-pong: the consumers take turns issuing their S products (named barriers kBarTurn + c), so
+// one warpgroup's softmax runs while the other's products occupy the tensor cores.
+//
+// Barrier phases: tile n uses stage n % kStages in round n / kStages. A consumer waits for "full"
+// phase (round & 1) to complete; the producer, from round 1 on, for "empty" phase ((round - 1) & 1).
+// bench/lab/ws_phase_model.py replays this protocol on the CPU.
+#pragma once
+
+#include "extend_attention_kernel.cuh"
+
+namespace rk {
+namespace extend_detail {
+namespace ws {
+
+constexpr int kD = 128;
+constexpr int kBM = 128;          // rows per CTA tile (two consumer warpgroups of 64)
+constexpr int kBN = 64;           // keys per stage
+constexpr int kStages = 6;        // K/V ring depth (all the shared memory the Q tile leaves)
+constexpr int kThreads = 384;     // producer + two consumers
+constexpr int kProducerRegs = 56;
+constexpr int kConsumerRegs = 224;  // 128 * 56 + 256 * 224 <= 65536
+constexpr int kTileBytes = kBN * kD * 2;          // one K or V stage (128-byte swizzled, 1024-aligned)
+constexpr int kOffK = kBM * kD * 2;               // after the Q tile
+constexpr int kOffV = kOffK + kStages * kTileBytes;
+constexpr int kSmemBytes = kOffV + kStages * kTileBytes + 1024;  // + slack for 1024-byte alignment
+// Named barriers (0 is __syncthreads): the consumers' turns, and a consumers-only barrier.
+constexpr int kBarTurn = 1;       // kBarTurn + c: consumer c may issue its S products
+constexpr int kBarConsumers = 3;
+static_assert(kSmemBytes <= 227 * 1024, "fits Hopper's shared memory");
+static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= 65536, "register file split");
+
+#if RK_HAS_WGMMA
+RK_DEVICE void mbar_init(uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+RK_DEVICE void mbar_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+RK_DEVICE void mbar_arrive(uint32_t bar) {
+  asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(bar) : "memory");
+}
+// Arrive on `bar` once this thread's earlier cp.async copies have landed (the pending count was
+// set for it at init: noinc).
+RK_DEVICE void mbar_arrive_on_copies(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+RK_DEVICE void bar_sync(int id, int n) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
+RK_DEVICE void bar_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
+template <int kRegs>
+RK_DEVICE void regs_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs)); }
+template <int kRegs>
+RK_DEVICE void regs_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs)); }
+#endif
+
+// The tile a CTA owns (extend_attention_kernel.cuh's work order and input clamping).
+struct Tile {
+  int req, kvh, lq, q_begin, lk, row0, rows_valid, prefix;
+  PageRow pages;
+};
+
+// Rank order in groups: block b serves rank g * group + (b % group) of (request, KV head)
+// (b / group) % (batch * H_kv), g = b / (group * batch * H_kv): the CTAs running at once hold
+// `group` consecutive ranks of fewer (request, head) pairs, which read the same K/V tiles at about
+// the same time (fewer DRAM reads), and groups still go longest first. Launch grid: ceil(per_req /
+// group) * group * batch * H_kv blocks.
+constexpr int kRankGroup = 8;
+// Requests of fewer than 2 groups of tiles keep plain rank order (group 1: longest first).
+RK_HOST_DEVICE int rank_group(int64_t per_req) { return per_req >= 2 * kRankGroup ? kRankGroup : 1; }
+
+template <bool kRankOrder>
+RK_DEVICE bool resolve_tile(const ExtendParams& p, int G, Tile& t) {
+  int tile;
+  if (kRankOrder) {
+    const int group = rank_group((int64_t(p.max_q_len) * G + kBM - 1) / kBM);
+    const int lin = blockIdx.x;
+    const int y = lin / group;
+    t.kvh = y % p.num_kv_heads;
+    const int x = y / p.num_kv_heads;
+    const int g = x / p.batch;
+    t.req = x - g * p.batch;
+    const int rank = g * group + (lin - y * group);
+    t.lq = p.qo_indptr[t.req + 1] - p.qo_indptr[t.req];
+    const int n_tiles_req = (t.lq * G + kBM - 1) / kBM;
+    if (rank >= n_tiles_req) return false;
+    tile = n_tiles_req - 1 - rank;
+  } else {
+    int tile_in_req;
+    if (!find_tile<kBM>(p, G, blockIdx.x, t.req, tile_in_req)) return false;
+    t.kvh = blockIdx.y;
+    t.lq = p.qo_indptr[t.req + 1] - p.qo_indptr[t.req];
+    const int n_tiles_req = (t.lq * G + kBM - 1) / kBM;
+    tile = n_tiles_req - 1 - tile_in_req;
+  }
+  t.q_begin = p.qo_indptr[t.req];
+  t.lk = p.kv_lens[t.req];
+  int kv_start = p.kv_indptr != nullptr ? p.kv_indptr[t.req] : 0;
+  int kv_cols = p.table_cols;
+  uint32_t seen = 0;  // recorded by check_extend_batch
+  if (t.q_begin < 0 || t.lq < 0 || t.q_begin > p.num_q_tokens - t.lq) return false;
+  if (p.kv_indptr != nullptr) {
+    const guard::Row row = guard::csr_row(p.kv_indptr, t.req, p.table_len, seen);
+    kv_start = row.begin;
+    kv_cols = row.count;
+  }
+  t.lk = guard::clamp_len(t.lk, kv_cols, p.page_size, seen);
+  t.row0 = tile * kBM;
+  t.rows_valid = min(kBM, t.lq * G - t.row0);
+  t.prefix = t.lk - t.lq;
+  if (p.kv_indptr == nullptr) {
+    t.pages.pages = p.page_table + int64_t(t.req) * p.table_stride;
+    t.pages.cols = p.table_cols;
+  } else {
+    t.pages.pages = p.page_table + kv_start;
+    t.pages.cols = kv_cols;
+  }
+  return true;
+}
+
+template <class T, bool kRankOrder>
+__global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendParams p) {
+#if RK_HAS_WGMMA
+  // Stage barriers; static, so the host can tell that the image loaded holds this body.
+  __shared__ __align__(8) uint64_t bar_full[kStages];
+  __shared__ __align__(8) uint64_t bar_empty[kStages];
+  extern __shared__ __align__(128) uint4 smem_raw[];
+  char* smem = reinterpret_cast<char*>(smem_raw);
+  smem += (1024 - (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) & 1023)) & 1023;
+  uint16_t* sQ = reinterpret_cast<uint16_t*>(smem);  // [kBM][kD], 128-byte swizzled column halves
+  const uint32_t q_base = wgmma::smem_addr(smem);
+  const uint32_t k_base = q_base + kOffK;           // stage s at + s * kTileBytes
+  const uint32_t v_base = q_base + kOffV;
+  const uint32_t full0 = wgmma::smem_addr(bar_full), empty0 = wgmma::smem_addr(bar_empty);
+
+  const int G = p.num_q_heads / p.num_kv_heads;
+  if (blockIdx.x == 0 && blockIdx.y == 0) guard::check_extend_batch(p);  // records, never stops
+  Tile t;
+  if (!resolve_tile<kRankOrder>(p, G, t)) return;
+  uint16_t* out = static_cast<uint16_t*>(p.out);
+  if (t.prefix < 0) {  // L_q > L_k: NaN rows (extend_attention_kernel.cuh)
+    const uint32_t nan2 = mma::pack2<T>(__int_as_float(0x7fc00000), __int_as_float(0x7fc00000));
+    for (int idx = threadIdx.x; idx < t.rows_valid * (kD / 2); idx += kThreads) {
+      const int r = t.row0 + idx / (kD / 2), d = 2 * (idx % (kD / 2));
+      const int pos = r / G, h = r % G;
+      *reinterpret_cast<uint32_t*>(out + int64_t(t.q_begin + pos) * p.o_stride_tok +
+                                   int64_t(t.kvh * G + h) * p.o_stride_head + d) = nan2;
+    }
+    return;
+  }
+  const int pos_first = t.row0 / G;
+  const int pos_last = (t.row0 + t.rows_valid - 1) / G;
+  const int n_kv_tiles = (pos_last + t.prefix + 1 + kBN - 1) / kBN;
+  const int n_dense = (pos_first + t.prefix + 1) / kBN;  // tiles visible to every row
+
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(full0 + 8 * s, 128);  // one cp.async arrive per producer thread
+      mbar_init(empty0 + 8 * s, 8);   // one arrive per consumer warp
+    }
+  }
+  __syncthreads();
+
+  const int wg = threadIdx.x / 128;
+  if (wg == 0) {
+    // ------------------------------------------------------------------ producer
+    regs_dec<kProducerRegs>();
+    // Thread u copies 16-byte chunk u % 16 of rows r0 + 8 i (i < 8, r0 = u / 16) of each K and V
+    // tile. Each row is looked up once per warp: lane j < 16 of warp w resolves row
+    // 2 w + (j & 1) + 8 (j >> 1) (lanes 16..31 repeat lanes 0..15) to its source address, and the
+    // threads copying row r0 + 8 i read it from lane (lane >> 4) + 2 i by shuffle. Page ids are
+    // loaded a tile ahead (before the stage wait), so no copy waits on a table read; page-range
+    // faults are recorded once, where the producer ends.
+    constexpr int kRows = kBN / 8;
+    const int u = threadIdx.x;
+    const int lane = u % 32, jj = lane % 16;
+    const int my_row = 2 * (u / 32) + (jj & 1) + 8 * (jj >> 1);
+    const int r0 = u / 16;
+    const int ps = p.page_size;
+    const int tile_pages = kBN / ps, tile_off = kBN - tile_pages * ps;
+    // Swizzled destination of row r0 + 8 i (bytes from a stage's start): rows 8 apart keep the
+    // swizzle phase (row % 8), so they are 8 * 128 bytes apart.
+    const uint32_t dst0 = 2u * wgmma::sw128_index<kBN>(r0, (u % 16) * 8);
+    static_assert(wgmma::sw128_index<kBN>(8, 0) == 8 * 64, "rows 8 apart: 1024 bytes");
+    const uint64_t k_head = reinterpret_cast<uintptr_t>(p.k_cache) + 2 * uint64_t(int64_t(t.kvh) * p.kv_stride_head);
+    const uint64_t chunk = 16u * (u % 16);
+    const int64_t v_minus_k =
+        int64_t(reinterpret_cast<uintptr_t>(p.v_cache)) - int64_t(reinterpret_cast<uintptr_t>(p.k_cache));
+    // Byte strides; the launcher takes this kernel only when they fit in 31 bits.
+    const int page_bytes = int(2 * p.kv_stride_page), slot_bytes = int(2 * p.kv_stride_slot);
+    // Walker: page and slot of this lane's row in tile w_tile (key w_tile * kBN + my_row).
+    int w_pidx = my_row / ps, w_off = my_row - (my_row / ps) * ps, w_tile = 0;
+    auto lookup = [&](int& id, int& off) {
+      id = fetch_page(t.pages, w_pidx, w_tile * kBN + my_row, t.lk);
+      off = w_off;
+      ++w_tile;
+      w_pidx += tile_pages;
+      w_off += tile_off;
+      if (w_off >= ps) {
+        w_off -= ps;
+        ++w_pidx;
+      }
+    };
+    guard::Faults faults;
+    int id_cur, off_cur, id_nxt, off_nxt;
+    lookup(id_cur, off_cur);
+    for (int n = 0; n < n_kv_tiles; ++n) {
+      const int s = n % kStages, round = n / kStages;
+      lookup(id_nxt, off_nxt);  // tile n + 1; keys past L_k read nothing (fetch_page)
+      // This lane's row of tile n: its K row's byte address, bit 0 set when it is copied (16-byte
+      // aligned addresses leave bit 0 free); a row to zero-fill keeps an aligned, unread address.
+      const int key = n * kBN + my_row;
+      const bool valid = key < t.lk && id_cur >= 0 && id_cur < p.num_pages;
+      if (key < t.lk && !valid) faults.checks |= guard::kPageRange;
+      const uint64_t e = valid ? (k_head + uint64_t(int64_t(id_cur) * page_bytes + int64_t(off_cur) * slot_bytes)) | 1u
+                               : k_head;
+      const uint32_t e_lo = uint32_t(e), e_hi = uint32_t(e >> 32);
+      if (round > 0) mbar_wait(empty0 + 8 * s, (round - 1) & 1);
+      const uint32_t sk = k_base + s * kTileBytes, sv = v_base + s * kTileBytes;
+#pragma unroll
+      for (int i = 0; i < kRows; ++i) {
+        const int from = (lane >> 4) + 2 * i;
+        const uint32_t lo = __shfl_sync(0xffffffffu, e_lo, from);
+        const uint32_t hi = __shfl_sync(0xffffffffu, e_hi, from);
+        const int bytes = int(lo & 1u) << 4;
+        const uint64_t src = ((uint64_t(hi) << 32) | (lo & ~1u)) + chunk;
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sk + dst0 + 1024 * i), "l"(src),
+                     "r"(bytes));
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sv + dst0 + 1024 * i),
+                     "l"(src + v_minus_k), "r"(bytes));
+      }
+      mbar_arrive_on_copies(full0 + 8 * s);
+      id_cur = id_nxt;
+      off_cur = off_nxt;
+    }
+    guard::report(p.status, guard::kExtend, faults);
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+    return;
+  }
+
+  // -------------------------------------------------------------------- consumers
+  regs_inc<kConsumerRegs>();
+  const int c = wg - 1;                 // rows 64c .. 64c + 63 of the tile
+  const int ct = threadIdx.x - 128;     // 0 .. 255 among the consumers
+  const int wq = (threadIdx.x / 32) % 4;  // warp within the warpgroup: rows 16 wq.. of the half
+  const int warp_row0 = c * 64 + wq * 16;
+  const int lane = threadIdx.x % 32;
+
+  // Q tile (both halves, by both consumers): rows past the request are zero-filled.
+  {
+    const uint16_t* q = static_cast<const uint16_t*>(p.q);
+#pragma unroll
+    for (int i = 0; i < kBM * 16 / 256; ++i) {
+      const int idx = ct + 256 * i;
+      const int r = idx / 16, ch = idx % 16;
+      const int pr = t.row0 + r;
+      const bool valid = r < t.rows_valid;
+      const int pos = pr / G, h = pr - pos * G;
+      const uint16_t* src =
+          q + (valid ? int64_t(t.q_begin + pos) * p.q_stride_tok + int64_t(t.kvh * G + h) * p.q_stride_head : 0) +
+          ch * 8;
+      mma::async_copy16(sQ + wgmma::sw128_index<kBM>(r, ch * 8), src, valid);
+    }
+    mma::async_commit();
+    mma::async_wait<0>();
+    wgmma::fence_proxy_async();
+    bar_sync(kBarConsumers, 256);
+  }
+
+  constexpr int kSlots = mma::kRowSlots;
+  int lim[kSlots];  // key j is visible to the slot's row iff j <= lim
+#pragma unroll
+  for (int sl = 0; sl < kSlots; ++sl) {
+    const int pos = (t.row0 + warp_row0 + mma::slot_query(sl)) / G;
+    lim[sl] = min(pos, t.lq - 1) + t.prefix;
+  }
+  Acc o[kD / 16];
+  float m[kSlots], l[kSlots];
+#pragma unroll
+  for (int db = 0; db < kD / 16; ++db) mma::zero(o[db]);
+#pragma unroll
+  for (int sl = 0; sl < kSlots; ++sl) {
+    m[sl] = kNegInf;
+    l[sl] = 0.f;
+  }
+  const float cs = p.sm_scale * kLog2e;
+  constexpr float kSlack = ExtendCommon::kRescaleSlack;
+
+  if (c == 1) bar_arrive(kBarTurn + 0, 256);  // consumer 0 issues first
+
+  // Tile n's stage holds all its copies, visible to the tensor cores' reads.
+  auto wait_full = [&](int n) {
+    mbar_wait(full0 + 8 * (n % kStages), (n / kStages) & 1);
+    wgmma::fence_proxy_async();
+  };
+  Acc sc[kBN / 16];  // S of a tile, then its exponentials
+  Frag pf[kBN / 16];  // P operand of the tile whose P * V is next
+  // Descriptors as base + offset: the start-address field holds address / 16 (shared addresses
+  // below 2^18, offsets multiples of 16, so the sum never carries out of the field), which leaves
+  // one add per product instead of re-encoding each address.
+  const uint64_t q_desc = wgmma::desc_sw128(q_base + c * (64 * 128), 16, 1024);
+  const uint64_t k_desc = wgmma::desc_sw128(k_base, 16, 1024);
+  const uint64_t v_desc = wgmma::desc_sw128(v_base, kBN * 128, 1024);
+  auto issue_s = [&](int n) {
+    const uint64_t ks = k_desc + uint32_t((n % kStages) * (kTileBytes / 16));
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      const uint32_t qo = ((kk >> 2) * (kBM * 128) + (kk & 3) * 32) / 16;
+      const uint32_t ko = ((kk >> 2) * (kBN * 128) + (kk & 3) * 32) / 16;
+      wgmma::ss_m64n64k16<T>(sc, q_desc + qo, ks + ko, kk > 0);
+    }
+    wgmma::commit();
+  };
+  auto issue_pv = [&](int n) {  // O += P V (V MN-major: 16 keys per step, both column halves)
+    const uint64_t vs = v_desc + uint32_t((n % kStages) * (kTileBytes / 16));
+#pragma unroll
+    for (int kb = 0; kb < kBN / 16; ++kb) wgmma::rs_m64n128k16<T>(o, pf[kb].x, vs + uint32_t(kb * (16 * 128) / 16));
+    wgmma::commit();
+  };
+  auto release = [&](int n) {  // this warp is done with tile n's stage
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty0 + 8 * (n % kStages));
+  };
+  // Tile n's S (in sc) -> mask, running max, l rescaled and extended, exponentials in sc
+  // (extend_attention_kernel.cuh's stats and p_block). Returns whether O needs rescaling by corr.
+  float corr[kSlots];
+  auto softmax = [&](int n, auto masked_tag) {
+    constexpr bool kMasked = decltype(masked_tag)::value;
+    float mx[kSlots];
+#pragma unroll
+    for (int sl = 0; sl < kSlots; ++sl) mx[sl] = kNegInf;
+#pragma unroll
+    for (int kb = 0; kb < kBN / 16; ++kb)
+#pragma unroll
+      for (int i = 0; i < mma::kAccElems; ++i) {
+        if (kMasked) {
+          const int key = n * kBN + kb * 16 + mma::acc_other(i);
+          if (key > lim[mma::acc_slot(i)]) sc[kb].x[i] = kNegInf;
+        }
+        mx[mma::acc_slot(i)] = fmaxf(mx[mma::acc_slot(i)], sc[kb].x[i]);
+      }
+    float m_use[kSlots];
+    bool grew = false;
+#pragma unroll
+    for (int sl = 0; sl < kSlots; ++sl) {
+      float m_new = fmaxf(m[sl], mma::row_max(mx[sl]));
+      if (m[sl] != kNegInf && (m_new - m[sl]) * cs <= kSlack) m_new = m[sl];
+      m_use[sl] = m_new == kNegInf ? 0.f : m_new * cs;
+      corr[sl] = m_new > m[sl] ? fast_exp2(m[sl] * cs - m_use[sl]) : 1.f;
+      grew |= m_new > m[sl];
+      m[sl] = m_new;
+      l[sl] *= corr[sl];
+    }
+#pragma unroll
+    for (int kb = 0; kb < kBN / 16; ++kb)
+#pragma unroll
+      for (int i = 0; i < mma::kAccElems; ++i) {
+        const float pv = fast_exp2(fmaf(sc[kb].x[i], cs, -m_use[mma::acc_slot(i)]));
+        sc[kb].x[i] = pv;
+        l[mma::acc_slot(i)] += pv;
+      }
+    return warp_any(grew);
+  };
+  auto rescale = [&] {
+#pragma unroll
+    for (int db = 0; db < kD / 16; ++db)
+#pragma unroll
+      for (int i = 0; i < mma::kAccElems; ++i) o[db].x[i] *= corr[mma::acc_slot(i)];
+  };
+  auto pack = [&] {
+#pragma unroll
+    for (int kb = 0; kb < kBN / 16; ++kb) mma::p_from_acc<T>(pf[kb], sc[kb]);
+  };
+
+  // Tile 0: its S on this consumer's turn, its softmax.
+  wait_full(0);
+  bar_sync(kBarTurn + c, 256);
+  wgmma::fence();
+  issue_s(0);
+  bar_arrive(kBarTurn + (1 - c), 256);
+  wgmma::wait<0>();
+  wgmma::fence_operands(sc);
+  if (n_dense > 0 ? softmax(0, MaskTag<false>{}) : softmax(0, MaskTag<true>{})) rescale();
+  pack();
+  // Step n (on this consumer's turn): issue S of tile n + 1 and P V of tile n; tile n + 1's
+  // softmax starts while P V of tile n is in flight (ptxas places the wait for it after the row
+  // maxima, before the exponentials); O is rescaled once that product is done. wgmma groups
+  // complete in order: [S(n + 1), PV(n)].
+  auto step = [&](int n, auto masked_tag) {
+    wait_full(n + 1);
+    bar_sync(kBarTurn + c, 256);
+    wgmma::fence_operands(o);
+    wgmma::fence();
+    issue_s(n + 1);
+    issue_pv(n);
+    bar_arrive(kBarTurn + (1 - c), 256);
+    wgmma::wait<1>();
+    wgmma::fence_operands(sc);
+    const bool grew = softmax(n + 1, masked_tag);
+    wgmma::wait<0>();
+    wgmma::fence_operands(o);
+    release(n);
+    if (grew) rescale();
+    pack();
+  };
+  int n = 0;
+  for (; n + 1 < min(n_dense, n_kv_tiles); ++n) step(n, MaskTag<false>{});
+  for (; n + 1 < n_kv_tiles; ++n) step(n, MaskTag<true>{});
+  // P V of the last tile.
+  wgmma::fence_operands(o);
+  wgmma::fence();
+  issue_pv(n);
+  wgmma::wait<0>();
+  wgmma::fence_operands(o);
+  release(n);
+  if (c == 0) bar_sync(kBarTurn + 0, 256);  // consumer 1's last turn hand-over
+
+  // Normalise, stage through the Q tile (both consumers are done reading it: the barrier), store
+  // 16-byte row chunks.
+  float inv[kSlots];
+#pragma unroll
+  for (int sl = 0; sl < kSlots; ++sl) {
+    const float lt = mma::row_sum(l[sl]);
+    inv[sl] = lt > 0.f ? 1.f / lt : 0.f;
+  }
+  bar_sync(kBarConsumers, 256);
+#pragma unroll
+  for (int i = 0; i < mma::kAccElems; i += 2) {
+    const int r = warp_row0 + mma::acc_query(i);
+    const float f = inv[mma::acc_slot(i)];
+#pragma unroll
+    for (int db = 0; db < kD / 16; ++db) {
+      const int d = db * 16 + mma::acc_other(i);
+      *reinterpret_cast<uint32_t*>(sQ + mma::smem_index<kD>(r, d)) = mma::pack2<T>(o[db].x[i] * f, o[db].x[i + 1] * f);
+    }
+  }
+  __syncwarp();
+  constexpr int kChunks = kD / 8;
+  constexpr int kRowsPerPass = 32 / kChunks;
+  const int cidx = lane % kChunks;
+  int r = warp_row0 + lane / kChunks;
+  int pos = (t.row0 + r) / G, h = (t.row0 + r) - pos * G;
+#pragma unroll
+  for (int it = 0; it < 16 / kRowsPerPass; ++it) {
+    if (r < t.rows_valid) {
+      const uint4 v = *reinterpret_cast<const uint4*>(sQ + mma::smem_index<kD>(r, cidx * 8));
+      *reinterpret_cast<uint4*>(out + int64_t(t.q_begin + pos) * p.o_stride_tok +
+                                int64_t(t.kvh * G + h) * p.o_stride_head + cidx * 8) = v;
+    }
+    r += kRowsPerPass;
+    h += kRowsPerPass;
+    while (h >= G) {
+      h -= G;
+      ++pos;
+    }
+  }
+#endif
+}
+
+// Whether the kernel image loaded for the current device holds the sm_90a body (its static
+// barriers show in the function's attributes); cached per device.
+template <class Kernel>
+bool image_has_body(Kernel kernel) {
+#if RK_NVIDIA
+  static int8_t known[64] = {};  // 0: not asked, 1: yes, -1: no
+  const int dev = current_device();
+  if (dev < 0) return false;
+  if (dev < 64 && known[dev] != 0) return known[dev] > 0;
+  cudaFuncAttributes attr{};
+  const bool yes = cudaFuncGetAttributes(&attr, kernel) == cudaSuccess && attr.sharedSizeBytes > 0;
+  if (!yes) (void)cudaGetLastError();
+  if (dev < 64) known[dev] = yes ? 1 : -1;
+  return yes;
+#else
+  (void)kernel;
+  return false;
+#endif
+}
+
+}  // namespace ws
+
+// Launch the warp-specialised kernel when it applies (16-bit caches, D = 128, an sm_90a image);
+// false: the caller launches extend_attention_kernel.
+template <class T, class KV, int D>
+bool try_launch_ws(const ExtendParams& p, Stream stream) {
+#if RK_NVIDIA
+  if constexpr (D == ws::kD && !IsFp8<KV>::value) {
+    if (!ws::image_has_body(ws::extend_ws_kernel<T, true>)) return false;
+    // The producer forms row addresses with 32-bit byte strides.
+    if (p.kv_stride_page < 0 || p.kv_stride_slot < 0 || p.kv_stride_page > 0x3fffffff ||
+        p.kv_stride_slot > 0x3fffffff)
+      return false;
+    constexpr int kBM = ws::kBM;
+    const int64_t g = p.num_q_heads / p.num_kv_heads;
+    const int64_t per_req = (int64_t(p.max_q_len) * g + kBM - 1) / kBM;
+    const int64_t a = (int64_t(p.num_q_tokens) * g + kBM - 1) / kBM + p.batch;
+    const int64_t b = int64_t(p.batch) * per_req;
+    const int64_t group = ws::rank_group(per_req);
+    const int64_t b_grid = int64_t(p.batch) * ((per_req + group - 1) / group) * group;  // resolve_tile
+    const int64_t gx = a < b ? a : b;
+    if (gx <= 0) return true;
+    const bool rank = b <= 2 * a && b_grid * p.num_kv_heads <= 0x7fffffff;
+    if (!rank && gx > 0x7fffffff) throw LaunchError("radixkv extend_attention: grid too large");
+    auto kernel = rank ? ws::extend_ws_kernel<T, true> : ws::extend_ws_kernel<T, false>;
+    const dim3 grid = rank ? dim3(unsigned(b_grid * p.num_kv_heads)) : dim3(unsigned(gx), p.num_kv_heads);
+    allow_dynamic_smem(kernel, ws::kSmemBytes);
+    kernel<<<grid, dim3(ws::kThreads), ws::kSmemBytes, static_cast<stream_t>(stream)>>>(p);
+    const error_t e = last_error();
+    if (e != kSuccess)
+      throw LaunchError(std::string("radixkv extend_attention launch failed: ") + error_string(e));
+    return true;
+  }
+#endif
+  (void)p;
+  (void)stream;
+  return false;
+}
+
+}  // namespace extend_detail
+}  // namespace rk
