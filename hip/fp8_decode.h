@@ -53,25 +53,25 @@ RK_DEVICE float unit() {
   if constexpr (kDirect) return direct_unit<KV>();
   else return Fp8Unit<KV>::value;
 }
+// One KV head's scale from `scales` (p.scales.k or .v) times unit(); a bad one adds `bit` to f.
 template <class KV, bool kDirect = false>
-RK_DEVICE float k_factor(const PagedDecodeParams& p, int kvh, guard::Faults& f) {
+RK_DEVICE float scale_factor(const PagedDecodeParams& p, const float* scales, int kvh, uint32_t bit,
+                             guard::Faults& f) {
   if constexpr (IsFp8<KV>::value) {
-    const float s = p.scales.k[kvh * p.scales.stride];
-    f.extra |= guard::scale_fault(s, guard::kDecodeKScale);
+    const float s = scales[kvh * p.scales.stride];
+    f.extra |= guard::scale_fault(s, bit);
     return fp8_checked_scale(s) * unit<KV, kDirect>();
   } else {
     return 1.f;
   }
 }
 template <class KV, bool kDirect = false>
+RK_DEVICE float k_factor(const PagedDecodeParams& p, int kvh, guard::Faults& f) {
+  return scale_factor<KV, kDirect>(p, p.scales.k, kvh, guard::kDecodeKScale, f);
+}
+template <class KV, bool kDirect = false>
 RK_DEVICE float v_factor(const PagedDecodeParams& p, int kvh, guard::Faults& f) {
-  if constexpr (IsFp8<KV>::value) {
-    const float s = p.scales.v[kvh * p.scales.stride];
-    f.extra |= guard::scale_fault(s, guard::kDecodeVScale);
-    return fp8_checked_scale(s) * unit<KV, kDirect>();
-  } else {
-    return 1.f;
-  }
+  return scale_factor<KV, kDirect>(p, p.scales.v, kvh, guard::kDecodeVScale, f);
 }
 
 // Eight q elements of type T as the product type MT (bf16 -> fp16 for FP8 caches).

@@ -83,11 +83,9 @@ __device__ __forceinline__ void report(uint32_t* status, Op op, const Faults& f)
   report_extra(status, f.extra);
 }
 
-// `bit` when the scale `s` is not finite and > 0 (what fp8_checked_scale turns into NaN), else 0.
-// NaN fails both comparisons.
-__device__ __forceinline__ uint32_t scale_fault(float s, uint32_t bit) {
-  return (s > 0.f && s <= 3.402823466e38f) ? 0u : bit;
-}
+// `bit` when the scale `s` is not usable (platform.h fp8_scale_ok; fp8_checked_scale turns it into
+// NaN), else 0.
+__device__ __forceinline__ uint32_t scale_fault(float s, uint32_t bit) { return fp8_scale_ok(s) ? 0u : bit; }
 
 // Record that `kernel` ran: thread 0 of block (0, 0, 0) only.
 __device__ __forceinline__ void ran(uint32_t* status, uint32_t kernel) {

@@ -404,11 +404,11 @@ RK_DEVICE void unpack8_fp8(uint32_t w0, uint32_t w1, float* out) {
   for (int i = 0; i < 4; ++i) Convert<f16_t>::unpack2(h[i], out[2 * i], out[2 * i + 1]);
 }
 
-// A dequantisation scale as the kernels use it: itself when finite and > 0, else NaN (so a bad
-// scale poisons what it touches instead of producing plausible values).
-RK_DEVICE float fp8_checked_scale(float s) {
-  return (s > 0.f && s <= 3.402823466e38f) ? s : __uint_as_float(0x7fc00000u);
-}
+// A usable dequantisation scale: finite and > 0 (NaN fails both comparisons).
+RK_DEVICE bool fp8_scale_ok(float s) { return s > 0.f && s <= 3.402823466e38f; }
+// A dequantisation scale as the kernels use it: itself when usable, else NaN (so a bad scale
+// poisons what it touches instead of producing plausible values).
+RK_DEVICE float fp8_checked_scale(float s) { return fp8_scale_ok(s) ? s : __uint_as_float(0x7fc00000u); }
 
 // Correctly rounded a / b even under --use_fast_math (store_kv's quantisation must match the
 // reference's IEEE division bit for bit).
