@@ -13,7 +13,6 @@ evicted.
 
 from __future__ import annotations
 
-from array import array
 from typing import TYPE_CHECKING, Any, List, Optional, Tuple, Union, cast
 
 import numpy as np
@@ -167,7 +166,6 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
         SGLang, a match counts no hit and a split node is stamped whole (``sglang_stamps``)."""
         if self.disable:
             return self._empty_match
-        # _key_arrays inlined: this runs once per admission attempt
         key = params.key
         if key.is_bigram:
             raise ValueError("radixkv radix-cache backend: bigram keys are not supported")
@@ -179,15 +177,10 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
         n -= n % self.page_size
         if n == 0:
             return self._empty_match
-        if type(ids) is array and ids.typecode == "q":
-            tokens = _frombuffer(ids, dtype=_I64, count=n)
-        else:
-            tokens = tokens_view(ids, n)
-        extra, salt = key.extra_key, key.cache_salt
-        ns = None if extra is None and not salt else (extra, salt or None)
         # the slots are read after the lock (prefix_device_indices), so none are gathered here
-        length, node = self.tree.match_node(tokens, ns)
-        return _new_tuple(MatchResult, (length, node, node, node) + _MATCH_DEFAULTS)
+        ns = namespace_of(key.extra_key, key.cache_salt)
+        length, node = self.tree.match_node(tokens_view(ids, n), ns)
+        return self._match_result(length, node)
 
     def touch_prefix(self, key: RadixKey) -> None:
         if self.disable:
@@ -262,15 +255,10 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
         inserted = kv.cache_inserted_len
         old = req.lock
         ids = req.full_untruncated_fill_ids
-        if type(ids) is array and ids.typecode == "q" and n:
-            tokens = _frombuffer(ids, dtype=_I64, count=n)
-        else:
-            tokens = tokens_view(ids, n)
-        extra, salt = req.extra_key, req.cache_salt
         present, node, dups = self.tree.checkpoint(
-            tokens,
+            tokens_view(ids, n),
             self._read_row(self.req_to_token_pool.req_to_token, kv.req_pool_idx, n),
-            None if extra is None and not salt else (extra, salt or None),
+            namespace_of(req.extra_key, req.cache_salt),
             priority=float(req.priority or 0),
             inserted_len=inserted,
             boundary=prompt - prompt % page,
@@ -354,6 +342,4 @@ if MatchResult._fields[:4] != (
     raise ImportError(f"radixkv: SGLang's MatchResult fields changed: {MatchResult._fields}")
 _MATCH_DEFAULTS = tuple(MatchResult._field_defaults[f] for f in MatchResult._fields[4:])
 _new_tuple = tuple.__new__
-_frombuffer = np.frombuffer
 _from_numpy = torch.from_numpy
-_I64 = np.int64
