@@ -246,7 +246,7 @@ def summary(res: dict[str, Any]) -> list[str]:
 
 
 def run_fp8_bench(out_dir: Optional[Path], page_sizes=(1, 16), extend: bool = True,
-                  decode: bool = True) -> dict[str, Any]:
+                  decode: bool = True, batches=BATCHES, lengths=LENGTHS) -> dict[str, Any]:
     from radixkv.ops import loader  # noqa: PLC0415
 
     t0 = time.time()
@@ -262,7 +262,7 @@ def run_fp8_bench(out_dir: Optional[Path], page_sizes=(1, 16), extend: bool = Tr
         read = read_stream_tbps(timer)
         print(f"[fp8 bench] read stream {read:.2f} TB/s", flush=True)
         res["read_tbps"] = read
-        res["decode"] = run_fp8_decode(timer, read, page_sizes)
+        res["decode"] = run_fp8_decode(timer, read, page_sizes, batches, lengths)
     if extend:
         try:
             res["extend"] = run_fp8_extend(timer, page_sizes)
@@ -281,12 +281,18 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--page-sizes", default="1,16")
+    ap.add_argument("--batches", default=",".join(map(str, BATCHES)),
+                    help="decode batch sizes (default: the 12-cell grid's)")
+    ap.add_argument("--lengths", default=",".join(map(str, LENGTHS)),
+                    help="decode KV lengths (default: the 12-cell grid's)")
     ap.add_argument("--no-extend", action="store_true")
     ap.add_argument("--no-decode", action="store_true",
                     help="extend cells only (written to fp8_extend.json)")
     args = ap.parse_args()
     res = run_fp8_bench(args.out, tuple(int(s) for s in args.page_sizes.split(",")),
-                        extend=not args.no_extend, decode=not args.no_decode)
+                        extend=not args.no_extend, decode=not args.no_decode,
+                        batches=tuple(int(s) for s in args.batches.split(",")),
+                        lengths=tuple(int(s) for s in args.lengths.split(",")))
     if not args.no_extend and "extend" not in res:
         sys.exit(1)  # the extend section failed (printed above)
 
