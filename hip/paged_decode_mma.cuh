@@ -323,27 +323,47 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
   // group. Returns the tile's valid-key mask (bit k: key k exists and its page index is in range).
   bool bad_page = false;  // a key that exists has a page index outside the pool (guard.h)
   auto issue = [&](int i, const int (&raw)[IDX]) -> Mask {
+    // Where each key's row starts (element offset into the cache), held by the key's lane and
+    // fetched by the copying lanes with a shuffle. Page size 1: the page entry itself is
+    // shuffled, the row is page * stride. Larger pages: the key lane computes the offset once
+    // per tile (-1: no row), since unrolling the in-page arithmetic into every copy makes the
+    // kernel too large for the instruction cache.
     int pg[IDX];
+    int64_t koff[IDX];
     Mask mask = 0;
 #pragma unroll
     for (int s = 0; s < IDX; ++s) {
-      pg[s] = (raw[s] >= 0 && raw[s] < p.num_pages) ? raw[s] : -1;
-      bad_page |= pg[s] < 0 && raw[s] != kNoKey;
-      mask |= static_cast<Mask>(warp_ballot(pg[s] >= 0)) << (s * kWarpSize);
+      const bool ok = raw[s] >= 0 && raw[s] < p.num_pages;
+      bad_page |= !ok && raw[s] != kNoKey;
+      mask |= static_cast<Mask>(warp_ballot(ok)) << (s * kWarpSize);
+      pg[s] = ok ? raw[s] : -1;
+      if constexpr (PS > 1) {
+        const unsigned t = static_cast<unsigned>(tile_start(i) + s * kWarpSize + key_lane);
+        koff[s] = ok ? static_cast<int64_t>(raw[s]) * p.kv_stride_page +
+                           static_cast<int64_t>(t % PS) * p.kv_stride_slot
+                     : int64_t{-1};
+      }
     }
     mask &= kFull;
+    // Row r of the tile: its key's lane is r % kWarpSize, its slot r / kWarpSize.
+    auto row_offset = [&](int r, bool& ok) -> int64_t {
+      if constexpr (PS == 1) {
+        const int page = shfl(pg[r / kWarpSize], r % kWarpSize);
+        ok = page >= 0;
+        return ok ? static_cast<int64_t>(page) * p.kv_stride_page : 0;
+      } else {
+        const int64_t off = shfl(koff[r / kWarpSize], r % kWarpSize);
+        ok = off >= 0;
+        return ok ? off : 0;
+      }
+    };
     if (kDirect && i < n_my) {
       // Whole cache lines per instruction (fp8_decode.h Direct): this lane copies chunk j of row
       // i of each group of kKRows (kVRows) rows into the slot of the lane that consumes it.
-      const int t0 = tile_start(i);
       uint8_t* sk = fK + (i % S) * C::kTileElems;
       uint8_t* sv = fV + (i % S) * C::kTileElems;
-      // Key row kb * 16 + r16 (r16 < 16): its page entry is held by key lane (kb * 16) % 32 + r16.
       auto row_off = [&](int kb, int r16, bool& ok) -> int64_t {
-        const int r = kb * 16 + r16;
-        const int page = shfl(pg[(kb * 16) / kWarpSize], (kb * 16) % kWarpSize + r16);
-        ok = page >= 0;
-        return ok ? static_cast<int64_t>(page) * p.kv_stride_page + ((t0 + r) % PS) * p.kv_stride_slot : 0;
+        return row_offset(kb * 16 + r16, ok);
       };
       const int ki = lane / DG::kKRowChunks, kj = lane % DG::kKRowChunks;
       const int kt = kj / DG::kKChunks, kc = kj % DG::kKChunks;  // consumer t and its copy c
@@ -373,17 +393,13 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
       }
     } else if (i < n_my) {
       const int st = i % S;
-      const int t0 = tile_start(i);
       uint16_t* dk = wK + st * C::kTileElems;
       uint16_t* dv = wV + st * C::kTileElems;
 #pragma unroll
       for (int j = 0; j < C::kCopies; ++j) {
         const int r0 = j * C::kRowsPerCopy;
-        const int r = r0 + lr;
-        const int page = shfl(pg[r0 / kWarpSize], r % kWarpSize);
-        const bool ok = page >= 0;
-        const int64_t off =
-            ok ? static_cast<int64_t>(page) * p.kv_stride_page + ((t0 + r) % PS) * p.kv_stride_slot : 0;
+        bool ok;
+        const int64_t off = row_offset(r0 + lr, ok);
         if constexpr (kF8) {
           const int so = st * C::kTileElems + fp8::stage_offset(j, lane);
           cp_async16(fK + so, kbase + off, ok);
@@ -425,8 +441,16 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
     lookup(i + LA, rawq[LA - 1]);
     return m;
   };
+  // The first S - 1 tiles' copies, in a loop that is not unrolled: `issue` is the kernel's largest
+  // piece of code, and one copy here (plus the main loop's) instead of S - 1 halves the kernel,
+  // which a short decode fetches cold. Each pass shifts the masks down: tile k's ends in maskq[k].
+#pragma unroll 1
+  for (int k = 0; k + 1 < S; ++k) {
+    const Mask m = issue_next(k);
 #pragma unroll
-  for (int k = 0; k + 1 < S; ++k) maskq[k] = issue_next(k);
+    for (int j = 0; j + 2 < S; ++j) maskq[j] = maskq[j + 1];
+    maskq[S - 2] = m;
+  }
 
 #pragma unroll
   for (int k = 0; k < kQVecs; ++k) {
