@@ -1,8 +1,9 @@
-// hip/extend_ws.cuh -- the warp-specialised extend kernel of sm_90a builds (16-bit caches, D = 128).
+// hip/extend_ws.cuh -- the warp-specialised extend kernel of sm_90a builds (D = 128; 16-bit and FP8
+// caches).
 //
 // Included at the end of extend_attention_kernel.cuh, whose launcher hands a launch here when the
-// kernel image loaded for the device holds this kernel's sm_90a body (ws_available below); every
-// other target, head dim and FP8 caches keep that file's kernel.
+// kernel image loaded for the device holds this kernel's sm_90a body (image_has_body below); every
+// other target and head dim keeps that file's kernel.
 //
 // A CTA owns a 128-row query tile of one KV head (rows, masks, work order and output layout as in
 // extend_attention_kernel.cuh) and runs three warpgroups:
@@ -15,6 +16,11 @@
 //             reads every stage: S = Q K^T by wgmma m64n64k16, the online softmax of
 //             extend_attention_kernel.cuh (mask, lazy rescale), O += P V by wgmma m64n128k16 with P
 //             from registers; then one arrive per warp on the stage's "empty" barrier (count 8).
+// FP8 caches: the producer copies each tile's bytes into a ring of kRaw byte stages instead, kRaw - 1
+// tiles ahead, and converts the oldest into the 16-bit stage itself (the chunks each producer
+// thread copied, so only its own copies need to have landed), then arrives on "full" (plain
+// arrive, same count). The K scale joins the softmax scale and the V scale the output's, as in
+// extend_attention_kernel.cuh.
 // Ping-pong: the consumers take turns issuing their S products (named barriers kBarTurn + c), so
 // one warpgroup's softmax runs while the other's products occupy the tensor cores.
 //
@@ -32,18 +38,27 @@ namespace ws {
 constexpr int kD = 128;
 constexpr int kBM = 128;          // rows per CTA tile (two consumer warpgroups of 64)
 constexpr int kBN = 64;           // keys per stage
-constexpr int kStages = 6;        // K/V ring depth (all the shared memory the Q tile leaves)
 constexpr int kThreads = 384;     // producer + two consumers
 constexpr int kProducerRegs = 56;
 constexpr int kConsumerRegs = 224;  // 128 * 56 + 256 * 224 <= 65536
 constexpr int kTileBytes = kBN * kD * 2;          // one K or V stage (128-byte swizzled, 1024-aligned)
 constexpr int kOffK = kBM * kD * 2;               // after the Q tile
-constexpr int kOffV = kOffK + kStages * kTileBytes;
-constexpr int kSmemBytes = kOffV + kStages * kTileBytes + 1024;  // + slack for 1024-byte alignment
+// The ring: 16-bit caches give all the shared memory the Q tile leaves to kStages K/V stages; FP8
+// caches keep 4 and put kRaw byte stages (K then V, kBN rows of kD bytes each) after them.
+template <bool kF8>
+struct Ring {
+  static constexpr int kStages = kF8 ? 4 : 6;
+  static constexpr int kRaw = kF8 ? 4 : 0;
+  static constexpr int kRawBytes = kBN * kD;  // one K or V byte stage
+  static constexpr int kOffV = kOffK + kStages * kTileBytes;
+  static constexpr int kOffRaw = kOffV + kStages * kTileBytes;
+  static constexpr int kSmemBytes = kOffRaw + kRaw * 2 * kRawBytes + 1024;  // + alignment slack
+  static_assert(kSmemBytes <= 227 * 1024, "fits Hopper's shared memory");
+};
+constexpr int kMaxStages = 6;
 // Named barriers (0 is __syncthreads): the consumers' turns, and a consumers-only barrier.
 constexpr int kBarTurn = 1;       // kBarTurn + c: consumer c may issue its S products
 constexpr int kBarConsumers = 3;
-static_assert(kSmemBytes <= 227 * 1024, "fits Hopper's shared memory");
 static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= 65536, "register file split");
 
 #if RK_HAS_WGMMA
@@ -140,19 +155,23 @@ RK_DEVICE bool resolve_tile(const ExtendParams& p, int G, Tile& t) {
   return true;
 }
 
-template <class T, bool kRankOrder>
+template <class T, class KV, bool kRankOrder>
 __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendParams p) {
 #if RK_HAS_WGMMA
+  constexpr bool kF8 = IsFp8<KV>::value;
+  using R = Ring<kF8>;
+  constexpr int kStages = R::kStages;
+  constexpr int kEB = kF8 ? 1 : 2;  // bytes per cache element
   // Stage barriers; static, so the host can tell that the image loaded holds this body.
-  __shared__ __align__(8) uint64_t bar_full[kStages];
-  __shared__ __align__(8) uint64_t bar_empty[kStages];
+  __shared__ __align__(8) uint64_t bar_full[kMaxStages];
+  __shared__ __align__(8) uint64_t bar_empty[kMaxStages];
   extern __shared__ __align__(128) uint4 smem_raw[];
   char* smem = reinterpret_cast<char*>(smem_raw);
   smem += (1024 - (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) & 1023)) & 1023;
   uint16_t* sQ = reinterpret_cast<uint16_t*>(smem);  // [kBM][kD], 128-byte swizzled column halves
   const uint32_t q_base = wgmma::smem_addr(smem);
   const uint32_t k_base = q_base + kOffK;           // stage s at + s * kTileBytes
-  const uint32_t v_base = q_base + kOffV;
+  const uint32_t v_base = q_base + R::kOffV;
   const uint32_t full0 = wgmma::smem_addr(bar_full), empty0 = wgmma::smem_addr(bar_empty);
 
   const int G = p.num_q_heads / p.num_kv_heads;
@@ -188,29 +207,24 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
   if (wg == 0) {
     // ------------------------------------------------------------------ producer
     regs_dec<kProducerRegs>();
-    // Thread u copies 16-byte chunk u % 16 of rows r0 + 8 i (i < 8, r0 = u / 16) of each K and V
-    // tile. Each row is looked up once per warp: lane j < 16 of warp w resolves row
+    // 16-bit caches: thread u copies 16-byte chunk u % 16 of rows r0 + 8 i (i < 8, r0 = u / 16) of
+    // each K and V tile. Each row is looked up once per warp: lane j < 16 of warp w resolves row
     // 2 w + (j & 1) + 8 (j >> 1) (lanes 16..31 repeat lanes 0..15) to its source address, and the
-    // threads copying row r0 + 8 i read it from lane (lane >> 4) + 2 i by shuffle. Page ids are
-    // loaded a tile ahead (before the stage wait), so no copy waits on a table read; page-range
+    // threads copying row r0 + 8 i read it from lane (lane >> 4) + 2 i by shuffle.
+    // FP8 caches (rows of kD bytes): thread u copies chunk u % 8 of rows u / 8 + 16 i (i < 4); lane
+    // j < 16 of warp w resolves row 4 w + (j & 3) + 16 (j >> 2), read by lane (lane >> 3) + 4 i.
+    // Page ids are loaded a tile ahead of the copies, so no copy waits on a table read; page-range
     // faults are recorded once, where the producer ends.
-    constexpr int kRows = kBN / 8;
     const int u = threadIdx.x;
     const int lane = u % 32, jj = lane % 16;
-    const int my_row = 2 * (u / 32) + (jj & 1) + 8 * (jj >> 1);
-    const int r0 = u / 16;
+    const int my_row = kF8 ? 4 * (u / 32) + (jj & 3) + 16 * (jj >> 2) : 2 * (u / 32) + (jj & 1) + 8 * (jj >> 1);
     const int ps = p.page_size;
     const int tile_pages = kBN / ps, tile_off = kBN - tile_pages * ps;
-    // Swizzled destination of row r0 + 8 i (bytes from a stage's start): rows 8 apart keep the
-    // swizzle phase (row % 8), so they are 8 * 128 bytes apart.
-    const uint32_t dst0 = 2u * wgmma::sw128_index<kBN>(r0, (u % 16) * 8);
-    static_assert(wgmma::sw128_index<kBN>(8, 0) == 8 * 64, "rows 8 apart: 1024 bytes");
-    const uint64_t k_head = reinterpret_cast<uintptr_t>(p.k_cache) + 2 * uint64_t(int64_t(t.kvh) * p.kv_stride_head);
-    const uint64_t chunk = 16u * (u % 16);
+    const uint64_t k_head = reinterpret_cast<uintptr_t>(p.k_cache) + kEB * uint64_t(int64_t(t.kvh) * p.kv_stride_head);
     const int64_t v_minus_k =
         int64_t(reinterpret_cast<uintptr_t>(p.v_cache)) - int64_t(reinterpret_cast<uintptr_t>(p.k_cache));
     // Byte strides; the launcher takes this kernel only when they fit in 31 bits.
-    const int page_bytes = int(2 * p.kv_stride_page), slot_bytes = int(2 * p.kv_stride_slot);
+    const int page_bytes = int(kEB * p.kv_stride_page), slot_bytes = int(kEB * p.kv_stride_slot);
     // Walker: page and slot of this lane's row in tile w_tile (key w_tile * kBN + my_row).
     int w_pidx = my_row / ps, w_off = my_row - (my_row / ps) * ps, w_tile = 0;
     auto lookup = [&](int& id, int& off) {
@@ -225,36 +239,103 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
       }
     };
     guard::Faults faults;
+    // This lane's row of tile n (page id, slot): its K row's byte address, bit 0 set when it is
+    // copied (16-byte aligned addresses leave bit 0 free); a row to zero-fill keeps an aligned,
+    // unread address.
+    auto row_entry = [&](int n, int id, int off) -> uint64_t {
+      const int key = n * kBN + my_row;
+      const bool valid = key < t.lk && id >= 0 && id < p.num_pages;
+      if (key < t.lk && !valid) faults.checks |= guard::kPageRange;
+      return valid ? (k_head + uint64_t(int64_t(id) * page_bytes + int64_t(off) * slot_bytes)) | 1u : k_head;
+    };
+    // Copy 16 bytes at chunk offset `chunk` of the row lane `from` resolved (K, and V at the same
+    // place) to shared addresses dk, dv.
+    auto copy_pair = [&](uint64_t e, int from, uint64_t chunk, uint32_t dk, uint32_t dv) {
+      const uint32_t lo = __shfl_sync(0xffffffffu, uint32_t(e), from);
+      const uint32_t hi = __shfl_sync(0xffffffffu, uint32_t(e >> 32), from);
+      const int bytes = int(lo & 1u) << 4;
+      const uint64_t src = ((uint64_t(hi) << 32) | (lo & ~1u)) + chunk;
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dk), "l"(src), "r"(bytes));
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dv), "l"(src + v_minus_k), "r"(bytes));
+    };
     int id_cur, off_cur, id_nxt, off_nxt;
     lookup(id_cur, off_cur);
-    for (int n = 0; n < n_kv_tiles; ++n) {
-      const int s = n % kStages, round = n / kStages;
-      lookup(id_nxt, off_nxt);  // tile n + 1; keys past L_k read nothing (fetch_page)
-      // This lane's row of tile n: its K row's byte address, bit 0 set when it is copied (16-byte
-      // aligned addresses leave bit 0 free); a row to zero-fill keeps an aligned, unread address.
-      const int key = n * kBN + my_row;
-      const bool valid = key < t.lk && id_cur >= 0 && id_cur < p.num_pages;
-      if (key < t.lk && !valid) faults.checks |= guard::kPageRange;
-      const uint64_t e = valid ? (k_head + uint64_t(int64_t(id_cur) * page_bytes + int64_t(off_cur) * slot_bytes)) | 1u
-                               : k_head;
-      const uint32_t e_lo = uint32_t(e), e_hi = uint32_t(e >> 32);
-      if (round > 0) mbar_wait(empty0 + 8 * s, (round - 1) & 1);
-      const uint32_t sk = k_base + s * kTileBytes, sv = v_base + s * kTileBytes;
+    if constexpr (!kF8) {
+      constexpr int kRows = kBN / 8;
+      // Swizzled destination of row u / 16 + 8 i (bytes from a stage's start): rows 8 apart keep
+      // the swizzle phase (row % 8), so they are 8 * 128 bytes apart.
+      const uint32_t dst0 = 2u * wgmma::sw128_index<kBN>(u / 16, (u % 16) * 8);
+      static_assert(wgmma::sw128_index<kBN>(8, 0) == 8 * 64, "rows 8 apart: 1024 bytes");
+      for (int n = 0; n < n_kv_tiles; ++n) {
+        const int s = n % kStages, round = n / kStages;
+        lookup(id_nxt, off_nxt);  // tile n + 1; keys past L_k read nothing (fetch_page)
+        const uint64_t e = row_entry(n, id_cur, off_cur);
+        if (round > 0) mbar_wait(empty0 + 8 * s, (round - 1) & 1);
+        const uint32_t sk = k_base + s * kTileBytes, sv = v_base + s * kTileBytes;
 #pragma unroll
-      for (int i = 0; i < kRows; ++i) {
-        const int from = (lane >> 4) + 2 * i;
-        const uint32_t lo = __shfl_sync(0xffffffffu, e_lo, from);
-        const uint32_t hi = __shfl_sync(0xffffffffu, e_hi, from);
-        const int bytes = int(lo & 1u) << 4;
-        const uint64_t src = ((uint64_t(hi) << 32) | (lo & ~1u)) + chunk;
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sk + dst0 + 1024 * i), "l"(src),
-                     "r"(bytes));
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sv + dst0 + 1024 * i),
-                     "l"(src + v_minus_k), "r"(bytes));
+        for (int i = 0; i < kRows; ++i)
+          copy_pair(e, (lane >> 4) + 2 * i, 16u * (u % 16), sk + dst0 + 1024 * i, sv + dst0 + 1024 * i);
+        mbar_arrive_on_copies(full0 + 8 * s);
+        id_cur = id_nxt;
+        off_cur = off_nxt;
       }
-      mbar_arrive_on_copies(full0 + 8 * s);
-      id_cur = id_nxt;
-      off_cur = off_nxt;
+    } else {
+      constexpr int kRaw = R::kRaw, kRows = kBN / 16;
+      const uint32_t raw0 = q_base + R::kOffRaw;  // byte stage j: K at + 2 j kRawBytes, V after it
+      const int c16 = u % 8;
+      // Tile n's bytes into byte stage n % kRaw (K and V; rows of kD bytes, unswizzled). This
+      // thread's chunks of a stage are only ever read back by this thread (convert below).
+      auto issue_raw = [&](int n) {
+        lookup(id_nxt, off_nxt);
+        const uint64_t e = row_entry(n, id_cur, off_cur);
+        id_cur = id_nxt;
+        off_cur = off_nxt;
+        const uint32_t rk = raw0 + (n % kRaw) * 2 * R::kRawBytes;
+#pragma unroll
+        for (int i = 0; i < kRows; ++i) {
+          const uint32_t d = (u / 8 + 16 * i) * kD + 16 * c16;
+          copy_pair(e, (lane >> 3) + 4 * i, 16u * c16, rk + d, rk + R::kRawBytes + d);
+        }
+      };
+      // This thread's chunks of byte stage `j` -> 16-bit stage s (K and V: the swizzled layout
+      // the 16-bit copies land in).
+      auto convert = [&](int j, int s) {
+        const uint8_t* rk = reinterpret_cast<const uint8_t*>(smem + R::kOffRaw + j * 2 * R::kRawBytes);
+        uint16_t* sk = reinterpret_cast<uint16_t*>(smem + kOffK + s * kTileBytes);
+        uint16_t* sv = reinterpret_cast<uint16_t*>(smem + R::kOffV + s * kTileBytes);
+#pragma unroll
+        for (int i = 0; i < kRows; ++i) {
+          const int r = u / 8 + 16 * i;
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {  // K, then V
+            const uint4 raw = *reinterpret_cast<const uint4*>(rk + half * R::kRawBytes + r * kD + 16 * c16);
+            vec16 lo, hi;
+            Fp8To16<T, KV>::word(raw.x, lo.w[0], lo.w[1]);
+            Fp8To16<T, KV>::word(raw.y, lo.w[2], lo.w[3]);
+            Fp8To16<T, KV>::word(raw.z, hi.w[0], hi.w[1]);
+            Fp8To16<T, KV>::word(raw.w, hi.w[2], hi.w[3]);
+            uint16_t* dst = half ? sv : sk;
+            store16(dst + wgmma::sw128_index<kBN>(r, 16 * c16), lo);
+            store16(dst + wgmma::sw128_index<kBN>(r, 16 * c16 + 8), hi);
+          }
+        }
+      };
+#pragma unroll 1
+      for (int n = 0; n + 1 < kRaw; ++n) {
+        if (n < n_kv_tiles) issue_raw(n);
+        mma::async_commit();
+      }
+      for (int n = 0; n < n_kv_tiles; ++n) {
+        const int s = n % kStages, round = n / kStages;
+        // Byte stage (n - 1) % kRaw is free: this thread converted its chunks of tile n - 1.
+        if (n + kRaw - 1 < n_kv_tiles) issue_raw(n + kRaw - 1);
+        mma::async_commit();
+        mma::async_wait<kRaw - 1>();  // this thread's copies of tile n have landed
+        if (round > 0) mbar_wait(empty0 + 8 * s, (round - 1) & 1);
+        convert(n % kRaw, s);
+        wgmma::fence_proxy_async();  // the converted tile, visible to the tensor cores' reads
+        mbar_arrive(full0 + 8 * s);
+      }
     }
     guard::report(p.status, guard::kExtend, faults);
     asm volatile("cp.async.wait_all;\n" ::: "memory");
@@ -306,7 +387,10 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
     m[sl] = kNegInf;
     l[sl] = 0.f;
   }
-  const float cs = p.sm_scale * kLog2e;
+  // FP8: the K scale (and the conversion's unit) joins the softmax scale; a bad scale is NaN here
+  // (fp8_checked_scale), so the output is NaN, and check_extend_batch records it.
+  float cs = p.sm_scale * kLog2e;
+  if constexpr (kF8) cs *= fp8_checked_scale(p.scales.k[t.kvh * p.scales.stride]) * Fp8To16<T, KV>::kUnit;
   constexpr float kSlack = ExtendCommon::kRescaleSlack;
 
   if (c == 1) bar_arrive(kBarTurn + 0, 256);  // consumer 0 issues first
@@ -440,11 +524,15 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
 
   // Normalise, stage through the Q tile (both consumers are done reading it: the barrier), store
   // 16-byte row chunks.
+  // FP8: times the V scale (and the conversion's unit); a NaN sum, from a bad K scale, stays NaN.
+  float v_factor = 1.f;
+  if constexpr (kF8) v_factor = fp8_checked_scale(p.scales.v[t.kvh * p.scales.stride]) * Fp8To16<T, KV>::kUnit;
   float inv[kSlots];
 #pragma unroll
   for (int sl = 0; sl < kSlots; ++sl) {
     const float lt = mma::row_sum(l[sl]);
-    inv[sl] = lt > 0.f ? 1.f / lt : 0.f;
+    if (kF8) inv[sl] = lt != 0.f ? v_factor / lt : 0.f;
+    else inv[sl] = lt > 0.f ? 1.f / lt : 0.f;
   }
   bar_sync(kBarConsumers, 256);
 #pragma unroll
@@ -502,13 +590,13 @@ bool image_has_body(Kernel kernel) {
 
 }  // namespace ws
 
-// Launch the warp-specialised kernel when it applies (16-bit caches, D = 128, an sm_90a image);
+// Launch the warp-specialised kernel when it applies (D = 128, an sm_90a image);
 // false: the caller launches extend_attention_kernel.
 template <class T, class KV, int D>
 bool try_launch_ws(const ExtendParams& p, Stream stream) {
 #if RK_NVIDIA
-  if constexpr (D == ws::kD && !IsFp8<KV>::value) {
-    if (!ws::image_has_body(ws::extend_ws_kernel<T, true>)) return false;
+  if constexpr (D == ws::kD) {
+    if (!ws::image_has_body(ws::extend_ws_kernel<T, KV, true>)) return false;
     // The producer forms row addresses with 32-bit byte strides.
     if (p.kv_stride_page < 0 || p.kv_stride_slot < 0 || p.kv_stride_page > 0x3fffffff ||
         p.kv_stride_slot > 0x3fffffff)
@@ -524,10 +612,11 @@ bool try_launch_ws(const ExtendParams& p, Stream stream) {
     if (gx <= 0) return true;
     const bool rank = b <= 2 * a && b_grid * p.num_kv_heads <= 0x7fffffff;
     if (!rank && gx > 0x7fffffff) throw LaunchError("radixkv extend_attention: grid too large");
-    auto kernel = rank ? ws::extend_ws_kernel<T, true> : ws::extend_ws_kernel<T, false>;
+    auto kernel = rank ? ws::extend_ws_kernel<T, KV, true> : ws::extend_ws_kernel<T, KV, false>;
     const dim3 grid = rank ? dim3(unsigned(b_grid * p.num_kv_heads)) : dim3(unsigned(gx), p.num_kv_heads);
-    allow_dynamic_smem(kernel, ws::kSmemBytes);
-    kernel<<<grid, dim3(ws::kThreads), ws::kSmemBytes, static_cast<stream_t>(stream)>>>(p);
+    constexpr int kSmem = ws::Ring<IsFp8<KV>::value>::kSmemBytes;
+    allow_dynamic_smem(kernel, kSmem);
+    kernel<<<grid, dim3(ws::kThreads), kSmem, static_cast<stream_t>(stream)>>>(p);
     const error_t e = last_error();
     if (e != kSuccess)
       throw LaunchError(std::string("radixkv extend_attention launch failed: ") + error_string(e));
