@@ -40,7 +40,9 @@ constexpr int kBM = 128;          // rows per CTA tile (two consumer warpgroups 
 constexpr int kBN = 64;           // keys per stage
 constexpr int kThreads = 384;     // producer + two consumers
 constexpr int kProducerRegs = 56;
-constexpr int kConsumerRegs = 224;  // 128 * 56 + 256 * 224 <= 65536
+constexpr int kConsumerRegs = 224;
+// setmaxnreg.inc only takes registers that .dec released in the same CTA: the split must fit the
+// launch allocation (__launch_bounds__(kThreads, 1): 65536 / 384 rounded down to 8 = 168 each).
 constexpr int kTileBytes = kBN * kD * 2;          // one K or V stage (128-byte swizzled, 1024-aligned)
 constexpr int kOffK = kBM * kD * 2;               // after the Q tile
 // The ring: 16-bit caches give all the shared memory the Q tile leaves to kStages K/V stages; FP8
@@ -59,7 +61,8 @@ constexpr int kMaxStages = 6;
 // Named barriers (0 is __syncthreads): the consumers' turns, and a consumers-only barrier.
 constexpr int kBarTurn = 1;       // kBarTurn + c: consumer c may issue its S products
 constexpr int kBarConsumers = 3;
-static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= 65536, "register file split");
+static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= (65536 / kThreads) / 8 * 8 * kThreads,
+              "register split within the launch allocation");
 
 #if RK_HAS_WGMMA
 RK_DEVICE void mbar_init(uint32_t bar, int count) {
