@@ -53,6 +53,14 @@ def _branch(lc: Lifecycle, out_len: int) -> tuple:
     assert lc.admit(b, 2)
     available = lc.alloc.available_size()
     lc.decode(a, out)
+    # A checkpoints before it finishes (as a chunked prefill does): its row must read the
+    # tree's slots, B's, where its own were duplicates
+    a.refresh_fill_ids()
+    lc.cache.checkpoint(a, up_to=a.kv.kv_committed_len)
+    n = a.kv.cache_protected_len
+    row_a = lc.r2t.req_to_token[a.kv.req_pool_idx, :n]
+    assert n > len(prompt) and (row_a == lc.r2t.req_to_token[b.kv.req_pool_idx, :n]).all()
+    assert (row_a.long() == lc.cache.path_device_indices(a.last_node)).all()
     lc.finish(a)
     lc.leak_check([b])
     parked = _parked(lc)

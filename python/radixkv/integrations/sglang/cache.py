@@ -32,6 +32,7 @@ from sglang.srt.mem_cache.base_prefix_cache import (
     MatchResult,
     TreeLock,
 )
+from sglang.srt.mem_cache.memory_pool import ReqToTokenPool
 
 import radixkv
 
@@ -91,6 +92,9 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
         self._on_cpu = self.device.type == "cpu"
         self._read_row = RowReader()
         self._frees = PendingFrees(self.token_to_kv_pool_allocator, self.page_size, self.device)
+        # a pool whose write is ReqToTokenPool's own (a plain table store) may be written
+        # through the host view RowReader holds of a CPU table; subclasses keep their write
+        self._plain_write = type(self.req_to_token_pool).write is ReqToTokenPool.write
         if params.enable_metrics:
             self.init_metrics_collector()
         self.reset()
@@ -285,10 +289,13 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
             frees.add_segment(row[protected:present])
             if frees.tokens > frees.bound:
                 frees.flush()
-            self.req_to_token_pool.write(
-                (kv.req_pool_idx, slice(protected, present)),
-                torch.from_numpy(dups).to(table.device),
-            )
+            if self._plain_write and self._read_row.views_table:
+                row[protected:present] = dups  # NumPy store into the CPU table (casts to int32)
+            else:
+                self.req_to_token_pool.write(
+                    (kv.req_pool_idx, slice(protected, present)),
+                    torch.from_numpy(dups).to(table.device),
+                )
         kv.cache_protected_len = n
         req.lock = TreeLock(node, _RECEIPT)
         req.last_node = node
