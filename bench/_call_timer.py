@@ -46,13 +46,15 @@ class CacheWorkTimer:
     preempted by other processes left out); ``calls``: outer calls; ``by_name``: name ->
     [ns, calls, cpu_ns];
     ``inner_ns`` / ``inner_cpu_ns``: the part of ``ns`` / ``cpu_ns`` spent in the methods
-    given to ``watch_inner`` (SGLang's allocator: the same code under every cache)."""
+    given to ``watch_inner`` (SGLang's allocator: the same code under every cache);
+    ``inner_calls``: how many such calls."""
 
     def __init__(self, cache: Any, names: Iterable[str]):
         self.ns = 0
         self.calls = 0
         self.inner_ns = 0
         self.inner_cpu_ns = 0
+        self.inner_calls = 0
         self.cpu_ns = 0
         self.by_name: Dict[str, List[int]] = {}
         self._depth = 0
@@ -81,6 +83,7 @@ class CacheWorkTimer:
                 finally:
                     self.inner_ns += clock() - t0
                     self.inner_cpu_ns += cpu() - c0
+                    self.inner_calls += 1
                     self._depth = 1
 
             setattr(obj, name, timed)

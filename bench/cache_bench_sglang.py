@@ -173,6 +173,15 @@ def replay(system: str, trace: Any, capacity: int, max_running: int,
     wall = (clock() - t_start) / 1e9
     calls = timer.calls
     by_name = {k: v for k, v in timer.by_name.items() if v[1]}
+    # the plugin parks duplicate frees until an eviction or its bound: what is still parked
+    # at the end is handed to the allocator here, timed, and charged to the run apart
+    frees = getattr(lc.cache, "_frees", None)
+    parked_end, handover_ns, handover_cpu_ns = 0, 0, 0
+    if frees is not None:
+        parked_end = frees.tokens
+        c0, t0 = time.thread_time_ns(), clock()
+        frees.flush()
+        handover_ns, handover_cpu_ns = clock() - t0, time.thread_time_ns() - c0
     lc.leak_check()
     us = sorted(x / 1e3 for x in per)
     wus = sorted(x / 1e3 for x in work)
@@ -186,6 +195,13 @@ def replay(system: str, trace: Any, capacity: int, max_running: int,
         "work_mean_us": statistics.fmean(wus),
         "work_p99_us": wus[max(0, math.ceil(0.99 * len(wus)) - 1)],
         "work_cpu_mean_us": statistics.fmean(cpu) / 1e3,
+        "alloc_calls": timer.inner_calls,
+        "parked_end_tokens": parked_end,
+        "handover_end_us": handover_ns / 1e3,
+        "handover_end_cpu_us": handover_cpu_ns / 1e3,
+        # cache work with the end's hand-over spread over the requests
+        "work_handover_mean_us": (sum(work) + handover_ns) / len(reqs) / 1e3,
+        "work_handover_cpu_mean_us": (sum(cpu) + handover_cpu_ns) / len(reqs) / 1e3,
         "own_cpu_mean_us": statistics.fmean(own_cpu) / 1e3,
         "own_mean_us": statistics.fmean(ous),
         "own_p99_us": ous[max(0, math.ceil(0.99 * len(ous)) - 1)],
@@ -281,7 +297,9 @@ def main(argv: List[str]) -> int:
             print(f"{name:10s} {system:22s} cache work mean {med['work_mean_us']:8.1f} us "
                   f"floor {med['work_floor_mean_us']:7.1f} p99 {med['work_p99_us']:8.1f} "
                   f"cpu {med['work_cpu_mean_us']:7.1f} "
-                  f"({med['work_calls_per_req']:.1f} calls) | less allocator mean "
+                  f"({med['work_calls_per_req']:.1f} calls, {med['alloc_calls']:.0f} allocator; "
+                  f"{med['parked_end_tokens']:.0f} parked at end, handed over in "
+                  f"{med['handover_end_cpu_us']:.0f} us CPU) | less allocator mean "
                   f"{med['own_mean_us']:7.1f} floor {med['own_floor_mean_us']:7.1f} cpu "
                   f"{med['own_cpu_mean_us']:7.1f} | lifecycle mean "
                   f"{med['mean_us']:8.1f} floor {med['floor_mean_us']:7.1f} p99 "
@@ -382,6 +400,22 @@ def markdown(rows: List[Dict[str, Any]], a: Any, limits: Dict[str, int], timer_n
                 md.append(f"| {t} | {label} | {p['own_cpu_mean_us']:.1f} | "
                           f"{u['own_cpu_mean_us']:.1f} | "
                           f"{u['own_cpu_mean_us'] / p['own_cpu_mean_us']:.1f}x |")
+    md += ["", "Allocator calls the cache made in a round (median), and the plugin's parked "
+           "duplicate frees: tokens still parked when the round ends, the hand-over of them "
+           "then (timed apart, CPU µs), and cache work CPU µs per request with that hand-over "
+           "spread over the requests; URC / plugin with it:", "",
+           "| trace | events | plugin allocator calls | URC allocator calls | parked at end | "
+           "end hand-over CPU µs | plugin CPU with it | URC / plugin CPU with it |",
+           "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for t in dict.fromkeys(r["trace"] for r in rows):
+        for label, mine, ref in (("off", "radixkv-plugin", "sglang-urc-rust"),
+                                 ("on", "radixkv-plugin+events", "sglang-urc-rust+events")):
+            p, u = by.get((t, mine)), by.get((t, ref))
+            if p and u:
+                md.append(f"| {t} | {label} | {p['alloc_calls']:.0f} | {u['alloc_calls']:.0f} | "
+                          f"{p['parked_end_tokens']:.0f} | {p['handover_end_cpu_us']:.0f} | "
+                          f"{p['work_handover_cpu_mean_us']:.1f} | "
+                          f"{u['work_cpu_mean_us'] / p['work_handover_cpu_mean_us']:.1f}x |")
     md += ["", "CPU µs per request by call (allocator included), the round with the median "
            "cache-work mean:", ""]
     for t in dict.fromkeys(r["trace"] for r in rows):

@@ -57,6 +57,12 @@ class RowReader:
         self._table: Any = None
         self._host: Optional[npt.NDArray[np.signedinteger]] = None
 
+    @property
+    def views_table(self) -> bool:
+        """Whether the last call's result is a view of the table itself (a CPU table): writes
+        into it then land in the table, with no torch indexing in between."""
+        return self._host is not None
+
     def __call__(self, table: torch.Tensor, row: int, n: int) -> npt.NDArray[np.signedinteger]:
         if table is not self._table:
             self._table = table

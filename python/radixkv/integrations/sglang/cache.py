@@ -2,9 +2,11 @@
 
 The tree (``radixkv.RadixCache`` built without a pool) keeps token ids, slot ids, lock counts and
 LRU order; SGLang keeps its own ``TokenToKVPoolAllocator`` and ``ReqToTokenPool``. Slots flow
-between them exactly as in SGLang's ``RadixCache``: ``checkpoint`` inserts a request's row and
-frees the row's duplicates through the allocator, ``evict`` hands the freed leaves' slots back to
-the allocator, and ``release_kv_cache`` (SGLang's) frees what the tree does not own.
+between them as in SGLang's ``RadixCache``: ``checkpoint`` inserts a request's row and frees the
+row's duplicates, ``evict`` hands the freed leaves' slots back to the allocator, and
+``release_kv_cache`` (SGLang's) frees what the tree does not own. The duplicates are parked
+(``_pending.PendingFrees``) and reach the allocator in one call at the next ``evict``, when the
+parked count passes its bound, or at ``reset``; until then they count as evictable.
 
 Node handles are ``radixkv.Node`` objects: they survive splits made by later matches and inserts
 (the deeper half keeps the handle, as in SGLang's tree) and raise ``radixkv.StaleHandle`` once
@@ -30,10 +32,12 @@ from sglang.srt.mem_cache.base_prefix_cache import (
     MatchResult,
     TreeLock,
 )
+from sglang.srt.mem_cache.memory_pool import ReqToTokenPool
 
 import radixkv
 
 from ._events import EventConverter
+from ._pending import PendingFrees
 from ._slots import RowReader, slots_to_device, slots_to_host, tokens_view
 
 if TYPE_CHECKING:
@@ -87,14 +91,20 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
             torch.device("cpu"))
         self._on_cpu = self.device.type == "cpu"
         self._read_row = RowReader()
+        self._frees = PendingFrees(self.token_to_kv_pool_allocator, self.page_size, self.device)
+        # a pool whose write is ReqToTokenPool's own (a plain table store) may be written
+        # through the host view RowReader holds of a CPU table; subclasses keep their write
+        self._plain_write = type(self.req_to_token_pool).write is ReqToTokenPool.write
         if params.enable_metrics:
             self.init_metrics_collector()
         self.reset()
 
     # ---- state ---------------------------------------------------------------------------
     def reset(self) -> None:
-        """Drop every cached prefix. Like SGLang's caches, this frees no slot: the scheduler's
-        ``flush_cache`` clears the allocator alongside."""
+        """Drop every cached prefix. Like SGLang's caches, this frees none of the tree's slots
+        (the scheduler's ``flush_cache`` clears the allocator next); parked duplicates are
+        handed to the allocator first, so a reset without that clear loses none of them."""
+        self._frees.flush()
         old = getattr(self, "tree", None)
         # events still undrained, then "all cleared", as SGLang's recorder reports a reset
         self._pending: List[Any] = self.take_events() if old is not None else []
@@ -113,10 +123,11 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
         self._empty_match = self._match_result(0, self.root_node)
 
     def evictable_size(self) -> int:
-        return self.tree.evictable_size
+        """The tree's unlocked tokens plus the parked duplicates (free for the taking)."""
+        return self.tree.evictable_size + self._frees.tokens
 
     def full_evictable_size(self) -> int:
-        return self.tree.evictable_size
+        return self.tree.evictable_size + self._frees.tokens
 
     def protected_size(self) -> int:
         return self.tree.protected_size
@@ -137,7 +148,8 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
     def pretty_print(self) -> None:
         print(
             f"radixkv tree: {self.tree.num_nodes} nodes, #tokens: {self.tree.total_size} "
-            f"(evictable {self.tree.evictable_size}, protected {self.tree.protected_size})"
+            f"(evictable {self.tree.evictable_size}, protected {self.tree.protected_size}); "
+            f"{self._frees.tokens} freed tokens not yet handed to the allocator"
         )
 
     def all_values_flatten(self) -> torch.Tensor:
@@ -255,9 +267,11 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
         inserted = kv.cache_inserted_len
         old = req.lock
         ids = req.full_untruncated_fill_ids
+        table = self.req_to_token_pool.req_to_token
+        row = self._read_row(table, kv.req_pool_idx, n)
         present, node, dups = self.tree.checkpoint(
             tokens_view(ids, n),
-            self._read_row(self.req_to_token_pool.req_to_token, kv.req_pool_idx, n),
+            row,
             namespace_of(req.extra_key, req.cache_salt),
             priority=float(req.priority or 0),
             inserted_len=inserted,
@@ -269,29 +283,42 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
             kv.cache_inserted_len = n
         if dups is not None:
             # another request inserted [protected, present) first: the row's copies are
-            # duplicates; free them and read the tree's slots instead
-            row = self.req_to_token_pool.req_to_token[kv.req_pool_idx]
-            self.token_to_kv_pool_allocator.free_segment(
-                row[protected:present].to(torch.int64), start_pos=protected
-            )
-            self.req_to_token_pool.write(
-                (kv.req_pool_idx, slice(protected, present)),
-                torch.from_numpy(dups).to(row.device),
-            )
+            # duplicates; park them (whole pages: both ends are page-aligned) and read the
+            # tree's slots instead
+            frees = self._frees
+            frees.add_segment(row[protected:present])
+            if frees.tokens > frees.bound:
+                frees.flush()
+            if self._plain_write and self._read_row.views_table:
+                row[protected:present] = dups  # NumPy store into the CPU table (casts to int32)
+            else:
+                self.req_to_token_pool.write(
+                    (kv.req_pool_idx, slice(protected, present)),
+                    torch.from_numpy(dups).to(table.device),
+                )
         kv.cache_protected_len = n
         req.lock = TreeLock(node, _RECEIPT)
         req.last_node = node
 
     # ---- eviction --------------------------------------------------------------------------
     def evict(self, params: EvictParams) -> EvictResult:
-        """Evict unlocked leaves (LRU first) until ``params.num_tokens`` are freed or nothing
-        is evictable; their slots go back to SGLang's allocator."""
+        """Free ``params.num_tokens`` or as many as there are: the parked duplicates first (no
+        cached prefix is lost for them), then unlocked leaves in the policy's order. Both go
+        back to SGLang's allocator, in one call at page size 1; all count as evicted."""
         if self.disable or params.num_tokens <= 0:
             return EvictResult()
-        freed = self.tree.evict_slots(params.num_tokens)
-        if len(freed):
-            self.token_to_kv_pool_allocator.free(slots_to_device(freed, self.device))
-        return EvictResult(num_tokens_evicted=len(freed))
+        frees = self._frees
+        got = frees.tokens
+        if params.num_tokens > got:
+            freed = self.tree.evict_slots(params.num_tokens - got)
+            if len(freed):
+                got += len(freed)
+                if self.page_size == 1:
+                    frees.add_owned(freed)
+                else:
+                    self.token_to_kv_pool_allocator.free(slots_to_device(freed, self.device))
+        frees.flush()
+        return EvictResult(num_tokens_evicted=got)
 
     # ---- locks -----------------------------------------------------------------------------
     def inc_lock_ref(self, node: Any) -> IncLockRefResult:
