@@ -33,3 +33,19 @@ def extension_backend() -> Iterator[None]:
     loader.load()
     yield
     os.environ.pop("RADIXKV_OPS_BACKEND", None)
+
+
+_NARROWING = ("RADIXKV_HEAD_DIMS", "RADIXKV_DTYPES", "RADIXKV_PAGE_SIZES", "RADIXKV_KV_DTYPES")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """A GPU test that needs a kernel variant a narrowed build left out (the RADIXKV_* build
+    variables set; the library's error names what is "supported in this build" or "not compiled
+    in this build") is skipped, not failed. Without those variables nothing is skipped here."""
+    try:
+        return (yield)
+    except Exception as exc:
+        if "in this build" in str(exc) and any(os.environ.get(v) for v in _NARROWING):
+            pytest.skip(f"variant not in this narrowed build: {str(exc).splitlines()[0][:200]}")
+        raise
