@@ -67,3 +67,21 @@ def sglang_available() -> bool:
 def prepare() -> None:
     """Make SGLang's cache modules importable (call only when sglang is installed)."""
     _placeholder_torchvision()
+
+
+def setup_test_module() -> None:
+    """The shared start of a test module that drives SGLang: skip the module unless sglang is
+    installed, put bench/ (the request-level replay, ``_sglang_replay``) on the path, keep the
+    Hugging Face libraries offline, and make SGLang's cache modules importable."""
+    import os
+    from pathlib import Path
+
+    import pytest
+
+    pytest.importorskip("sglang")
+    bench = str(Path(__file__).resolve().parents[1] / "bench")
+    if bench not in sys.path:
+        sys.path.insert(0, bench)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    prepare()

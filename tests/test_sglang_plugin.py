@@ -16,15 +16,11 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("sglang")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import _sglang_env  # noqa: E402
 
-_sglang_env.prepare()
+_sglang_env.setup_test_module()
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402

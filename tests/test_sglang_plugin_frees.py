@@ -11,21 +11,16 @@ Skipped unless ``sglang`` is installed (``make sglang-deps``).
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 import pytest
 
-pytest.importorskip("sglang")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import _sglang_env  # noqa: E402
 
-_sglang_env.prepare()
+_sglang_env.setup_test_module()
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
