@@ -444,12 +444,14 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
   // The first S - 1 tiles' copies, in a loop that is not unrolled: `issue` is the kernel's largest
   // piece of code, and one copy here (plus the main loop's) instead of S - 1 halves the kernel,
   // which a short decode fetches cold. Each pass shifts the masks down: tile k's ends in maskq[k].
+  if constexpr (S > 1) {
 #pragma unroll 1
-  for (int k = 0; k + 1 < S; ++k) {
-    const Mask m = issue_next(k);
+    for (int k = 0; k + 1 < S; ++k) {
+      const Mask m = issue_next(k);
 #pragma unroll
-    for (int j = 0; j + 2 < S; ++j) maskq[j] = maskq[j + 1];
-    maskq[S - 2] = m;
+      for (int j = 0; j + 2 < S; ++j) maskq[j] = maskq[j + 1];
+      maskq[S - 2] = m;
+    }
   }
 
 #pragma unroll
