@@ -57,7 +57,7 @@ struct Ring {
   static constexpr int kSmemBytes = kOffRaw + kRaw * 2 * kRawBytes + 1024;  // + alignment slack
   static_assert(kSmemBytes <= 227 * 1024, "fits Hopper's shared memory");
 };
-constexpr int kMaxStages = 6;
+constexpr int kMaxStages = Ring<false>::kStages;  // the barrier arrays serve either ring
 // Named barriers (0 is __syncthreads): the consumers' turns, and a consumers-only barrier.
 constexpr int kBarTurn = 1;       // kBarTurn + c: consumer c may issue its S products
 constexpr int kBarConsumers = 3;
