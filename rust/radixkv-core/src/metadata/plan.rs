@@ -97,6 +97,9 @@ pub const UNIT_OVERHEAD_TOKENS: usize = 128;
 /// unit (the slots pick up units as they free); every unit adds [`UNIT_OVERHEAD_TOKENS`] spread
 /// over the slots. So a uniform batch that fills the slots is not cut, one long request is cut
 /// into `slots` units, and a ragged batch has its long requests cut into about the even share.
+/// The winner is then evened out: the least chunk that cuts the longest request into as many
+/// units, taken when it leaves every request's unit count as it was (so one 32768-token request
+/// on 16 slots gets 16 units of 2048, not 15 of 2176 and one of 128).
 pub fn plan_chunk(lens: &[usize], page_size: usize, slots: usize) -> usize {
     let g = page_size.max(1) / gcd(page_size.max(1), 16) * 16;
     let max_len = lens.iter().copied().max().unwrap_or(0);
@@ -119,6 +122,10 @@ pub fn plan_chunk(lens: &[usize], page_size: usize, slots: usize) -> usize {
             best = c;
         }
         c = round_up(c + c / 8 + 1, g); // ~12% steps: a few dozen candidates
+    }
+    let even = round_up(max_len.div_ceil(units_of(max_len, best)), g).max(c_min);
+    if even < best && lens.iter().all(|&l| units_of(l, even) == units_of(l, best)) {
+        best = even;
     }
     best
 }
@@ -341,6 +348,20 @@ mod tests {
     }
 
     #[test]
+    fn uniform_requests_are_cut_into_equal_units() {
+        // One 32768-token request on 16 slots: 16 units of 2048 (the ladder's chunk alone gives
+        // 15 of 2176 and one of 128, so the slowest unit reads 6% more than it needs to).
+        let (v, info) = decode_plan(&[32768], 16, 16, None).unwrap();
+        assert_eq!((info.units, info.chunk), (16, 2048), "{info:?}");
+        for r in v[..info.units * PLAN_COLS].chunks(PLAN_COLS) {
+            assert_eq!(r[2] - r[1], 2048, "{r:?}");
+        }
+        // 16 requests of 32768 on 32 slots: two equal halves each (not 16592 + 16176).
+        let info = check(&[32768; 16], 16, 32, None);
+        assert_eq!((info.units, info.chunk), (32, 16384), "{info:?}");
+    }
+
+    #[test]
     fn long_request_among_short_ones_is_cut() {
         // 31 short requests and one of 50k tokens on 16 slots: the long one must not run alone.
         let mut lens = vec![300usize; 31];
@@ -414,6 +435,27 @@ mod tests {
     }
 
     proptest! {
+        // A uniform batch is cut evenly: its chunk is the least one (a multiple of the granule g,
+        // at least the floor) that cuts a request into that many units, so the last unit of each
+        // request is short by less than g per unit before it.
+        #[test]
+        fn uniform_batch_is_cut_evenly(
+            len in 1usize..70_000,
+            n in 1usize..40,
+            ps in prop::sample::select(vec![1usize, 16, 64]),
+            slots in 1usize..300,
+        ) {
+            let lens = vec![len; n];
+            let info = check(&lens, ps, slots, None);
+            let g = ps / gcd(ps, 16) * 16;
+            let whole = round_up(len, g);
+            let floor = round_up(MIN_CHUNK_TOKENS.max(len.div_ceil(MAX_UNITS_PER_REQUEST)), g).min(whole);
+            let c = info.chunk;
+            prop_assert!(c == whole || c - g < floor || units_of(len, c - g) > units_of(len, c),
+                "chunk {} for {} x {} (g {}, floor {}): {} tokens less cuts as many units",
+                c, n, len, g, floor, g);
+        }
+
         #[test]
         fn plan_invariants(
             lens in prop::collection::vec(0usize..70_000, 0..80),
