@@ -368,6 +368,19 @@ mod tests {
     }
 
     #[test]
+    fn batch_just_over_the_slots_is_cut_in_two() {
+        // 140 equal requests on 132 slots: uncut, 8 of them run in a second wave of their own
+        // (about 2 L); halves make 280 units over the slots (about 1.6 L). Thirds (420 units)
+        // would be cheaper still by the cost model, but exceed the bound of
+        // batch + MAX_WAVES * slots = 404 units, so halves it is.
+        let lens = [32768usize; 140];
+        let info = check(&lens, 16, 132, None);
+        assert_eq!(decode_plan_capacity(140, 132), 140 + MAX_WAVES * 132);
+        assert_eq!(info.units, 280, "{info:?}");
+        assert!((16384..32768).contains(&info.chunk), "{info:?}");
+    }
+
+    #[test]
     fn big_batch_one_unit_each() {
         // Lengths within 10% of each other, more requests than slots: cutting buys nothing.
         let lens: Vec<usize> = (0..256).map(|i| 500 + i / 5).collect();
