@@ -375,9 +375,9 @@ mod tests {
         // batch + MAX_WAVES * slots = 404 units, so halves it is.
         let lens = [32768usize; 140];
         let info = check(&lens, 16, 132, None);
-        assert_eq!(decode_plan_capacity(140, 132), 140 + MAX_WAVES * 132);
         assert_eq!(info.units, 280, "{info:?}");
         assert!((16384..32768).contains(&info.chunk), "{info:?}");
+        assert_eq!(decode_plan_capacity(140, 132), 140 + MAX_WAVES * 132);
     }
 
     #[test]
