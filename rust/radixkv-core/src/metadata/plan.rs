@@ -381,6 +381,16 @@ mod tests {
     }
 
     #[test]
+    fn batch_within_the_slots_is_not_cut_past_them() {
+        // 10 requests of 1024 tokens on 16 slots run in one wave uncut (1024, plus 10 units'
+        // overhead of 128 / 16 each). Quarters would shorten the longest unit to 256 but make 40
+        // units: 2.5 waves (the even share, 640) plus a tail of 256 plus 40 units' overhead, 1216.
+        let info = check(&[1024; 10], 16, 16, None);
+        assert_eq!(info.units, 10, "{info:?}");
+        assert_eq!(info.chunk, 1024, "{info:?}");
+    }
+
+    #[test]
     fn big_batch_one_unit_each() {
         // Lengths within 10% of each other, more requests than slots: cutting buys nothing.
         let lens: Vec<usize> = (0..256).map(|i| 500 + i / 5).collect();
