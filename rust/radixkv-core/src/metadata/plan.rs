@@ -391,6 +391,17 @@ mod tests {
     }
 
     #[test]
+    fn a_cut_that_buys_nothing_is_not_made() {
+        // One request of 192 tokens on 2 slots: uncut 192 + 128 / 2 = 256; in two units of 128
+        // the estimate is 128 + 2 * 64 = 256 too. A cut must beat not cutting: one unit, no merge.
+        let info = check(&[192], 16, 2, None);
+        assert_eq!((info.units, info.chunk), (1, 192), "{info:?}");
+        // Two such requests on 4 slots tie the same way.
+        let info = check(&[192, 192], 16, 4, None);
+        assert_eq!((info.units, info.chunk), (2, 192), "{info:?}");
+    }
+
+    #[test]
     fn big_batch_one_unit_each() {
         // Lengths within 10% of each other, more requests than slots: cutting buys nothing.
         let lens: Vec<usize> = (0..256).map(|i| 500 + i / 5).collect();
