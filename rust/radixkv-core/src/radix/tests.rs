@@ -605,6 +605,12 @@ fn cache_options_page_size_and_slot_watermark() {
     let mut c = RadixCache::new(None, None).unwrap();
     assert_eq!((c.page_size(), c.max_slot()), (1, -1));
     c.check_fits_i32("x").unwrap();
+    // An insert that adds no slot (empty, or all cached already) leaves the watermark.
+    c.insert(b"", &[], &[]).unwrap();
+    assert_eq!(c.max_slot(), -1);
+    c.insert(b"", &[9], &[0]).unwrap();
+    assert_eq!(c.insert(b"", &[9], &[0]).unwrap(), 1);
+    assert_eq!(c.max_slot(), 0);
     c.insert(b"", &[1, 2], &[7, 3]).unwrap();
     assert_eq!(c.max_slot(), 7);
     c.check().unwrap();
