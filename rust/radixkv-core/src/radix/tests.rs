@@ -331,6 +331,27 @@ fn insert_node_pooled_pages() {
     c.check().unwrap();
 }
 
+/// With pages of several slots, each cached page must be one whole pool page: consecutive
+/// ids from a page start. Consecutive ids across a page boundary, and a page start followed by
+/// ids out of order, are refused with nothing changed.
+#[test]
+fn insert_refuses_slots_that_are_not_whole_pages() {
+    let (mut c, pool) = pooled(16, 4);
+    let s = c.alloc(8).unwrap();
+    let dump = c.dump();
+    let across: Vec<Slot> = (s[2]..s[2] + 4).collect();
+    let shuffled = [s[0], s[2], s[1], s[3]];
+    for bad in [&across[..], &shuffled[..]] {
+        let err = c.insert(b"", &[1, 2, 3, 4], bad).unwrap_err();
+        assert!(err.to_string().contains("not one whole pool page"), "{bad:?}: {err}");
+    }
+    assert_eq!(c.dump(), dump);
+    assert_eq!(lock_pool(&pool).num_cached(), 0);
+    c.check().unwrap();
+    assert_eq!(c.insert(b"", &[1, 2, 3, 4], &s[4..]).unwrap(), 0);
+    c.check().unwrap();
+}
+
 #[test]
 fn move_lock_equals_lock_then_unlock() {
     // Paths: ABCDEF, ABCXYZ, ABQ, and "ABC" in another namespace; every (from, to) pair,
