@@ -514,11 +514,15 @@ mod tests {
             let e = p.free(&[0, 5, bad]).unwrap_err();
             assert!(matches!(e, CoreError::InvalidArgument(_)), "{e}");
             assert!(
-                e.to_string().contains(&format!("slot {bad} is out of range [0, 8)")),
+                e.to_string()
+                    .contains(&format!("slot {bad} is out of range [0, 8)")),
                 "{e}"
             );
             let e = p.check_range(&[0i32, 5, bad as i32], "insert").unwrap_err();
-            assert!(e.to_string().contains(&format!("insert: slot {bad} ")), "{e}");
+            assert!(
+                e.to_string().contains(&format!("insert: slot {bad} ")),
+                "{e}"
+            );
         }
         assert_eq!(p.num_out(), 8, "rejected frees change nothing");
         p.free(&a).unwrap();

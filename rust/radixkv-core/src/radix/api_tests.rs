@@ -318,7 +318,10 @@ fn cache_accessors_reach_its_pool_policy_and_paths() {
     assert!(narrow.iter().zip(&slots).all(|(&a, &b)| i64::from(a) == b));
     let mut short = [-1i64; 3];
     let err = c.path_slots_into(h, &mut short).unwrap_err();
-    assert!(err.to_string().contains("buffer of 3 for a path of 4"), "{err}");
+    assert!(
+        err.to_string().contains("buffer of 3 for a path of 4"),
+        "{err}"
+    );
     let mut head = [-1i64; 2];
     c.path_prefix_slots_into(h, &mut head).unwrap();
     assert_eq!(head[..], slots[..2]);

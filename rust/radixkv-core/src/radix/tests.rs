@@ -343,7 +343,10 @@ fn insert_refuses_slots_that_are_not_whole_pages() {
     let shuffled = [s[0], s[2], s[1], s[3]];
     for bad in [&across[..], &shuffled[..]] {
         let err = c.insert(b"", &[1, 2, 3, 4], bad).unwrap_err();
-        assert!(err.to_string().contains("not one whole pool page"), "{bad:?}: {err}");
+        assert!(
+            err.to_string().contains("not one whole pool page"),
+            "{bad:?}: {err}"
+        );
     }
     assert_eq!(c.dump(), dump);
     assert_eq!(lock_pool(&pool).num_cached(), 0);
