@@ -808,3 +808,23 @@ fn path_prefix_slots_are_a_prefix_of_path_slots() {
     c.path_prefix_slots_into(NodeHandle::ROOT, &mut none)
         .unwrap();
 }
+
+/// SLRU: a leaf hit `SLRU_PROTECTED_HITS` times is in the protected segment and outlives a
+/// newer leaf that was never hit.
+#[test]
+fn slru_evicts_the_probationary_leaf_first() {
+    let opts = CacheOptions {
+        policy: Policy::Slru,
+        ..CacheOptions::default()
+    };
+    let mut c = RadixCache::with_options(None, opts).unwrap();
+    assert_eq!(c.policy(), Policy::Slru);
+    c.insert(b"", &t("AB"), &[1, 2]).unwrap();
+    for _ in 0..super::policy::SLRU_PROTECTED_HITS {
+        assert_eq!(c.match_prefix(b"", &t("AB")).unwrap().slots, [1, 2]);
+    }
+    c.insert(b"", &t("XY"), &[3, 4]).unwrap();
+    assert_eq!(c.evict_slots(1), [3, 4]);
+    assert_eq!(c.evict_slots(1), [1, 2]);
+    c.check().unwrap();
+}
