@@ -257,6 +257,10 @@ fn insert_names_the_negative_token() {
     let mut t = tree(1, false);
     let err = t.insert(b"", &[0, 3, -5], &[1, 2, 3]).unwrap_err();
     assert!(err.to_string().contains("negative token id -5"), "{err}");
+    // Two negative ids (their sign bits must add, not cancel).
+    let err = t.insert(b"", &[4, -1, -2], &[1, 2, 3]).unwrap_err();
+    assert!(err.to_string().contains("negative token id -1"), "{err}");
+    assert_eq!(t.total_size(), 0);
     t.insert(b"", &[0, 3], &[1, 2]).unwrap();
     t.check().unwrap();
 }
