@@ -492,6 +492,44 @@ mod tests {
     }
 
     #[test]
+    fn in_range_with_two_bad_ids() {
+        // Each id's sign bits must add to the fold, not toggle it: two out-of-range ids in a
+        // row (whatever side each is on) still fail.
+        let p = TokenPool::new(8, 1).unwrap();
+        for (a, b) in [(-1i64, -1), (-1, -2), (8, -1), (-1, 8), (9, 8)] {
+            assert!(!p.in_range(&[a, b]), "{a} {b}");
+            assert!(!p.in_range(&[0, a, 3, b]), "{a} {b}");
+            let (a, b) = (a as i32, b as i32);
+            assert!(!p.in_range(&[a, b]), "{a} {b} as int32");
+            assert!(!p.in_range(&[0, a, 3, b]), "{a} {b} as int32");
+        }
+    }
+
+    #[test]
+    fn out_of_range_error_names_the_bad_id() {
+        // Valid ids (0 and above) before the offender are not the ones named.
+        let mut p = TokenPool::new(8, 1).unwrap();
+        let a = p.alloc(8).unwrap();
+        for bad in [8i64, 100, -3] {
+            let e = p.free(&[0, 5, bad]).unwrap_err();
+            assert!(matches!(e, CoreError::InvalidArgument(_)), "{e}");
+            assert!(
+                e.to_string()
+                    .contains(&format!("slot {bad} is out of range [0, 8)")),
+                "{e}"
+            );
+            let e = p.check_range(&[0i32, 5, bad as i32], "insert").unwrap_err();
+            assert!(
+                e.to_string().contains(&format!("insert: slot {bad} ")),
+                "{e}"
+            );
+        }
+        assert_eq!(p.num_out(), 8, "rejected frees change nothing");
+        p.free(&a).unwrap();
+        p.check().unwrap();
+    }
+
+    #[test]
     fn all_in_i32_with_a_bound_beyond_int32() {
         // No int32 id can exceed such a bound: only the sign decides.
         let last = i64::from(i32::MAX) + 5;

@@ -389,6 +389,40 @@ mod tests {
     }
 
     #[test]
+    fn batch_just_over_the_slots_is_cut_in_two() {
+        // 140 equal requests on 132 slots: uncut, 8 of them run in a second wave of their own
+        // (about 2 L); halves make 280 units over the slots (about 1.6 L). Thirds (420 units)
+        // would be cheaper still by the cost model, but exceed the bound of
+        // batch + MAX_WAVES * slots = 404 units, so halves it is.
+        let lens = [32768usize; 140];
+        let info = check(&lens, 16, 132, None);
+        assert_eq!(info.units, 280, "{info:?}");
+        assert!((16384..32768).contains(&info.chunk), "{info:?}");
+        assert_eq!(decode_plan_capacity(140, 132), 140 + MAX_WAVES * 132);
+    }
+
+    #[test]
+    fn batch_within_the_slots_is_not_cut_past_them() {
+        // 10 requests of 1024 tokens on 16 slots run in one wave uncut (1024, plus 10 units'
+        // overhead of 128 / 16 each). Quarters would shorten the longest unit to 256 but make 40
+        // units: 2.5 waves (the even share, 640) plus a tail of 256 plus 40 units' overhead, 1216.
+        let info = check(&[1024; 10], 16, 16, None);
+        assert_eq!(info.units, 10, "{info:?}");
+        assert_eq!(info.chunk, 1024, "{info:?}");
+    }
+
+    #[test]
+    fn a_cut_that_buys_nothing_is_not_made() {
+        // One request of 192 tokens on 2 slots: uncut 192 + 128 / 2 = 256; in two units of 128
+        // the estimate is 128 + 2 * 64 = 256 too. A cut must beat not cutting: one unit, no merge.
+        let info = check(&[192], 16, 2, None);
+        assert_eq!((info.units, info.chunk), (1, 192), "{info:?}");
+        // Two such requests on 4 slots tie the same way.
+        let info = check(&[192, 192], 16, 4, None);
+        assert_eq!((info.units, info.chunk), (2, 192), "{info:?}");
+    }
+
+    #[test]
     fn big_batch_one_unit_each() {
         // Lengths within 10% of each other, more requests than slots: cutting buys nothing.
         let lens: Vec<usize> = (0..256).map(|i| 500 + i / 5).collect();

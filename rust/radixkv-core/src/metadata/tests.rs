@@ -54,6 +54,14 @@ fn extend_empty_batch_and_errors() {
     let zero_first: [&[i32]; 1] = [&[0, -5]];
     let e = extend_metadata(&one, &zero_first).unwrap_err();
     assert!(e.to_string().contains("new_slots[0][1] = -5"), "{e}");
+    // No part with a positive id beside it: an empty prefix, or one of slot 0 only.
+    let empty: [&[i32]; 1] = [&[]];
+    let zero: [&[i32]; 1] = [&[0]];
+    let neg_only: [&[i32]; 1] = [&[-7]];
+    for prefix in [empty, zero] {
+        let e = extend_metadata(&prefix, &neg_only).unwrap_err();
+        assert!(e.to_string().contains("new_slots[0][0] = -7"), "{e}");
+    }
 }
 
 /// An empty batch (an idle step) gives empty metadata from every builder.
@@ -74,6 +82,14 @@ fn empty_batches() {
             (&[0][..], &[0][..])
         );
         assert!(f(&m, "out_cache_loc").is_empty() && f(&m, "kv_indices").is_empty());
+        // The block-table form of an empty batch holds no element at all; a decode plan (a
+        // CUDA graph's, padded to its capacity) still goes after it.
+        let mut m = block_table_metadata(&none, lens, page, None).unwrap();
+        assert!(m.data.is_empty() && f(&m, "seq_lens").is_empty());
+        let cap = decode_plan_capacity(0, 132);
+        m.with_decode_plan(132, Some(cap)).unwrap();
+        assert_eq!(f(&m, "decode_plan").len(), decode_plan_len(0, cap));
+        assert_eq!(m.scalar("plan_units"), Some(0));
     }
 }
 
@@ -113,6 +129,15 @@ fn decode_rejects_inconsistent_pages() {
     assert!(decode_metadata(&pages, Some(&[5]), 0).is_err());
     let neg: [&[i32]; 1] = [&[-4]];
     assert!(decode_metadata(&neg, None, 1).is_err());
+    // Without kv_lens a page count is no length once pages hold several tokens, even where
+    // one page would be consistent with any length.
+    let one_page: [&[i32]; 1] = [&[3]];
+    for ps in [2, 16] {
+        let e = decode_metadata(&one_page, None, ps).unwrap_err();
+        assert!(e.to_string().contains("kv_lens is required"), "{e}");
+        let e = block_table_metadata(&one_page, None, ps, None).unwrap_err();
+        assert!(e.to_string().contains("kv_lens is required"), "{e}");
+    }
 }
 
 #[test]

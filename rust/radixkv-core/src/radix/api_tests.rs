@@ -3,6 +3,7 @@
 //! are what `cargo test`, and so cargo-mutants, sees).
 
 use std::num::NonZeroUsize;
+use std::sync::Arc;
 
 use super::*;
 use crate::error::CoreError;
@@ -256,6 +257,10 @@ fn insert_names_the_negative_token() {
     let mut t = tree(1, false);
     let err = t.insert(b"", &[0, 3, -5], &[1, 2, 3]).unwrap_err();
     assert!(err.to_string().contains("negative token id -5"), "{err}");
+    // Two negative ids (their sign bits must add, not cancel).
+    let err = t.insert(b"", &[4, -1, -2], &[1, 2, 3]).unwrap_err();
+    assert!(err.to_string().contains("negative token id -1"), "{err}");
+    assert_eq!(t.total_size(), 0);
     t.insert(b"", &[0, 3], &[1, 2]).unwrap();
     t.check().unwrap();
 }
@@ -288,5 +293,41 @@ fn int32_slots_insert_and_read_back() {
         c.match_prefix(b"", &[1, 2, 3, 4, 5]).unwrap().slots,
         [5, 6, 7, 8, 9]
     );
+    c.check().unwrap();
+}
+
+/// The cache's own accessors (what the binding calls): the pool it was given, the policy it
+/// was built with, and the path's slots read straight into a caller's buffer.
+#[test]
+fn cache_accessors_reach_its_pool_policy_and_paths() {
+    let pool = shared_pool(TokenPool::new(16, 2).unwrap());
+    let opts = CacheOptions {
+        policy: Policy::Lfu,
+        ..CacheOptions::default()
+    };
+    let mut c = RadixCache::with_options(Some(Arc::clone(&pool)), opts).unwrap();
+    assert!(Arc::ptr_eq(c.pool().unwrap(), &pool));
+    assert_eq!(c.policy(), Policy::Lfu);
+    assert!(RadixCache::new(None, None).unwrap().pool().is_none());
+
+    let slots = lock_pool(&pool).alloc(4).unwrap();
+    c.insert(b"", &[1, 2, 3, 4], &slots).unwrap();
+    let (len, h) = c.match_end(b"", &[1, 2, 3, 4, 9]).unwrap();
+    assert_eq!(len, 4);
+    let mut out = [-1i64; 4];
+    c.path_slots_into(h, &mut out).unwrap();
+    assert_eq!(out[..], slots[..]);
+    let mut narrow = [-1i32; 4];
+    c.path_slots_into(h, &mut narrow).unwrap();
+    assert!(narrow.iter().zip(&slots).all(|(&a, &b)| i64::from(a) == b));
+    let mut short = [-1i64; 3];
+    let err = c.path_slots_into(h, &mut short).unwrap_err();
+    assert!(
+        err.to_string().contains("buffer of 3 for a path of 4"),
+        "{err}"
+    );
+    let mut head = [-1i64; 2];
+    c.path_prefix_slots_into(h, &mut head).unwrap();
+    assert_eq!(head[..], slots[..2]);
     c.check().unwrap();
 }

@@ -331,6 +331,30 @@ fn insert_node_pooled_pages() {
     c.check().unwrap();
 }
 
+/// With pages of several slots, each cached page must be one whole pool page: consecutive
+/// ids from a page start. Consecutive ids across a page boundary, and a page start followed by
+/// ids out of order, are refused with nothing changed.
+#[test]
+fn insert_refuses_slots_that_are_not_whole_pages() {
+    let (mut c, pool) = pooled(16, 4);
+    let s = c.alloc(8).unwrap();
+    let dump = c.dump();
+    let across: Vec<Slot> = (s[2]..s[2] + 4).collect();
+    let shuffled = [s[0], s[2], s[1], s[3]];
+    for bad in [&across[..], &shuffled[..]] {
+        let err = c.insert(b"", &[1, 2, 3, 4], bad).unwrap_err();
+        assert!(
+            err.to_string().contains("not one whole pool page"),
+            "{bad:?}: {err}"
+        );
+    }
+    assert_eq!(c.dump(), dump);
+    assert_eq!(lock_pool(&pool).num_cached(), 0);
+    c.check().unwrap();
+    assert_eq!(c.insert(b"", &[1, 2, 3, 4], &s[4..]).unwrap(), 0);
+    c.check().unwrap();
+}
+
 #[test]
 fn move_lock_equals_lock_then_unlock() {
     // Paths: ABCDEF, ABCXYZ, ABQ, and "ABC" in another namespace; every (from, to) pair,
@@ -605,6 +629,12 @@ fn cache_options_page_size_and_slot_watermark() {
     let mut c = RadixCache::new(None, None).unwrap();
     assert_eq!((c.page_size(), c.max_slot()), (1, -1));
     c.check_fits_i32("x").unwrap();
+    // An insert that adds no slot (empty, or all cached already) leaves the watermark.
+    c.insert(b"", &[], &[]).unwrap();
+    assert_eq!(c.max_slot(), -1);
+    c.insert(b"", &[9], &[0]).unwrap();
+    assert_eq!(c.insert(b"", &[9], &[0]).unwrap(), 1);
+    assert_eq!(c.max_slot(), 0);
     c.insert(b"", &[1, 2], &[7, 3]).unwrap();
     assert_eq!(c.max_slot(), 7);
     c.check().unwrap();
@@ -699,6 +729,16 @@ fn checkpoint_equals_its_calls_one_by_one() {
         assert!(matches!(b.unlock(eb), Err(CoreError::NotLocked(_))));
         b.unlock(got.1).unwrap();
         assert_eq!(b.protected_size(), 0);
+        // The prompt prefix got priority + 1 (which the dump does not show): beside a leaf of
+        // priority 2.5, both evict in the same order, one token at a time.
+        a.unlock(ea2).unwrap();
+        let order = |c: &mut RadixCache| {
+            c.insert_node_from(b"", &t("PQ"), &[200, 201], 2.5, 0)
+                .unwrap();
+            std::iter::from_fn(|| Some(c.evict_slots(1)).filter(|v| !v.is_empty()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(order(&mut a), order(&mut b), "boundary {boundary}");
     }
 }
 
@@ -767,4 +807,24 @@ fn path_prefix_slots_are_a_prefix_of_path_slots() {
     let mut none: Vec<Slot> = vec![];
     c.path_prefix_slots_into(NodeHandle::ROOT, &mut none)
         .unwrap();
+}
+
+/// SLRU: a leaf hit `SLRU_PROTECTED_HITS` times is in the protected segment and outlives a
+/// newer leaf that was never hit.
+#[test]
+fn slru_evicts_the_probationary_leaf_first() {
+    let opts = CacheOptions {
+        policy: Policy::Slru,
+        ..CacheOptions::default()
+    };
+    let mut c = RadixCache::with_options(None, opts).unwrap();
+    assert_eq!(c.policy(), Policy::Slru);
+    c.insert(b"", &t("AB"), &[1, 2]).unwrap();
+    for _ in 0..super::policy::SLRU_PROTECTED_HITS {
+        assert_eq!(c.match_prefix(b"", &t("AB")).unwrap().slots, [1, 2]);
+    }
+    c.insert(b"", &t("XY"), &[3, 4]).unwrap();
+    assert_eq!(c.evict_slots(1), [3, 4]);
+    assert_eq!(c.evict_slots(1), [1, 2]);
+    c.check().unwrap();
 }
