@@ -39,10 +39,6 @@ constexpr int kD = 128;
 constexpr int kBM = 128;          // rows per CTA tile (two consumer warpgroups of 64)
 constexpr int kBN = 64;           // keys per stage
 constexpr int kThreads = 384;     // producer + two consumers
-constexpr int kProducerRegs = 56;
-constexpr int kConsumerRegs = 224;
-// setmaxnreg.inc only takes registers that .dec released in the same CTA: the split must fit the
-// launch allocation (__launch_bounds__(kThreads, 1): 65536 / 384 rounded down to 8 = 168 each).
 constexpr int kTileBytes = kBN * kD * 2;          // one K or V stage (128-byte swizzled, 1024-aligned)
 constexpr int kOffK = kBM * kD * 2;               // after the Q tile
 // The ring: 16-bit caches give all the shared memory the Q tile leaves to kStages K/V stages; FP8
@@ -56,13 +52,19 @@ struct Ring {
   static constexpr int kOffRaw = kOffV + kStages * kTileBytes;
   static constexpr int kSmemBytes = kOffRaw + kRaw * 2 * kRawBytes + 1024;  // + alignment slack
   static_assert(kSmemBytes <= 227 * 1024, "fits Hopper's shared memory");
+  // The register split. FP8's producer holds a whole byte stage's chunks (32 registers) while it
+  // converts them. setmaxnreg.inc only takes registers that .dec released in the same CTA: the
+  // split must fit the launch allocation (__launch_bounds__(kThreads, 1): 65536 / 384 rounded
+  // down to 8 = 168 each).
+  static constexpr int kProducerRegs = kF8 ? 72 : 56;
+  static constexpr int kConsumerRegs = kF8 ? 216 : 224;
+  static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= (65536 / kThreads) / 8 * 8 * kThreads,
+                "register split within the launch allocation");
 };
 constexpr int kMaxStages = Ring<false>::kStages;  // the barrier arrays serve either ring
 // Named barriers (0 is __syncthreads): the consumers' turns, and a consumers-only barrier.
 constexpr int kBarTurn = 1;       // kBarTurn + c: consumer c may issue its S products
 constexpr int kBarConsumers = 3;
-static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= (65536 / kThreads) / 8 * 8 * kThreads,
-              "register split within the launch allocation");
 
 #if RK_HAS_WGMMA
 RK_DEVICE void mbar_init(uint32_t bar, int count) {
@@ -209,7 +211,7 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
     // ------------------------------------------------------------------ producer
-    regs_dec<kProducerRegs>();
+    regs_dec<R::kProducerRegs>();
     // 16-bit caches: thread u copies 16-byte chunk u % 16 of rows r0 + 8 i (i < 8, r0 = u / 16) of
     // each K and V tile. Each row is looked up once per warp: lane j < 16 of warp w resolves row
     // 2 w + (j & 1) + 8 (j >> 1) (lanes 16..31 repeat lanes 0..15) to its source address, and the
@@ -300,27 +302,28 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
           copy_pair(e, (lane >> 3) + 4 * i, 16u * c16, rk + d, rk + R::kRawBytes + d);
         }
       };
-      // This thread's chunks of byte stage `j` -> 16-bit stage s (K and V: the swizzled layout
-      // the 16-bit copies land in).
-      auto convert = [&](int j, int s) {
-        const uint8_t* rk = reinterpret_cast<const uint8_t*>(smem + R::kOffRaw + j * 2 * R::kRawBytes);
-        uint16_t* sk = reinterpret_cast<uint16_t*>(smem + kOffK + s * kTileBytes);
-        uint16_t* sv = reinterpret_cast<uint16_t*>(smem + R::kOffV + s * kTileBytes);
+      // Conversion of this thread's chunks of byte stage `j` (rows u / 8 + 16 i, chunk c16) into
+      // 16-bit stage s (the swizzled layout the 16-bit copies land in): the stage's 2 kRows chunks
+      // (K, V) are read into registers together, so their shared-load latencies overlap.
+      using Half = uint4[kRows];
+      auto load_half = [&](int j, int half, Half& raw) {
+        const uint8_t* src = reinterpret_cast<const uint8_t*>(smem + R::kOffRaw + (2 * j + half) * R::kRawBytes);
+#pragma unroll
+        for (int i = 0; i < kRows; ++i)
+          raw[i] = *reinterpret_cast<const uint4*>(src + (u / 8 + 16 * i) * kD + 16 * c16);
+      };
+      auto store_half = [&](const Half& raw, int half, int s) {
+        uint16_t* dst = reinterpret_cast<uint16_t*>(smem + (half ? R::kOffV : kOffK) + s * kTileBytes);
 #pragma unroll
         for (int i = 0; i < kRows; ++i) {
           const int r = u / 8 + 16 * i;
-#pragma unroll
-          for (int half = 0; half < 2; ++half) {  // K, then V
-            const uint4 raw = *reinterpret_cast<const uint4*>(rk + half * R::kRawBytes + r * kD + 16 * c16);
-            vec16 lo, hi;
-            Fp8To16<T, KV>::word(raw.x, lo.w[0], lo.w[1]);
-            Fp8To16<T, KV>::word(raw.y, lo.w[2], lo.w[3]);
-            Fp8To16<T, KV>::word(raw.z, hi.w[0], hi.w[1]);
-            Fp8To16<T, KV>::word(raw.w, hi.w[2], hi.w[3]);
-            uint16_t* dst = half ? sv : sk;
-            store16(dst + wgmma::sw128_index<kBN>(r, 16 * c16), lo);
-            store16(dst + wgmma::sw128_index<kBN>(r, 16 * c16 + 8), hi);
-          }
+          vec16 lo, hi;
+          Fp8To16<T, KV>::word(raw[i].x, lo.w[0], lo.w[1]);
+          Fp8To16<T, KV>::word(raw[i].y, lo.w[2], lo.w[3]);
+          Fp8To16<T, KV>::word(raw[i].z, hi.w[0], hi.w[1]);
+          Fp8To16<T, KV>::word(raw[i].w, hi.w[2], hi.w[3]);
+          store16(dst + wgmma::sw128_index<kBN>(r, 16 * c16), lo);
+          store16(dst + wgmma::sw128_index<kBN>(r, 16 * c16 + 8), hi);
         }
       };
 #pragma unroll 1
@@ -334,8 +337,12 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
         if (n + kRaw - 1 < n_kv_tiles) issue_raw(n + kRaw - 1);
         mma::async_commit();
         mma::async_wait<kRaw - 1>();  // this thread's copies of tile n have landed
+        Half rk, rv;
+        load_half(n % kRaw, 0, rk);  // read while the 16-bit stage may still be in use
+        load_half(n % kRaw, 1, rv);
         if (round > 0) mbar_wait(empty0 + 8 * s, (round - 1) & 1);
-        convert(n % kRaw, s);
+        store_half(rk, 0, s);
+        store_half(rv, 1, s);
         wgmma::fence_proxy_async();  // the converted tile, visible to the tensor cores' reads
         mbar_arrive(full0 + 8 * s);
       }
@@ -346,7 +353,7 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
   }
 
   // -------------------------------------------------------------------- consumers
-  regs_inc<kConsumerRegs>();
+  regs_inc<R::kConsumerRegs>();
   const int c = wg - 1;                 // rows 64c .. 64c + 63 of the tile
   const int ct = threadIdx.x - 128;     // 0 .. 255 among the consumers
   const int wq = (threadIdx.x / 32) % 4;  // warp within the warpgroup: rows 16 wq.. of the half
