@@ -414,6 +414,22 @@ struct Fp8To16 {
       }
     }
   }
+  // 8 elements (two words) -> one 16-byte vector of T.
+  RK_DEVICE static void x8(uint2 raw, vec16& out) {
+    word(raw.x, out.w[0], out.w[1]);
+    word(raw.y, out.w[2], out.w[3]);
+  }
+  // 16 elements (a 16-byte chunk) -> two 16-byte vectors of T.
+  RK_DEVICE static void x16(uint4 raw, vec16& lo, vec16& hi) {
+    x8(make_uint2(raw.x, raw.y), lo);
+    x8(make_uint2(raw.z, raw.w), hi);
+  }
+  // The factor a K or V scale of `scales` enters the kernels with for KV head kvh: the scale
+  // (NaN when it is not finite and positive: fp8_checked_scale, so a bad scale makes the output
+  // NaN) times the unit the conversion left out.
+  RK_DEVICE static float scale_factor(const float* scales, int stride, int kvh) {
+    return fp8_checked_scale(scales[kvh * stride]) * kUnit;
+  }
 };
 
 // FP8 caches: the page walker hands out the same row sources (byte addresses of 1-byte rows), and
@@ -450,10 +466,8 @@ struct Fp8TileCopy {
   static constexpr int kHalves = kBN * D / 8;
   RK_DEVICE static void convert_half(uint16_t* dst, const uint8_t* src, int idx) {
     const int r = idx / (D / 8), c8 = (idx % (D / 8)) * 8;
-    const uint2 raw = *reinterpret_cast<const uint2*>(src + r * D + c8);
     vec16 out;
-    Fp8To16<T, KV>::word(raw.x, out.w[0], out.w[1]);
-    Fp8To16<T, KV>::word(raw.y, out.w[2], out.w[3]);
+    Fp8To16<T, KV>::x8(*reinterpret_cast<const uint2*>(src + r * D + c8), out);
     store16(dst + tile_index<D, kBN, kSw128>(r, c8), out);
   }
   // The stages (K, V) -> the 16-bit tiles; the caller's barrier makes them visible.
@@ -697,7 +711,7 @@ extend_attention_kernel(const ExtendParams p) {
   // output normalisation. A bad scale is NaN here (fp8_checked_scale), so the output is NaN.
   float c = p.sm_scale * kLog2e;
   if constexpr (kFp8)
-    c *= fp8_checked_scale(p.scales.k[kvh * p.scales.stride]) * Fp8To16<T, KV>::kUnit;
+    c *= Fp8To16<T, KV>::scale_factor(p.scales.k, p.scales.stride, kvh);
 
   auto process = [&](int n, auto masked_tag) {
     constexpr bool kMasked = decltype(masked_tag)::value;
@@ -902,7 +916,7 @@ extend_attention_kernel(const ExtendParams p) {
   // Normalise and store: 1 / (row sum over the row's lanes), 0 for a row that saw no key; FP8:
   // times the V scale (read here, so it holds no register through the loop).
   float v_factor = 1.f;
-  if constexpr (kFp8) v_factor = fp8_checked_scale(p.scales.v[kvh * p.scales.stride]) * Fp8To16<T, KV>::kUnit;
+  if constexpr (kFp8) v_factor = Fp8To16<T, KV>::scale_factor(p.scales.v, p.scales.stride, kvh);
   float inv[kMT][kSlots];
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt)

@@ -318,10 +318,7 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
         for (int i = 0; i < kRows; ++i) {
           const int r = u / 8 + 16 * i;
           vec16 lo, hi;
-          Fp8To16<T, KV>::word(raw[i].x, lo.w[0], lo.w[1]);
-          Fp8To16<T, KV>::word(raw[i].y, lo.w[2], lo.w[3]);
-          Fp8To16<T, KV>::word(raw[i].z, hi.w[0], hi.w[1]);
-          Fp8To16<T, KV>::word(raw[i].w, hi.w[2], hi.w[3]);
+          Fp8To16<T, KV>::x16(raw[i], lo, hi);
           store16(dst + wgmma::sw128_index<kBN>(r, 16 * c16), lo);
           store16(dst + wgmma::sw128_index<kBN>(r, 16 * c16 + 8), hi);
         }
@@ -400,7 +397,7 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
   // FP8: the K scale (and the conversion's unit) joins the softmax scale; a bad scale is NaN here
   // (fp8_checked_scale), so the output is NaN, and check_extend_batch records it.
   float cs = p.sm_scale * kLog2e;
-  if constexpr (kF8) cs *= fp8_checked_scale(p.scales.k[t.kvh * p.scales.stride]) * Fp8To16<T, KV>::kUnit;
+  if constexpr (kF8) cs *= Fp8To16<T, KV>::scale_factor(p.scales.k, p.scales.stride, t.kvh);
   constexpr float kSlack = ExtendCommon::kRescaleSlack;
 
   if (c == 1) bar_arrive(kBarTurn + 0, 256);  // consumer 0 issues first
@@ -536,7 +533,7 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
   // 16-byte row chunks.
   // FP8: times the V scale (and the conversion's unit); a NaN sum, from a bad K scale, stays NaN.
   float v_factor = 1.f;
-  if constexpr (kF8) v_factor = fp8_checked_scale(p.scales.v[t.kvh * p.scales.stride]) * Fp8To16<T, KV>::kUnit;
+  if constexpr (kF8) v_factor = Fp8To16<T, KV>::scale_factor(p.scales.v, p.scales.stride, t.kvh);
   float inv[kSlots];
 #pragma unroll
   for (int sl = 0; sl < kSlots; ++sl) {
