@@ -253,6 +253,54 @@ struct PageRow {
   int cols;  // entries that may be read (block-table mode: max_blocks; CSR: the row clamped to kv_indices)
 };
 
+// What a CTA needs of its request once the request, the tile and L_q are known: the request's
+// rows in q, L_k and its page-table row clamped to what exists (guard.h; check_extend_batch
+// records the faults), the tile's first packed row and how many of its rows are real.
+// False: the request's rows are not inside q (the CTA has nothing to do).
+struct TileSpan {
+  int q_begin, lk, row0, rows_valid, prefix;  // prefix = L_k - L_q (< 0: no valid mask)
+  PageRow pages;
+};
+template <int kBM>
+RK_DEVICE bool tile_span(const ExtendParams& p, int G, int req, int lq, int tile, int lk, int kv_start, TileSpan& t) {
+  t.q_begin = p.qo_indptr[req];
+  int kv_cols = p.table_cols;
+  uint32_t seen = 0;
+  if (t.q_begin < 0 || lq < 0 || t.q_begin > p.num_q_tokens - lq) return false;
+  if (p.kv_indptr != nullptr) {
+    const guard::Row row = guard::csr_row(p.kv_indptr, req, p.table_len, seen);
+    kv_start = row.begin;
+    kv_cols = row.count;
+  }
+  t.lk = guard::clamp_len(lk, kv_cols, p.page_size, seen);
+  t.row0 = tile * kBM;
+  t.rows_valid = min(kBM, lq * G - t.row0);
+  t.prefix = t.lk - lq;
+  if (p.kv_indptr == nullptr) {
+    t.pages.pages = p.page_table + int64_t(req) * p.table_stride;
+    t.pages.cols = p.table_cols;
+  } else {
+    t.pages.pages = p.page_table + kv_start;
+    t.pages.cols = kv_cols;
+  }
+  return true;
+}
+
+// More queries than keys (prefix < 0): no valid mask exists. The tile's output rows get NaN
+// rather than garbage (the Python wrapper rejects such input before launching when it can read
+// the lengths).
+template <class T, int D, int kThreads>
+RK_DEVICE void write_nan_rows(const ExtendParams& p, int G, int kvh, const TileSpan& t) {
+  uint16_t* out = static_cast<uint16_t*>(p.out);
+  const uint32_t nan2 = mma::pack2<T>(__int_as_float(0x7fc00000), __int_as_float(0x7fc00000));
+  for (int idx = threadIdx.x; idx < t.rows_valid * (D / 2); idx += kThreads) {
+    const int r = t.row0 + idx / (D / 2), d = 2 * (idx % (D / 2));
+    const int pos = r / G, h = r % G;
+    *reinterpret_cast<uint32_t*>(out + int64_t(t.q_begin + pos) * p.o_stride_tok + int64_t(kvh * G + h) * p.o_stride_head +
+                                 d) = nan2;
+  }
+}
+
 // Walker of key row r: tracks key j = t * kBN + r of the next tile t to hand out as (logical page
 // pidx, offset off) plus that page's table entry `raw`, loaded one step early. Each step moves kBN
 // keys forward by a constant (pages, offset) increment: no division in the loop. The state lives
@@ -531,7 +579,7 @@ extend_attention_kernel(const ExtendParams p) {
   // and the walkers fetch tiles 0 and 1's page entries together, so the first K/V copy waits on
   // three dependent global round trips (indptr / lengths, page entries, K/V) instead of five.
   constexpr bool kFastPrologue = kPtAsync;
-  int req, kvh, tile, lq, q_begin = 0, lk = 0, kv_start = 0;
+  int req, kvh, tile, lq, lk = 0, kv_start = 0;
   if (kRankOrder) {
     const int lin = blockIdx.x;
     kvh = lin % p.num_kv_heads;
@@ -554,43 +602,21 @@ extend_attention_kernel(const ExtendParams p) {
     const int n_tiles_req = (lq * G + kBM - 1) / kBM;
     tile = n_tiles_req - 1 - tile_in_req;  // later tiles see more keys: run them first
   }
-  q_begin = p.qo_indptr[req];
   if (!kFastPrologue || !kRankOrder) {
     lk = p.kv_lens[req];
     if (p.kv_indptr != nullptr) kv_start = p.kv_indptr[req];
   }
-  // guard.h: a request whose rows are not inside q is skipped; its pages and L_k are clamped to
-  // what exists (check_extend_batch above records the faults).
-  int kv_cols = p.table_cols;
-  {
-    uint32_t seen = 0;
-    if (q_begin < 0 || lq < 0 || q_begin > p.num_q_tokens - lq) return;
-    if (p.kv_indptr != nullptr) {
-      const guard::Row row = guard::csr_row(p.kv_indptr, req, p.table_len, seen);
-      kv_start = row.begin;
-      kv_cols = row.count;
-    }
-    lk = guard::clamp_len(lk, kv_cols, p.page_size, seen);
-  }
-  const int row0 = tile * kBM;                       // first packed row of this tile
-  const int rows_valid = min(kBM, lq * G - row0);
-  const int prefix = lk - lq;                        // L_k - L_q
-
-  const uint16_t* q = static_cast<const uint16_t*>(p.q);
-  uint16_t* out = static_cast<uint16_t*>(p.out);
-
-  if (prefix < 0) {
-    // More queries than keys: no valid mask exists. Write NaN rather than garbage (the Python
-    // wrapper rejects such input before launching when it can read the lengths).
-    const uint32_t nan2 = mma::pack2<T>(__int_as_float(0x7fc00000), __int_as_float(0x7fc00000));
-    for (int idx = threadIdx.x; idx < rows_valid * (D / 2); idx += kThreads) {
-      const int r = row0 + idx / (D / 2), d = 2 * (idx % (D / 2));
-      const int pos = r / G, h = r % G;
-      *reinterpret_cast<uint32_t*>(out + int64_t(q_begin + pos) * p.o_stride_tok +
-                                   int64_t(kvh * G + h) * p.o_stride_head + d) = nan2;
-    }
+  TileSpan span;
+  if (!tile_span<kBM>(p, G, req, lq, tile, lk, kv_start, span)) return;
+  if (span.prefix < 0) {
+    write_nan_rows<T, D, kThreads>(p, G, kvh, span);
     return;
   }
+  const int q_begin = span.q_begin, row0 = span.row0, rows_valid = span.rows_valid, prefix = span.prefix;
+  lk = span.lk;
+  const PageRow pages = span.pages;
+  const uint16_t* q = static_cast<const uint16_t*>(p.q);
+  uint16_t* out = static_cast<uint16_t*>(p.out);
 
   const int pos_first = row0 / G;
   const int pos_last = (row0 + rows_valid - 1) / G;
@@ -598,14 +624,6 @@ extend_attention_kernel(const ExtendParams p) {
   const int n_kv_tiles = (keys_needed + kBN - 1) / kBN;
   const int n_dense = (pos_first + prefix + 1) / kBN;      // tiles visible to every row
 
-  PageRow pages;
-  if (p.kv_indptr == nullptr) {
-    pages.pages = p.page_table + int64_t(req) * p.table_stride;
-    pages.cols = p.table_cols;
-  } else {
-    pages.pages = p.page_table + kv_start;
-    pages.cols = kv_cols;
-  }
   // Page walker: thread r < kBN owns key row r.
   const bool is_walker = threadIdx.x < kBN;
   int4* my_walk = sWalk + (is_walker ? threadIdx.x : 0);

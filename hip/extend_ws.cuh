@@ -97,9 +97,8 @@ RK_DEVICE void regs_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n"
 #endif
 
 // The tile a CTA owns (extend_attention_kernel.cuh's work order and input clamping).
-struct Tile {
-  int req, kvh, lq, q_begin, lk, row0, rows_valid, prefix;
-  PageRow pages;
+struct Tile : TileSpan {
+  int req, kvh, lq;
 };
 
 // Rank order in groups: block b serves rank g * group + (b % group) of (request, KV head)
@@ -135,29 +134,7 @@ RK_DEVICE bool resolve_tile(const ExtendParams& p, int G, Tile& t) {
     const int n_tiles_req = (t.lq * G + kBM - 1) / kBM;
     tile = n_tiles_req - 1 - tile_in_req;
   }
-  t.q_begin = p.qo_indptr[t.req];
-  t.lk = p.kv_lens[t.req];
-  int kv_start = p.kv_indptr != nullptr ? p.kv_indptr[t.req] : 0;
-  int kv_cols = p.table_cols;
-  uint32_t seen = 0;  // recorded by check_extend_batch
-  if (t.q_begin < 0 || t.lq < 0 || t.q_begin > p.num_q_tokens - t.lq) return false;
-  if (p.kv_indptr != nullptr) {
-    const guard::Row row = guard::csr_row(p.kv_indptr, t.req, p.table_len, seen);
-    kv_start = row.begin;
-    kv_cols = row.count;
-  }
-  t.lk = guard::clamp_len(t.lk, kv_cols, p.page_size, seen);
-  t.row0 = tile * kBM;
-  t.rows_valid = min(kBM, t.lq * G - t.row0);
-  t.prefix = t.lk - t.lq;
-  if (p.kv_indptr == nullptr) {
-    t.pages.pages = p.page_table + int64_t(t.req) * p.table_stride;
-    t.pages.cols = p.table_cols;
-  } else {
-    t.pages.pages = p.page_table + kv_start;
-    t.pages.cols = kv_cols;
-  }
-  return true;
+  return tile_span<kBM>(p, G, t.req, t.lq, tile, p.kv_lens[t.req], p.kv_indptr != nullptr ? p.kv_indptr[t.req] : 0, t);
 }
 
 template <class T, class KV, bool kRankOrder>
@@ -184,14 +161,8 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
   Tile t;
   if (!resolve_tile<kRankOrder>(p, G, t)) return;
   uint16_t* out = static_cast<uint16_t*>(p.out);
-  if (t.prefix < 0) {  // L_q > L_k: NaN rows (extend_attention_kernel.cuh)
-    const uint32_t nan2 = mma::pack2<T>(__int_as_float(0x7fc00000), __int_as_float(0x7fc00000));
-    for (int idx = threadIdx.x; idx < t.rows_valid * (kD / 2); idx += kThreads) {
-      const int r = t.row0 + idx / (kD / 2), d = 2 * (idx % (kD / 2));
-      const int pos = r / G, h = r % G;
-      *reinterpret_cast<uint32_t*>(out + int64_t(t.q_begin + pos) * p.o_stride_tok +
-                                   int64_t(t.kvh * G + h) * p.o_stride_head + d) = nan2;
-    }
+  if (t.prefix < 0) {
+    write_nan_rows<T, kD, kThreads>(p, G, t.kvh, t);
     return;
   }
   const int pos_first = t.row0 / G;
