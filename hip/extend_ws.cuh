@@ -19,8 +19,11 @@
 // FP8 caches: the producer copies each tile's bytes into a ring of kRaw byte stages instead, kRaw - 1
 // tiles ahead, and converts the oldest into the 16-bit stage itself (the chunks each producer
 // thread copied, so only its own copies need to have landed), then arrives on "full" (plain
-// arrive, same count). The K scale joins the softmax scale and the V scale the output's, as in
-// extend_attention_kernel.cuh.
+// arrive, same count). The products then run in fp16 whatever q's type: every e4m3 / e5m2 value
+// is an fp16 value, so one cvt per pair of elements converts exactly; a bf16 q is converted to
+// fp16 times 2^-kQShift when the consumers load it (kQShift folded back into the softmax scale),
+// which keeps every bf16 value of magnitude below 2^(16 + kQShift) finite. The K scale joins the
+// softmax scale and the V scale the output's, as in extend_attention_kernel.cuh.
 // Ping-pong: the consumers take turns issuing their S products (named barriers kBarTurn + c), so
 // one warpgroup's softmax runs while the other's products occupy the tensor cores.
 //
@@ -39,6 +42,8 @@ constexpr int kD = 128;
 constexpr int kBM = 128;          // rows per CTA tile (two consumer warpgroups of 64)
 constexpr int kBN = 64;           // keys per stage
 constexpr int kThreads = 384;     // producer + two consumers
+constexpr int kQShift = 8;  // FP8 caches, bf16 q: q enters the fp16 products times 2^-kQShift
+constexpr float kQScale = 1.f / (1 << kQShift);
 constexpr int kTileBytes = kBN * kD * 2;          // one K or V stage (128-byte swizzled, 1024-aligned)
 constexpr int kOffK = kBM * kD * 2;               // after the Q tile
 // The ring: 16-bit caches give all the shared memory the Q tile leaves to kStages K/V stages; FP8
@@ -94,6 +99,23 @@ template <int kRegs>
 RK_DEVICE void regs_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs)); }
 template <int kRegs>
 RK_DEVICE void regs_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs)); }
+
+// 16 FP8 elements -> 16 fp16 elements, exactly: the hardware's pair conversion (sm_89+).
+template <class KV>
+RK_DEVICE void fp8x16_to_f16(uint4 raw, vec16& lo, vec16& hi) {
+  const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const uint16_t pair = uint16_t(w[i / 2] >> (16 * (i % 2)));
+    uint32_t h;
+    if constexpr (Fp8Unit<KV>::kShifted) {
+      asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(h) : "h"(pair));
+    } else {
+      asm("cvt.rn.f16x2.e5m2x2 %0, %1;\n" : "=r"(h) : "h"(pair));
+    }
+    (i < 4 ? lo : hi).w[i % 4] = h;
+  }
+}
 #endif
 
 // The tile a CTA owns (extend_attention_kernel.cuh's work order and input clamping).
@@ -141,6 +163,8 @@ template <class T, class KV, bool kRankOrder>
 __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendParams p) {
 #if RK_HAS_WGMMA
   constexpr bool kF8 = IsFp8<KV>::value;
+  using TC = std::conditional_t<kF8, f16_t, T>;  // the products' 16-bit type (see the top)
+  constexpr bool kQConvert = !std::is_same<T, TC>::value;
   using R = Ring<kF8>;
   constexpr int kStages = R::kStages;
   constexpr int kEB = kF8 ? 1 : 2;  // bytes per cache element
@@ -289,7 +313,7 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
         for (int i = 0; i < kRows; ++i) {
           const int r = u / 8 + 16 * i;
           vec16 lo, hi;
-          Fp8To16<T, KV>::x16(raw[i], lo, hi);
+          fp8x16_to_f16<KV>(raw[i], lo, hi);
           store16(dst + wgmma::sw128_index<kBN>(r, 16 * c16), lo);
           store16(dst + wgmma::sw128_index<kBN>(r, 16 * c16 + 8), hi);
         }
@@ -341,7 +365,21 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
       const uint16_t* src =
           q + (valid ? int64_t(t.q_begin + pos) * p.q_stride_tok + int64_t(t.kvh * G + h) * p.q_stride_head : 0) +
           ch * 8;
-      mma::async_copy16(sQ + wgmma::sw128_index<kBM>(r, ch * 8), src, valid);
+      if constexpr (kQConvert) {  // bf16 -> fp16 times 2^-kQShift
+        uint4 raw = make_uint4(0, 0, 0, 0);
+        if (valid) raw = *reinterpret_cast<const uint4*>(src);
+        const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+        vec16 h;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          float a, b;
+          Convert<T>::unpack2(w[j], a, b);
+          h.w[j] = Convert<TC>::pack2(a * kQScale, b * kQScale);
+        }
+        store16(sQ + wgmma::sw128_index<kBM>(r, ch * 8), h);
+      } else {
+        mma::async_copy16(sQ + wgmma::sw128_index<kBM>(r, ch * 8), src, valid);
+      }
     }
     mma::async_commit();
     mma::async_wait<0>();
@@ -368,7 +406,8 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
   // FP8: the K scale (and the conversion's unit) joins the softmax scale; a bad scale is NaN here
   // (fp8_checked_scale), so the output is NaN, and check_extend_batch records it.
   float cs = p.sm_scale * kLog2e;
-  if constexpr (kF8) cs *= Fp8To16<T, KV>::scale_factor(p.scales.k, p.scales.stride, t.kvh);
+  if constexpr (kF8) cs *= fp8_checked_scale(p.scales.k[t.kvh * p.scales.stride]);
+  if constexpr (kQConvert) cs *= float(1 << kQShift);
   constexpr float kSlack = ExtendCommon::kRescaleSlack;
 
   if (c == 1) bar_arrive(kBarTurn + 0, 256);  // consumer 0 issues first
@@ -392,14 +431,14 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
     for (int kk = 0; kk < kD / 16; ++kk) {
       const uint32_t qo = ((kk >> 2) * (kBM * 128) + (kk & 3) * 32) / 16;
       const uint32_t ko = ((kk >> 2) * (kBN * 128) + (kk & 3) * 32) / 16;
-      wgmma::ss_m64n64k16<T>(sc, q_desc + qo, ks + ko, kk > 0);
+      wgmma::ss_m64n64k16<TC>(sc, q_desc + qo, ks + ko, kk > 0);
     }
     wgmma::commit();
   };
   auto issue_pv = [&](int n) {  // O += P V (V MN-major: 16 keys per step, both column halves)
     const uint64_t vs = v_desc + uint32_t((n % kStages) * (kTileBytes / 16));
 #pragma unroll
-    for (int kb = 0; kb < kBN / 16; ++kb) wgmma::rs_m64n128k16<T>(o, pf[kb].x, vs + uint32_t(kb * (16 * 128) / 16));
+    for (int kb = 0; kb < kBN / 16; ++kb) wgmma::rs_m64n128k16<TC>(o, pf[kb].x, vs + uint32_t(kb * (16 * 128) / 16));
     wgmma::commit();
   };
   auto release = [&](int n) {  // this warp is done with tile n's stage
@@ -454,7 +493,7 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
   };
   auto pack = [&] {
 #pragma unroll
-    for (int kb = 0; kb < kBN / 16; ++kb) mma::p_from_acc<T>(pf[kb], sc[kb]);
+    for (int kb = 0; kb < kBN / 16; ++kb) mma::p_from_acc<TC>(pf[kb], sc[kb]);
   };
 
   // Tile 0: its S on this consumer's turn, its softmax.
@@ -504,7 +543,7 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
   // 16-byte row chunks.
   // FP8: times the V scale (and the conversion's unit); a NaN sum, from a bad K scale, stays NaN.
   float v_factor = 1.f;
-  if constexpr (kF8) v_factor = Fp8To16<T, KV>::scale_factor(p.scales.v, p.scales.stride, t.kvh);
+  if constexpr (kF8) v_factor = fp8_checked_scale(p.scales.v[t.kvh * p.scales.stride]);
   float inv[kSlots];
 #pragma unroll
   for (int sl = 0; sl < kSlots; ++sl) {
