@@ -307,15 +307,21 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
         for (int i = 0; i < kRows; ++i)
           raw[i] = *reinterpret_cast<const uint4*>(src + (u / 8 + 16 * i) * kD + 16 * c16);
       };
+      // The 8 lanes of a quarter warp store one row: chunks 0, 2, 4, 6 of both 128-byte column
+      // halves, which share banks, so lanes of the second half store their odd chunk first (no
+      // bank conflict in either store).
+      const bool odd_first = c16 >= 4;
+      const int col_first = 16 * c16 + (odd_first ? 8 : 0), col_second = 16 * c16 + (odd_first ? 0 : 8);
       auto store_half = [&](const Half& raw, int half, int s) {
         uint16_t* dst = reinterpret_cast<uint16_t*>(smem + (half ? R::kOffV : kOffK) + s * kTileBytes);
 #pragma unroll
         for (int i = 0; i < kRows; ++i) {
           const int r = u / 8 + 16 * i;
-          vec16 lo, hi;
-          fp8x16_to_f16<KV>(raw[i], lo, hi);
-          store16(dst + wgmma::sw128_index<kBN>(r, 16 * c16), lo);
-          store16(dst + wgmma::sw128_index<kBN>(r, 16 * c16 + 8), hi);
+          const uint4 w = odd_first ? make_uint4(raw[i].z, raw[i].w, raw[i].x, raw[i].y) : raw[i];
+          vec16 first, second;
+          fp8x16_to_f16<KV>(w, first, second);
+          store16(dst + wgmma::sw128_index<kBN>(r, col_first), first);
+          store16(dst + wgmma::sw128_index<kBN>(r, col_second), second);
         }
       };
 #pragma unroll 1

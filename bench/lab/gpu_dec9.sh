@@ -4,7 +4,7 @@
 # one of base (D=128, bf16, pages 1/16, e4m3); (b) the decode GPU tests; (c) bench/kernels.py
 # decode (uniform + ragged, FlashInfer in each run), base then new, compared per cell
 # (bench/decode_compare.py); (d) bench/kernels_fp8.py decode, new (FlashInfer) and base, and
-# then bench/kernels_extend.py (bf16 extend vs FlashInfer fa2/fa3).
+# then the FP8 extend tests and bench/kernels_fp8.py --no-decode (FP8 extend vs bf16).
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 source bench/gpu_env.sh
@@ -39,6 +39,8 @@ noFI="${PYTHONPATH//\/tmp\/fi:/}"
 ( cd .carry/base && PYTHONPATH="${basepp//\/tmp\/fi:/}" RADIXKV_BUILD_DIR=/tmp/rkb_base \
     timeout 120 python3 bench/kernels_fp8.py --no-extend ) > "$OUT/fp8_base.log" 2>&1
 stamp "fp8 base rc=$?"; grep -E "^ps=" "$OUT/fp8_base.log"
-timeout 150 python3 bench/kernels_extend.py --out "$OUT/ext" > "$OUT/ext.log" 2>&1
-stamp "extend bench rc=$?"; grep -E "^\| " "$OUT/ext.log" | tail -19; rm -f "$OUT"/ext/*.png
+timeout 120 python3 -m pytest -q -x -p no:cacheprovider tests/test_fp8_gpu.py -k "extend" > "$OUT/fp8ext_tests.txt" 2>&1
+stamp "fp8 extend tests rc=$?: $(tail -1 "$OUT/fp8ext_tests.txt")"; grep -E "^FAILED|^ERROR" "$OUT/fp8ext_tests.txt" | head
+timeout 100 python3 bench/kernels_fp8.py --no-decode > "$OUT/fp8ext.log" 2>&1
+stamp "fp8 extend bench rc=$?"; grep -E "^\[fp8 extend\]|fp8 extend:" "$OUT/fp8ext.log"
 stamp done
