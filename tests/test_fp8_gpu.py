@@ -224,11 +224,12 @@ def test_paged_decode_fp8_cuda_core_kernel(dim):
 # take different conversions), both scale shapes, head dims, page sizes, layouts and table forms.
 
 
-def _extend_case(kv, dim, page, layout, q_dtype, per_head, lens, new, tables, group=4, seed=0):
+def _extend_case(kv, dim, page, layout, q_dtype, per_head, lens, new, tables, group=4, seed=0,
+                 q_scale=1.0):
     need(dim, page, q_dtype, kv)
     pool = Fp8Pool(lens, page, 2, dim, q_dtype, kv, layout, per_head, seed=seed)
     qo = torch.tensor([0] + list(torch.tensor(new).cumsum(0)), dtype=torch.int32, device="cuda")
-    q = torch.randn(sum(new), 2 * group, dim, dtype=q_dtype, device="cuda")
+    q = (torch.randn(sum(new), 2 * group, dim, device="cuda") * q_scale).to(q_dtype)
     sc = dict(k_scale=pool.k_scale, v_scale=pool.v_scale)
     if tables:
         idx = dict(kv_lens=pool.kv_lens(), block_tables=pool.block_table())
@@ -258,6 +259,15 @@ def test_extend_fp8_matches_dequantised(kv, q_dtype, dim, page, layout):
     # ragged: one query, a long prefix, a single new token, a whole request new
     _extend_case(kv, dim, page, layout, q_dtype, True, [17, 1003, 130, 64], [17, 40, 1, 64],
                  tables=True, seed=dim + page)
+
+
+@pytest.mark.parametrize("kv", [E4M3, E5M2], ids=NAME.get)
+def test_extend_fp8_bf16_q_beyond_fp16_range(kv):
+    # On sm_90a the FP8 products run in fp16 and a bf16 q enters them times 2^-8: a q with
+    # elements past fp16's largest value (65504) must still give finite, correct rows.
+    _, q, *_ = _extend_case(kv, 128, 16, "bshd", torch.bfloat16, True, [300, 77], [64, 77],
+                            tables=False, seed=5, q_scale=3e4)
+    assert q.abs().max().item() > 65504
 
 
 @pytest.mark.parametrize("kv", [E4M3, E5M2], ids=NAME.get)
