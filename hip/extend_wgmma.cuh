@@ -102,6 +102,16 @@ RK_DEVICE void fence_operands(Acc (&a)[N]) {
       : RK_WG_BLOCKS8("+f", d)                                                                  \
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1))
 
+// d (4 blocks of 16 keys) {=, +=} A(64 x 16, registers: mma.h's A fragment per warp) B(64 x 16,
+// smem, K-major)^T.
+#define RK_WG_RS_M64N64K16(TY, CON)                                                             \
+  asm volatile(                                                                                \
+      "{\n .reg .pred p;\n setp.ne.b32 p, %37, 0;\n wgmma.mma_async.sync.aligned.m64n64k16.f32." \
+      TY "." TY " "                                                                            \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n" \
+      : RK_WG_BLOCKS4(CON, d)                                                                  \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(int(accumulate)))
+
 template <class T, class Acc>
 RK_DEVICE void ss_m64n64k16(Acc (&d)[4], uint64_t da, uint64_t db, bool accumulate) {
   if constexpr (std::is_same<T, bf16_t>::value) {
@@ -110,6 +120,16 @@ RK_DEVICE void ss_m64n64k16(Acc (&d)[4], uint64_t da, uint64_t db, bool accumula
   } else {
     if (accumulate) RK_WG_SS_M64N64K16("f16", "+f");
     else RK_WG_SS_M64N64K16("f16", "=f");
+  }
+}
+template <class T, class Acc>
+RK_DEVICE void rs_m64n64k16(Acc (&d)[4], const uint32_t (&a)[4], uint64_t db, bool accumulate) {
+  if constexpr (std::is_same<T, bf16_t>::value) {
+    if (accumulate) RK_WG_RS_M64N64K16("bf16", "+f");
+    else RK_WG_RS_M64N64K16("bf16", "=f");
+  } else {
+    if (accumulate) RK_WG_RS_M64N64K16("f16", "+f");
+    else RK_WG_RS_M64N64K16("f16", "=f");
   }
 }
 template <class T, class Acc>
@@ -122,6 +142,7 @@ RK_DEVICE void rs_m64n128k16(Acc (&d)[8], const uint32_t (&a)[4], uint64_t db) {
 }
 
 #undef RK_WG_SS_M64N64K16
+#undef RK_WG_RS_M64N64K16
 #undef RK_WG_RS_M64N128K16
 #undef RK_WG_BLOCKS8
 #undef RK_WG_BLOCKS4

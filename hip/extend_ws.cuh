@@ -13,7 +13,7 @@
 //             the 128 producer threads), so the stage is full once every copy has landed. Before
 //             refilling a stage it waits on the stage's "empty" barrier.
 //   consumers (warpgroups 1 and 2, setmaxnreg.inc): consumer c owns rows 64c..64c+63 of the tile and
-//             reads every stage: S = Q K^T by wgmma m64n64k16, the online softmax of
+//             reads every stage: S = Q K^T by wgmma m64n64k16 (Q from registers), the online softmax of
 //             extend_attention_kernel.cuh (mask, lazy rescale), O += P V by wgmma m64n128k16 with P
 //             from registers; then one arrive per warp on the stage's "empty" barrier (count 8).
 // FP8 caches: the producer copies each tile's bytes into a ring of kRaw byte stages instead, kRaw - 1
@@ -389,9 +389,15 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
     }
     mma::async_commit();
     mma::async_wait<0>();
-    wgmma::fence_proxy_async();
     bar_sync(kBarConsumers, 256);
   }
+  // This warp's 16 rows of Q as A fragments (registers), one per 16 dims: S = Q K^T then reads
+  // only K from shared memory.
+  Frag qf[kD / 16];
+#pragma unroll
+  for (int kk = 0; kk < kD / 16; ++kk)
+    mma::ldmatrix_x4_at(qf[kk], wgmma::smem_addr(sQ + wgmma::sw128_index<kBM>(warp_row0 + (lane & 15),
+                                                                              kk * 16 + 8 * (lane >> 4))));
 
   constexpr int kSlots = mma::kRowSlots;
   int lim[kSlots];  // key j is visible to the slot's row iff j <= lim
@@ -428,16 +434,14 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
   // Descriptors as base + offset: the start-address field holds address / 16 (shared addresses
   // below 2^18, offsets multiples of 16, so the sum never carries out of the field), which leaves
   // one add per product instead of re-encoding each address.
-  const uint64_t q_desc = wgmma::desc_sw128(q_base + c * (64 * 128), 16, 1024);
   const uint64_t k_desc = wgmma::desc_sw128(k_base, 16, 1024);
   const uint64_t v_desc = wgmma::desc_sw128(v_base, kBN * 128, 1024);
   auto issue_s = [&](int n) {
     const uint64_t ks = k_desc + uint32_t((n % kStages) * (kTileBytes / 16));
 #pragma unroll
     for (int kk = 0; kk < kD / 16; ++kk) {
-      const uint32_t qo = ((kk >> 2) * (kBM * 128) + (kk & 3) * 32) / 16;
       const uint32_t ko = ((kk >> 2) * (kBN * 128) + (kk & 3) * 32) / 16;
-      wgmma::ss_m64n64k16<TC>(sc, q_desc + qo, ks + ko, kk > 0);
+      wgmma::rs_m64n64k16<TC>(sc, qf[kk].x, ks + ko, kk > 0);
     }
     wgmma::commit();
   };
