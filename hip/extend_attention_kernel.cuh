@@ -467,11 +467,6 @@ struct Fp8To16 {
     word(raw.x, out.w[0], out.w[1]);
     word(raw.y, out.w[2], out.w[3]);
   }
-  // 16 elements (a 16-byte chunk) -> two 16-byte vectors of T.
-  RK_DEVICE static void x16(uint4 raw, vec16& lo, vec16& hi) {
-    x8(make_uint2(raw.x, raw.y), lo);
-    x8(make_uint2(raw.z, raw.w), hi);
-  }
   // The factor a K or V scale of `scales` enters the kernels with for KV head kvh: the scale
   // (NaN when it is not finite and positive: fp8_checked_scale, so a bad scale makes the output
   // NaN) times the unit the conversion left out.
