@@ -328,11 +328,12 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
             freed = self.tree.evict_slots(params.num_tokens - got)
             if len(freed):
                 got += len(freed)
-                if self.page_size == 1:
-                    frees.add_owned(freed)
+                if self.page_size == 1 and frees.tokens:
+                    frees.add_owned(freed)  # one allocator call for both
                 else:
                     self.token_to_kv_pool_allocator.free(slots_to_device(freed, self.device))
-        frees.flush()
+        if frees.tokens:
+            frees.flush()
         return EvictResult(num_tokens_evicted=got)
 
     # ---- locks -----------------------------------------------------------------------------

@@ -513,7 +513,8 @@ impl RadixCache {
     /// Evicts unlocked leaves in the policy's order until `num_tokens` are freed (or nothing
     /// is evictable) and returns the freed slot ids; with a pool they are already back in it.
     pub fn evict_slots(&mut self, num_tokens: usize) -> Vec<Slot> {
-        let mut out = Vec::new();
+        // whole leaves go, so usually a little more than asked; no more than the tree holds
+        let mut out = Vec::with_capacity(num_tokens.min(self.tree.evictable_size()));
         self.tree.evict_into(num_tokens, &mut out);
         if let Some(pool) = &self.pool {
             lock_pool(pool).release_from_cache(&out);
