@@ -110,6 +110,8 @@ unsafe fn narrow_into_avx2(out: &mut [std::mem::MaybeUninit<i32>], v: &[i64]) ->
     narrow_loop(out, v)
 }
 
+// always inlined, so that inside `narrow_into_avx2` it is compiled for AVX2
+#[allow(clippy::inline_always)]
 #[inline(always)]
 fn narrow_loop(out: &mut [std::mem::MaybeUninit<i32>], v: &[i64]) -> u64 {
     let mut high = 0u64;

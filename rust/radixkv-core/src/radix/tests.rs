@@ -763,6 +763,7 @@ fn all_views(c: &RadixCache) -> Vec<(NodeHandle, NodeView)> {
 /// caches hold the same nodes with the same handles, keys, slots, time stamps, hit counts,
 /// priorities and locks, and report the same results, sizes and events.
 #[test]
+#[allow(clippy::too_many_lines)] // one random walk, checked after every step
 fn checkpoint_equals_its_calls_one_by_one_at_random() {
     let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
     let mut rnd = move |n: usize| {
@@ -819,8 +820,8 @@ fn checkpoint_equals_its_calls_one_by_one_at_random() {
                             assert_eq!(ua, ub);
                         }
                         reqs.swap_remove(r);
-                        let n = rnd(6);
-                        assert_eq!(a.evict_slots(n), b.evict_slots(n));
+                        let want = rnd(6);
+                        assert_eq!(a.evict_slots(want), b.evict_slots(want));
                         continue;
                     }
                     let len = done + 1 + rnd(toks.len() - done);
@@ -833,7 +834,7 @@ fn checkpoint_equals_its_calls_one_by_one_at_random() {
                     let tk = &toks[..len];
                     // the calls one by one, as checkpoint made them before
                     let ra = (|| {
-                        let (p, e) = a.insert_node_from(b"", tk, &slots, prio, done)?;
+                        let (present, end) = a.insert_node_from(b"", tk, &slots, prio, done)?;
                         if 0 < boundary && boundary < len {
                             a.insert_node_from(
                                 b"",
@@ -843,17 +844,19 @@ fn checkpoint_equals_its_calls_one_by_one_at_random() {
                                 boundary,
                             )?;
                         }
-                        let d = match held {
-                            None => a.lock(e)? as isize,
-                            Some(f) => a.move_lock(f, e)?,
+                        let delta = match held {
+                            None => a.lock(end)? as isize,
+                            Some(from) => a.move_lock(from, end)?,
                         };
-                        Ok::<_, CoreError>((p, e, d))
+                        Ok::<_, CoreError>((present, end, delta))
                     })()
                     .map_err(|e| e.to_string());
                     let rb = b
                         .checkpoint(b"", tk, &slots, prio, done, boundary, held)
                         .map_err(|e| e.to_string());
-                    let ctx = format!("{policy:?} stamps {stamps} page {page} partial {partial} step {step}");
+                    let ctx = format!(
+                        "{policy:?} stamps {stamps} page {page} partial {partial} step {step}"
+                    );
                     assert_eq!(ra, rb, "{ctx}");
                     assert_eq!(all_views(&a), all_views(&b), "{ctx}");
                     assert_eq!(a.take_events(), b.take_events(), "{ctx}");
@@ -864,9 +867,8 @@ fn checkpoint_equals_its_calls_one_by_one_at_random() {
                     );
                     b.check().unwrap();
                     compared += 1;
-                    let (_, e, _) = rb.unwrap();
                     reqs[r].1 = len;
-                    reqs[r].2 = Some(e);
+                    reqs[r].2 = Some(rb.unwrap().1);
                 }
                 // what is left evicts in the same order
                 for (_, _, held, _) in reqs.drain(..) {
