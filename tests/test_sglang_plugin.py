@@ -310,6 +310,35 @@ def test_bad_node_handle_is_refused_and_changes_nothing() -> None:
     assert (lc.cache.evictable_size(), lc.cache.protected_size()) == before
 
 
+def test_evict_for_alloc_is_evict_and_refuses_joint_reclaim() -> None:
+    """The plugin's own ``evict_for_alloc`` (the base class's without its ``evict`` call)
+    frees and counts exactly what ``evict`` does on a twin cache; a joint-reclaim predicate
+    is refused, as the base class refuses it, with nothing freed."""
+    from sglang.srt.mem_cache.base_prefix_cache import EvictParams
+
+    twins = [_lifecycle(capacity=400) for _ in range(2)]
+    for lc in twins:
+        for i in range(6):
+            r = lc.make_req(f"r{i}", [i * 100 + j for j in range(40)], 3)
+            assert lc.admit(r, 3)
+            lc.decode(r, [1, 2, 3])
+            lc.finish(r)
+    a, b = twins
+    before = (a.alloc.available_size(), a.cache.evictable_size())
+    with pytest.raises(NotImplementedError):
+        a.cache.evict_for_alloc(EvictParams(num_tokens=50),
+                                allocation_reclaim_satisfied=lambda: True)
+    assert (a.alloc.available_size(), a.cache.evictable_size()) == before
+    for n in (0, 50, 1, 10_000):
+        got_a = a.cache.evict_for_alloc(EvictParams(num_tokens=n))
+        got_b = b.cache.evict(EvictParams(num_tokens=n))
+        assert got_a == got_b
+        assert (a.alloc.available_size(), a.cache.evictable_size()) == (
+            b.alloc.available_size(), b.cache.evictable_size())
+        a.leak_check()
+    assert a.cache.evictable_size() == 0 and a.alloc.available_size() == a.total
+
+
 @pytest.mark.parametrize("policy", rk_sglang.cache.SUPPORTED_POLICIES)
 def test_every_policy_evicts_only_unlocked_and_keeps_the_leak_check(policy: str) -> None:
     def make(params: object) -> RadixKVPrefixCache:

@@ -265,7 +265,6 @@ class RadixCache:
         tokens: _IntSeq,
         slots: _IntSeq,
         namespace: _Namespace = None,
-        *,
         priority: float = 0.0,
         inserted_len: int = 0,
         boundary: int = 0,
@@ -313,7 +312,7 @@ class RadixCache:
         already back in it); records ``AllBlocksCleared`` with events on. ``InvalidArgument``,
         nothing changed, while anything is locked."""
     def path_slots(
-        self, node: Node, *, dtype: _SlotDtype = None, limit: Optional[int] = None
+        self, node: Node, dtype: _SlotDtype = None, limit: Optional[int] = None
     ) -> _SlotArray:
         """Slots from the root to ``node``; with ``limit``, only the first ``limit``
         (``InvalidArgument`` if the path is shorter)."""

@@ -23,6 +23,33 @@ pub enum I32Input<'py> {
     Owned(Vec<i32>),
 }
 
+impl Drop for I32Input<'_> {
+    /// A narrowed copy's buffer goes back to this thread's scratch (see `narrow_all`).
+    fn drop(&mut self) {
+        if let I32Input::Owned(v) = self {
+            if v.capacity() <= SCRATCH_MAX && v.capacity() > 0 {
+                let v = std::mem::take(v);
+                SCRATCH.with(|s| {
+                    let mut s = s.borrow_mut();
+                    if s.capacity() < v.capacity() {
+                        *s = v;
+                    }
+                });
+            }
+        }
+    }
+}
+
+/// Largest buffer (int32 ids) kept for reuse between calls: 1 MiB per thread.
+const SCRATCH_MAX: usize = 1 << 18;
+
+thread_local! {
+    /// The buffer of the last narrowed input, reused by the next: every call of a scheduler
+    /// narrows a prompt of about the same length, and writing into memory the previous call
+    /// wrote (still in cache) costs less than a fresh allocation's.
+    static SCRATCH: std::cell::RefCell<Vec<i32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 impl I32Input<'_> {
     pub fn as_slice(&self) -> &[i32] {
         match self {
@@ -46,21 +73,56 @@ fn narrow(what: &str, v: i64) -> PyResult<i32> {
 /// int64 ids (`SGLang`'s token arrays) as int32 in one pass that vectorises with plain
 /// 64-bit adds and ors: `x` fits int32 exactly when `x + 2**31` (wrapping, as u64) has no high
 /// bits, so or-ing those sums over the slice flags any id out of range; that id is then named.
+/// The output reuses this thread's scratch buffer when one is free (no zero fill: it is
+/// cleared and extended).
 fn narrow_all(what: &str, v: &[i64]) -> PyResult<I32Input<'static>> {
-    let mut out = vec![0i32; v.len()];
-    let mut high = 0u64;
-    for (o, &x) in out.iter_mut().zip(v) {
-        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-        {
-            *o = x as i32;
-            high |= (x as u64).wrapping_add(1 << 31);
-        }
-    }
+    let mut out = SCRATCH.with(|s| std::mem::take(&mut *s.borrow_mut()));
+    out.clear();
+    out.reserve(v.len());
+    let high = narrow_into(&mut out.spare_capacity_mut()[..v.len()], v);
+    // SAFETY: narrow_into wrote all v.len() elements.
+    unsafe { out.set_len(v.len()) };
     if high >> 32 != 0 {
         let x = v.iter().copied().find(|&x| i32::try_from(x).is_err());
         return Err(narrow(what, x.unwrap_or(i64::MAX)).unwrap_err());
     }
     Ok(I32Input::Owned(out))
+}
+
+/// Writes `v` truncated to int32 into `out` (same length); returns the or of every
+/// `x + 2**31` (as u64), whose high half is nonzero exactly when some `x` does not fit int32.
+/// Built for AVX2 when the CPU has it (the baseline x86-64 build packs 64-bit lanes to
+/// 32-bit ones slowly), else the same loop for the baseline.
+fn narrow_into(out: &mut [std::mem::MaybeUninit<i32>], v: &[i64]) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2 (checked just above).
+            return unsafe { narrow_into_avx2(out, v) };
+        }
+    }
+    narrow_loop(out, v)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn narrow_into_avx2(out: &mut [std::mem::MaybeUninit<i32>], v: &[i64]) -> u64 {
+    narrow_loop(out, v)
+}
+
+// always inlined, so that inside `narrow_into_avx2` it is compiled for AVX2
+#[allow(clippy::inline_always)]
+#[inline(always)]
+fn narrow_loop(out: &mut [std::mem::MaybeUninit<i32>], v: &[i64]) -> u64 {
+    let mut high = 0u64;
+    for (o, &x) in out.iter_mut().zip(v) {
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        {
+            o.write(x as i32);
+            high |= (x as u64).wrapping_add(1 << 31);
+        }
+    }
+    high
 }
 
 /// `a` itself when it can be read in place: C-contiguous, aligned for `T`, non-empty.

@@ -487,8 +487,10 @@ impl PyRadixCache {
     /// `present > dup_from`, the tree's slots for positions `[dup_from, present)` (what the
     /// caller's copies of those tokens duplicate; the cache's `slot_dtype`), else None.
     /// Everything, `lock_from`'s lock included, is checked before anything changes.
+    /// Every argument may also be passed by position (in the plugin's hot path: each
+    /// keyword costs a name lookup per call).
     #[pyo3(signature = (
-        tokens, slots, namespace = None, *, priority = 0.0, inserted_len = 0, boundary = 0,
+        tokens, slots, namespace = None, priority = 0.0, inserted_len = 0, boundary = 0,
         lock_from = None, dup_from = 0
     ))]
     #[allow(clippy::too_many_arguments)]
@@ -647,8 +649,9 @@ impl PyRadixCache {
     }
 
     /// Slots from the root to the path end `node`; with `limit`, only the first `limit` of
-    /// them (`InvalidArgument` if the path is shorter).
-    #[pyo3(signature = (node, *, dtype = None, limit = None))]
+    /// them (`InvalidArgument` if the path is shorter). `dtype` and `limit` may be passed by
+    /// position too.
+    #[pyo3(signature = (node, dtype = None, limit = None))]
     fn path_slots<'py>(
         &self,
         py: Python<'py>,

@@ -18,8 +18,9 @@ import torch
 def tokens_view(token_ids: Any, n: int) -> npt.NDArray[np.int64]:
     """The first ``n`` token ids as a 1-D int64 array: a view of an ``array('q')`` (what
     ``RadixKey`` and ``Req`` hold), else a converted copy."""
-    if isinstance(token_ids, array) and token_ids.typecode == "q":
-        return np.frombuffer(token_ids, dtype=np.int64, count=n) if n else _EMPTY_I64
+    if type(token_ids) is array and token_ids.typecode == "q":
+        # positional, with a dtype object: half the cost of dtype=np.int64, count=n
+        return _frombuffer(token_ids, I64, n) if n else _EMPTY_I64
     if isinstance(token_ids, torch.Tensor):
         return token_ids[:n].to("cpu", torch.int64).numpy()
     return np.asarray(token_ids[:n], dtype=np.int64)
@@ -44,6 +45,8 @@ def slots_to_device(slots: npt.NDArray[np.int64], device: torch.device) -> torch
 
 
 _EMPTY_I64: npt.NDArray[np.int64] = np.empty(0, dtype=np.int64)
+I64 = np.dtype(np.int64)
+_frombuffer = np.frombuffer
 
 
 class RowReader:

@@ -15,6 +15,7 @@ evicted.
 
 from __future__ import annotations
 
+from array import array as _array
 from typing import TYPE_CHECKING, Any, List, Optional, Tuple, Union, cast
 
 import numpy as np
@@ -38,6 +39,7 @@ import radixkv
 
 from ._events import EventConverter
 from ._pending import PendingFrees
+from ._slots import I64 as _I64
 from ._slots import RowReader, slots_to_device, slots_to_host, tokens_view
 
 if TYPE_CHECKING:
@@ -190,9 +192,14 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
         if n == 0:
             return self._empty_match
         # the slots are read after the lock (prefix_device_indices), so none are gathered here
-        ns = namespace_of(key.extra_key, key.cache_salt)
-        length, node = self.tree.match_node(tokens_view(ids, n), ns)
-        return self._match_result(length, node)
+        extra, salt = key.extra_key, key.cache_salt
+        ns = None if extra is None and not salt else (extra, salt or None)  # namespace_of
+        if type(ids) is _array and ids.typecode == "q":
+            tokens = _frombuffer(ids, _I64, n)
+        else:
+            tokens = tokens_view(ids, n)
+        length, node = self.tree.match_node(tokens, ns)
+        return _new_tuple(MatchResult, (length, node, node, node) + _MATCH_DEFAULTS)
 
     def touch_prefix(self, key: RadixKey) -> None:
         if self.disable:
@@ -214,7 +221,8 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
         if n == 0:
             return self._empty_indices
         # the path's first n slots only (InvalidArgument if the path is shorter), int64
-        slots = _from_numpy(self.tree.path_slots(req.last_node, limit=n))
+        # (dtype None: the cache's; arguments by position, as each keyword costs a lookup)
+        slots = _from_numpy(self.tree.path_slots(req.last_node, None, n))
         return slots if self._on_cpu else slots.to(self.device)
 
     def free_kv_row(self, kv: Any, ranges: List[Tuple[int, int]]) -> None:
@@ -269,15 +277,22 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
         ids = req.full_untruncated_fill_ids
         table = self.req_to_token_pool.req_to_token
         row = self._read_row(table, kv.req_pool_idx, n)
+        if type(ids) is _array and ids.typecode == "q" and n:
+            tokens = _frombuffer(ids, _I64, n)
+        else:
+            tokens = tokens_view(ids, n)
+        extra, salt = req.extra_key, req.cache_salt
+        # arguments by position (each keyword costs a lookup per call): tokens, slots,
+        # namespace, priority, inserted_len, boundary, lock_from, dup_from
         present, node, dups = self.tree.checkpoint(
-            tokens_view(ids, n),
+            tokens,
             row,
-            namespace_of(req.extra_key, req.cache_salt),
-            priority=float(req.priority or 0),
-            inserted_len=inserted,
-            boundary=prompt - prompt % page,
-            lock_from=None if old is None else old.node,
-            dup_from=protected,
+            None if extra is None and not salt else (extra, salt or None),  # namespace_of
+            float(req.priority or 0),
+            inserted,
+            prompt - prompt % page,
+            None if old is None else old.node,
+            protected,
         )
         if inserted < n:
             kv.cache_inserted_len = n
@@ -307,18 +322,36 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
         back to SGLang's allocator, in one call at page size 1; all count as evicted."""
         if self.disable or params.num_tokens <= 0:
             return EvictResult()
+        return EvictResult(num_tokens_evicted=self._evict_tokens(params.num_tokens))
+
+    def evict_for_alloc(
+        self, params: EvictParams, *, allocation_reclaim_satisfied: Optional[Any] = None
+    ) -> EvictResult:
+        """The base class's (``evict(params)``; joint reclaim, a predicate, is not supported),
+        without going through ``evict``: an allocator's eviction is one call less."""
+        if allocation_reclaim_satisfied is not None:
+            raise NotImplementedError("This cache does not support joint reclaim")
+        if self.disable or params.num_tokens <= 0:
+            return EvictResult()
+        return EvictResult(num_tokens_evicted=self._evict_tokens(params.num_tokens))
+
+    def _evict_tokens(self, want: int) -> int:
+        """``evict``'s work for ``want`` > 0 tokens; the tokens freed."""
         frees = self._frees
         got = frees.tokens
-        if params.num_tokens > got:
-            freed = self.tree.evict_slots(params.num_tokens - got)
+        if want > got:
+            freed = self.tree.evict_slots(want - got)  # int64 (the tree's slot_dtype)
             if len(freed):
                 got += len(freed)
-                if self.page_size == 1:
-                    frees.add_owned(freed)
+                if self.page_size == 1 and frees.tokens:
+                    frees.add_owned(freed)  # one allocator call for both
                 else:
-                    self.token_to_kv_pool_allocator.free(slots_to_device(freed, self.device))
-        frees.flush()
-        return EvictResult(num_tokens_evicted=got)
+                    ids = _from_numpy(freed)
+                    self.token_to_kv_pool_allocator.free(
+                        ids if self._on_cpu else ids.to(self.device))
+        if frees.tokens:
+            frees.flush()
+        return got
 
     # ---- locks -----------------------------------------------------------------------------
     def inc_lock_ref(self, node: Any) -> IncLockRefResult:
@@ -370,3 +403,4 @@ if MatchResult._fields[:4] != (
 _MATCH_DEFAULTS = tuple(MatchResult._field_defaults[f] for f in MatchResult._fields[4:])
 _new_tuple = tuple.__new__
 _from_numpy = torch.from_numpy
+_frombuffer = np.frombuffer

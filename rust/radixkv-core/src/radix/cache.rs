@@ -464,17 +464,28 @@ impl RadixCache {
             // priority + 1 must stay finite too (checked here, before the first insert)
             check_priority(priority + 1.0)?;
         }
-        let (present, end) = self.insert_node_from(ns, tokens, slots, priority, inserted_len)?;
+        let (present, end_idx) =
+            self.insert_impl(ns, tokens, slots, true, priority, inserted_len)?;
         if split {
-            self.insert_node_from(
-                ns,
-                &tokens[..boundary],
-                &slots[..boundary],
-                priority + 1.0,
-                boundary,
-            )
-            .expect("a prefix of the slots just inserted is valid");
+            let b = self.tree.usable(boundary);
+            if self.partial_pages && b < boundary {
+                // a boundary inside a page: that insert's partial-tail rules apply
+                self.insert_node_from(
+                    ns,
+                    &tokens[..boundary],
+                    &slots[..boundary],
+                    priority + 1.0,
+                    boundary,
+                )
+                .expect("a prefix of the slots just inserted is valid");
+            } else if b > 0 {
+                // every whole page of tokens[..boundary] is on the path just inserted (it
+                // ends at depth usable(len) >= b): the same effect as inserting them again,
+                // found from the end up, without a second descent or second slot checks
+                self.tree.restamp_prefix(end_idx, b, priority + 1.0);
+            }
         }
+        let end = self.tree.end_handle(end_idx);
         let delta = match lock_from {
             None => self.tree.lock(end)? as isize,
             Some(f) => self.tree.move_lock(f, end)?,
@@ -502,7 +513,8 @@ impl RadixCache {
     /// Evicts unlocked leaves in the policy's order until `num_tokens` are freed (or nothing
     /// is evictable) and returns the freed slot ids; with a pool they are already back in it.
     pub fn evict_slots(&mut self, num_tokens: usize) -> Vec<Slot> {
-        let mut out = Vec::new();
+        // whole leaves go, so usually a little more than asked; no more than the tree holds
+        let mut out = Vec::with_capacity(num_tokens.min(self.tree.evictable_size()));
         self.tree.evict_into(num_tokens, &mut out);
         if let Some(pool) = &self.pool {
             lock_pool(pool).release_from_cache(&out);

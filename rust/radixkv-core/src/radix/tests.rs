@@ -742,6 +742,153 @@ fn checkpoint_equals_its_calls_one_by_one() {
     }
 }
 
+/// Every node reachable from the root, depth first: handle and full view (time stamps, hit
+/// counts, priorities and locks included, which `dump` leaves out).
+fn all_views(c: &RadixCache) -> Vec<(NodeHandle, NodeView)> {
+    let mut out = Vec::new();
+    let mut stack = vec![NodeHandle::ROOT];
+    while let Some(h) = stack.pop() {
+        let v = c.node_view(h).unwrap();
+        stack.extend(v.children.iter().copied());
+        out.push((h, v));
+    }
+    out
+}
+
+/// `checkpoint` (whose prompt-boundary step re-stamps the path from its end up instead of
+/// inserting the prompt again) against its calls one by one, over random requests that share
+/// prefixes: every policy, `sglang_stamps` on and off, pages of 1 and 2 (partial pages on and
+/// off), boundaries inside nodes, at node edges, inside a page and past the path, first and
+/// later checkpoints, with evictions and released locks in between. After every step both
+/// caches hold the same nodes with the same handles, keys, slots, time stamps, hit counts,
+/// priorities and locks, and report the same results, sizes and events.
+#[test]
+#[allow(clippy::too_many_lines)] // one random walk, checked after every step
+fn checkpoint_equals_its_calls_one_by_one_at_random() {
+    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut rnd = move |n: usize| {
+        seed = seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        ((seed >> 33) as usize) % n
+    };
+    let policies = [
+        Policy::Lru,
+        Policy::Lfu,
+        Policy::Fifo,
+        Policy::Mru,
+        Policy::Filo,
+        Policy::Priority,
+        Policy::Slru,
+    ];
+    let mut compared = 0;
+    for policy in policies {
+        for stamps in [true, false] {
+            for (page, partial) in [(1, false), (2, false), (2, true)] {
+                let opts = CacheOptions {
+                    page_size: Some(nz(page)),
+                    policy,
+                    events: true,
+                    partial_pages: partial,
+                    sglang_stamps: stamps,
+                };
+                let mut a = RadixCache::with_options(None, opts).unwrap();
+                let mut b = RadixCache::with_options(None, opts).unwrap();
+                // (tokens, checkpointed length, lock held, priority) per request
+                let mut reqs: Vec<(Vec<i32>, usize, Option<NodeHandle>, f64)> = Vec::new();
+                for step in 0..160 {
+                    if reqs.len() < 6 || rnd(4) == 0 {
+                        // a new request: a prefix of an older one (or nothing), then its own
+                        let mut toks = match reqs.len() {
+                            0 => Vec::new(),
+                            n => {
+                                let (o, ..) = &reqs[rnd(n)];
+                                o[..rnd(o.len() + 1)].to_vec()
+                            }
+                        };
+                        let extra = 1 + rnd(9);
+                        toks.extend((0..extra).map(|_| 1 + rnd(3) as i32));
+                        reqs.push((toks, 0, None, rnd(3) as f64));
+                    }
+                    let r = rnd(reqs.len());
+                    let (toks, done, held, prio) = reqs[r].clone();
+                    if done >= toks.len() || rnd(6) == 0 {
+                        // finished: release its lock, sometimes evict
+                        if let Some(h) = held {
+                            let ua = a.unlock(h).map_err(|e| e.to_string());
+                            let ub = b.unlock(h).map_err(|e| e.to_string());
+                            assert_eq!(ua, ub);
+                        }
+                        reqs.swap_remove(r);
+                        let want = rnd(6);
+                        assert_eq!(a.evict_slots(want), b.evict_slots(want));
+                        continue;
+                    }
+                    let len = done + 1 + rnd(toks.len() - done);
+                    let boundary = match rnd(4) {
+                        0 => 0,
+                        1 => len,
+                        _ => rnd(len + 1),
+                    };
+                    let slots: Vec<Slot> = (0..len as Slot).map(|j| 1000 * r as Slot + j).collect();
+                    let tk = &toks[..len];
+                    // the calls one by one, as checkpoint made them before
+                    let ra = (|| {
+                        let (present, end) = a.insert_node_from(b"", tk, &slots, prio, done)?;
+                        if 0 < boundary && boundary < len {
+                            a.insert_node_from(
+                                b"",
+                                &tk[..boundary],
+                                &slots[..boundary],
+                                prio + 1.0,
+                                boundary,
+                            )?;
+                        }
+                        let delta = match held {
+                            None => a.lock(end)? as isize,
+                            Some(from) => a.move_lock(from, end)?,
+                        };
+                        Ok::<_, CoreError>((present, end, delta))
+                    })()
+                    .map_err(|e| e.to_string());
+                    let rb = b
+                        .checkpoint(b"", tk, &slots, prio, done, boundary, held)
+                        .map_err(|e| e.to_string());
+                    let ctx = format!(
+                        "{policy:?} stamps {stamps} page {page} partial {partial} step {step}"
+                    );
+                    assert_eq!(ra, rb, "{ctx}");
+                    assert_eq!(all_views(&a), all_views(&b), "{ctx}");
+                    assert_eq!(a.take_events(), b.take_events(), "{ctx}");
+                    assert_eq!(
+                        (a.evictable_size(), a.protected_size(), a.total_size()),
+                        (b.evictable_size(), b.protected_size(), b.total_size()),
+                        "{ctx}"
+                    );
+                    b.check().unwrap();
+                    compared += 1;
+                    reqs[r].1 = len;
+                    reqs[r].2 = Some(rb.unwrap().1);
+                }
+                // what is left evicts in the same order
+                for (_, _, held, _) in reqs.drain(..) {
+                    if let Some(h) = held {
+                        a.unlock(h).unwrap();
+                        b.unlock(h).unwrap();
+                    }
+                }
+                let order = |c: &mut RadixCache| {
+                    std::iter::from_fn(|| Some(c.evict_slots(1)).filter(|v| !v.is_empty()))
+                        .collect::<Vec<_>>()
+                };
+                assert_eq!(order(&mut a), order(&mut b), "{policy:?} {stamps} {page}");
+            }
+        }
+    }
+    // the walk above reached checkpoints (not only releases) in every configuration
+    assert!(compared > 7 * 2 * 3 * 40, "{compared} checkpoints compared");
+}
+
 /// Bad input to `checkpoint` changes nothing: a `lock_from` without a lock or evicted, slots
 /// of the wrong length or negative, a non-finite priority.
 #[test]

@@ -504,6 +504,43 @@ impl RadixTree {
         (w.matched, end)
     }
 
+    /// What `commit_insert` does for a whole-page prefix `tokens[..b]` of a path an insert
+    /// has just committed up to `end` (with `split_end`; `0 < b <= depth(end)`, `b` a
+    /// multiple of the page size), found from `end` through parent links instead of a second
+    /// descent: every token is present, so that insert adds nothing; it splits the node
+    /// holding depth `b` there if `b` falls inside it, ticks the clock, touches the split's
+    /// lower half (`sglang_stamps`), and touches every node from depth `b` up to the root
+    /// with `priority` and no hit (an `inserted_len >= b` counts none).
+    pub(crate) fn restamp_prefix(&mut self, end: u32, b: usize, priority: f64) {
+        debug_assert!(b > 0 && b.is_multiple_of(self.page_size));
+        let mut d = self.depth(end);
+        debug_assert!(b <= d);
+        let mut i = end;
+        // climb to the node whose span (d - len, d] holds depth b
+        while d - self.node(i).len() >= b {
+            d -= self.node(i).len();
+            i = self.node(i).parent;
+        }
+        self.clock += 1;
+        let now = self.clock;
+        let mut at = i;
+        let mut lower = None;
+        if d > b {
+            let start = d - self.node(i).len();
+            at = self.split(i, b - start);
+            lower = Some(i);
+        }
+        if self.sglang_stamps {
+            if let Some(l) = lower {
+                self.touch(l, now, false, None);
+            }
+        }
+        while !self.node(at).is_root() {
+            self.touch(at, now, false, Some(priority));
+            at = self.node(at).parent;
+        }
+    }
+
     /// Adds a fresh unlocked leaf under `at` stamped with the current clock; returns it.
     fn add_leaf(&mut self, at: u32, key: &[i32], value: &[Slot], priority: f64) -> u32 {
         self.index_remove_if_leaf(at);
