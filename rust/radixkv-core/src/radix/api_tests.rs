@@ -337,7 +337,9 @@ fn cache_accessors_reach_its_pool_policy_and_paths() {
 /// page: equal to the hashes of the same path stored in one insert of a fresh tree.
 #[test]
 fn stored_events_below_the_root_name_their_namespace() {
-    let stored = |t: &mut RadixTree| -> Vec<(Vec<u64>, Option<u64>, Vec<i32>, Vec<u8>)> {
+    // (hashes, parent, tokens, namespace) of each queued event, which must all be `Stored`.
+    type Stored = (Vec<u64>, Option<u64>, Vec<i32>, Vec<u8>);
+    let stored = |t: &mut RadixTree| -> Vec<Stored> {
         t.take_events()
             .into_iter()
             .map(|e| match e {
