@@ -40,6 +40,20 @@ if [[ "${1:-}" == "--ci" ]]; then
   # The tree is a throwaway CI clone and `make test` has just built and passed it.
   # Without a baseline there is no measured test time to scale: a hung mutant stops at 120 s.
   args+=(--in-place --baseline=skip --timeout 120)
+  # In place, proptest appends each case that fails on a mutant to the tracked
+  # proptest-regressions files (cases of the mutant, not of the code): put them back after.
+  reg=rust/radixkv-core/proptest-regressions
+  keep=$(mktemp -d)
+  if [[ -d $reg ]]; then cp -a "$reg/." "$keep/"; fi
+  restore() {
+    local rc=$?
+    set +e
+    rm -rf "$reg"
+    if [[ -n "$(ls -A "$keep")" ]]; then mkdir -p "$reg" && cp -a "$keep/." "$reg/"; fi
+    rm -rf "$keep"
+    exit "$rc"
+  }
+  trap restore EXIT
 fi
 if [[ -n "${MUTANTS_SHARD:-}" ]]; then
   # Round-robin (mutant i to shard i % N): the default, consecutive slices of ceil(total / N),
