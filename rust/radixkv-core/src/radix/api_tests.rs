@@ -331,3 +331,61 @@ fn cache_accessors_reach_its_pool_policy_and_paths() {
     assert_eq!(head[..], slots[..2]);
     c.check().unwrap();
 }
+
+/// A `Stored` event names the leaf's namespace also when the leaf hangs below other nodes (one
+/// and two levels under the root, after a split), and its hashes chain from the parent's last
+/// page: equal to the hashes of the same path stored in one insert of a fresh tree.
+#[test]
+fn stored_events_below_the_root_name_their_namespace() {
+    // (hashes, parent, tokens, namespace) of each queued event, which must all be `Stored`.
+    type Stored = (Vec<u64>, Option<u64>, Vec<i32>, Vec<u8>);
+    let stored = |t: &mut RadixTree| -> Vec<Stored> {
+        t.take_events()
+            .into_iter()
+            .map(|e| match e {
+                KvEvent::Stored {
+                    hashes,
+                    parent,
+                    tokens,
+                    namespace,
+                } => (hashes, parent, tokens, namespace),
+                e => panic!("expected Stored, got {e:?}"),
+            })
+            .collect()
+    };
+    let mut t = tree(2, true);
+    t.insert(b"n", &[1, 2, 3, 4], &[10, 11, 12, 13]).unwrap();
+    let top = stored(&mut t);
+    let [(h, None, _, ns)] = &top[..] else {
+        panic!("{top:?}")
+    };
+    assert_eq!((h.len(), &ns[..]), (2, &b"n"[..]));
+    let (h1, h2) = (h[0], h[1]);
+    // One level down: [5, 6] under [1, 2, 3, 4].
+    t.insert(b"n", &[1, 2, 3, 4, 5, 6], &[10, 11, 12, 13, 14, 15])
+        .unwrap();
+    // A split after [1, 2], then [7, 8] under [1, 2] and [9, 10] two levels down, under [3, 4].
+    t.insert(b"n", &[1, 2, 7, 8], &[10, 11, 16, 17]).unwrap();
+    t.insert(b"n", &[1, 2, 3, 4, 9, 10], &[10, 11, 12, 13, 18, 19])
+        .unwrap();
+    let below = stored(&mut t);
+    let want_tokens: [(&[i32], u64); 3] = [(&[5, 6], h2), (&[7, 8], h1), (&[9, 10], h2)];
+    assert_eq!(below.len(), 3, "{below:?}");
+    for ((hashes, parent, tokens, ns), (want, after)) in below.iter().zip(want_tokens) {
+        assert_eq!(
+            (&tokens[..], *parent, &ns[..], hashes.len()),
+            (want, Some(after), &b"n"[..], 1)
+        );
+    }
+    t.check().unwrap();
+    // The same paths inserted whole into a fresh tree hash the same pages.
+    for (k, path) in [[1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 9, 10]].iter().enumerate() {
+        let mut f = tree(2, true);
+        f.insert(b"n", path, &[0, 1, 2, 3, 4, 5]).unwrap();
+        let whole = stored(&mut f);
+        assert_eq!(whole[0].0, [h1, h2, below[2 * k].0[0]]);
+    }
+    let mut f = tree(2, true);
+    f.insert(b"n", &[1, 2, 7, 8], &[0, 1, 2, 3]).unwrap();
+    assert_eq!(stored(&mut f)[0].0, [h1, below[1].0[0]]);
+}

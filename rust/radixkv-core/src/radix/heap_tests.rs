@@ -7,7 +7,8 @@
 //! list, maps at their old capacity). The estimate is within 0.92x .. 1.0x of the heap held in
 //! each; 0.88x .. 1.14x leaves room for allocator-layout changes between Rust releases, and is
 //! tight enough that dropping or mis-scaling any part that is more than a few percent of the
-//! total fails.
+//! total fails. The free list, too small a part for that, is checked on its own: two trees that
+//! differ only in it must differ by its size in both counts.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -177,4 +178,28 @@ fn cache_heap_bytes_tracks_its_tree() {
     }
     let held = (live() - before) as usize;
     assert_close("a cache with 2000 leaves", (c.heap_bytes(), held));
+}
+
+/// The free list on its own: a fan evicted whole and built again holds what a fresh fan holds
+/// (the same nodes, keys, maps and index) plus the free list's buffer, which keeps its capacity
+/// when the refill pops it empty. The difference of the two estimates is that buffer's size.
+#[test]
+fn heap_bytes_counts_the_free_list() {
+    let (fresh_est, fresh_held) = measure(1, false, |t| fan(t, 3000));
+    let (refilled_est, refilled_held) = measure(1, false, |t| {
+        fan(t, 3000);
+        let mut out = Vec::new();
+        assert_eq!(t.evict_into(6000, &mut out), 6000);
+        fan(t, 3000);
+    });
+    let held = refilled_held as isize - fresh_held as isize;
+    let est = refilled_est as isize - fresh_est as isize;
+    assert!(
+        held >= 4 * 3000,
+        "the refilled tree holds its free list: {held} bytes more"
+    );
+    assert!(
+        est * 10 >= held * 9 && est * 10 <= held * 11,
+        "heap_bytes grew by {est} bytes for a free list of {held}"
+    );
 }

@@ -730,13 +730,18 @@ fn checkpoint_equals_its_calls_one_by_one() {
         b.unlock(got.1).unwrap();
         assert_eq!(b.protected_size(), 0);
         // The prompt prefix got priority + 1 (which the dump does not show): beside a leaf of
-        // priority 2.5, both evict in the same order, one token at a time.
+        // priority 2.5, both evict in the same order, one token at a time, until empty (each
+        // call frees at least a token, so the loop is bounded by the size).
         a.unlock(ea2).unwrap();
         let order = |c: &mut RadixCache| {
             c.insert_node_from(b"", &t("PQ"), &[200, 201], 2.5, 0)
                 .unwrap();
-            std::iter::from_fn(|| Some(c.evict_slots(1)).filter(|v| !v.is_empty()))
-                .collect::<Vec<_>>()
+            let n = c.total_size();
+            let evicted = std::iter::from_fn(|| Some(c.evict_slots(1)).filter(|v| !v.is_empty()))
+                .take(n)
+                .collect::<Vec<_>>();
+            assert_eq!(c.total_size(), 0, "boundary {boundary}: {evicted:?}");
+            evicted
         };
         assert_eq!(order(&mut a), order(&mut b), "boundary {boundary}");
     }
