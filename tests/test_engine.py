@@ -298,20 +298,26 @@ def test_python_dash_m_entry_point(tmp_path: Path) -> None:
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_kernels_match_reference_ops_in_bf16() -> None:
-    """Same engine, same trace: the kernels' logits vs the reference ops' logits (bf16)."""
+def test_kernels_match_reference_ops_in_bf16(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Same engine, same trace: the kernels' logits vs the reference ops' logits (bf16). The
+    kernels must really run: a failed build raises instead of falling back to the reference ops,
+    and the decode kernels' own record must show them."""
     import radixkv.ops
     import radixkv.ops.reference
 
+    monkeypatch.setenv("RADIXKV_OPS_BACKEND", "extension")
     cfg = ModelConfig(num_layers=2, hidden_size=256, num_q_heads=8, num_kv_heads=2, head_dim=128,
                       intermediate_size=512, vocab_size=512, seed=11)
     gpu_model = TinyLlama(cfg, "cuda", torch.bfloat16)
     wl = workloads.build("all", seed=3, vocab=cfg.vocab_size)
     runs = []
+    radixkv.ops.take_kernel_log()  # clear the record
     for ops in (radixkv.ops, radixkv.ops.reference):
         engine = Engine(gpu_model, EngineConfig(keep_logits=True), ops=ops)
         runs.append({c.request.rid: c for c in engine.run(wl.requests, wl.on_finish)})
         _check_drained(engine)
+        if ops is radixkv.ops:
+            assert radixkv.ops.take_kernel_log(), "no decode kernel ran (the reference ops did)"
     compared = 0
     for rid, kernel in runs[0].items():
         ref = runs[1].get(rid)
