@@ -425,6 +425,12 @@ struct TileCopy {
 //     (e4m3) or x 2^-112 (e5m2), subnormals included, then one exact bf16x2 multiply by the power
 //     of two (bf16 arithmetic keeps subnormals), so the products see the values themselves.
 //   bf16 elsewhere: through fp16 and fp32 (exact), with fp16's kUnit.
+// KV head kvh's scale of `scales` (p.scales.k or .v): NaN when it is not finite and positive
+// (fp8_checked_scale), so a bad scale makes the output NaN.
+RK_DEVICE float extend_head_scale(const ExtendParams& p, const float* scales, int kvh) {
+  return fp8_checked_scale(scales[kvh * p.scales.stride]);
+}
+
 #if RK_NVIDIA
 constexpr bool kBf16Fma = true;  // bf16x2 fma (sm_80+) for the bf16 conversion
 #else
@@ -467,11 +473,10 @@ struct Fp8To16 {
     word(raw.x, out.w[0], out.w[1]);
     word(raw.y, out.w[2], out.w[3]);
   }
-  // The factor a K or V scale of `scales` enters the kernels with for KV head kvh: the scale
-  // (NaN when it is not finite and positive: fp8_checked_scale, so a bad scale makes the output
-  // NaN) times the unit the conversion left out.
-  RK_DEVICE static float scale_factor(const float* scales, int stride, int kvh) {
-    return fp8_checked_scale(scales[kvh * stride]) * kUnit;
+  // The factor a K or V scale of `p.scales` enters the kernel with for KV head kvh: the
+  // scale (extend_head_scale) times the unit the conversion left out.
+  RK_DEVICE static float scale_factor(const ExtendParams& p, const float* scales, int kvh) {
+    return extend_head_scale(p, scales, kvh) * kUnit;
   }
 };
 
@@ -724,7 +729,7 @@ extend_attention_kernel(const ExtendParams p) {
   // output normalisation. A bad scale is NaN here (fp8_checked_scale), so the output is NaN.
   float c = p.sm_scale * kLog2e;
   if constexpr (kFp8)
-    c *= Fp8To16<T, KV>::scale_factor(p.scales.k, p.scales.stride, kvh);
+    c *= Fp8To16<T, KV>::scale_factor(p, p.scales.k, kvh);
 
   auto process = [&](int n, auto masked_tag) {
     constexpr bool kMasked = decltype(masked_tag)::value;
@@ -929,7 +934,7 @@ extend_attention_kernel(const ExtendParams p) {
   // Normalise and store: 1 / (row sum over the row's lanes), 0 for a row that saw no key; FP8:
   // times the V scale (read here, so it holds no register through the loop).
   float v_factor = 1.f;
-  if constexpr (kFp8) v_factor = Fp8To16<T, KV>::scale_factor(p.scales.v, p.scales.stride, kvh);
+  if constexpr (kFp8) v_factor = Fp8To16<T, KV>::scale_factor(p, p.scales.v, kvh);
   float inv[kMT][kSlots];
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt)

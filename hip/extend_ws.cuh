@@ -415,10 +415,10 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
     m[sl] = kNegInf;
     l[sl] = 0.f;
   }
-  // FP8: the K scale (and the conversion's unit) joins the softmax scale; a bad scale is NaN here
-  // (fp8_checked_scale), so the output is NaN, and check_extend_batch records it.
+  // FP8: the K scale joins the softmax scale (the fp16 conversion is exact: no unit); a bad
+  // scale is NaN here (extend_head_scale), so the output is NaN, and check_extend_batch records it.
   float cs = p.sm_scale * kLog2e;
-  if constexpr (kF8) cs *= fp8_checked_scale(p.scales.k[t.kvh * p.scales.stride]);
+  if constexpr (kF8) cs *= extend_head_scale(p, p.scales.k, t.kvh);
   if constexpr (kQConvert) cs *= float(1 << kQShift);
   constexpr float kSlack = ExtendCommon::kRescaleSlack;
 
@@ -551,9 +551,9 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
 
   // Normalise, stage through the Q tile (both consumers are done reading it: the barrier), store
   // 16-byte row chunks.
-  // FP8: times the V scale (and the conversion's unit); a NaN sum, from a bad K scale, stays NaN.
+  // FP8: times the V scale; a NaN sum, from a bad K scale, stays NaN.
   float v_factor = 1.f;
-  if constexpr (kF8) v_factor = fp8_checked_scale(p.scales.v[t.kvh * p.scales.stride]);
+  if constexpr (kF8) v_factor = extend_head_scale(p, p.scales.v, t.kvh);
   float inv[kSlots];
 #pragma unroll
   for (int sl = 0; sl < kSlots; ++sl) {
