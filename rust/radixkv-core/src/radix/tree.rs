@@ -481,10 +481,7 @@ impl RadixTree {
         let end = at;
         if !self.sglang_stamps {
             // The reused prefix counts as an access, as in match_prefix (but not as a hit).
-            while !self.node(at).is_root() {
-                self.touch(at, now, false, Some(priority));
-                at = self.node(at).parent;
-            }
+            self.touch_to_root(at, now, priority);
             return (w.matched, end);
         }
         if let Some(l) = lower {
@@ -535,6 +532,12 @@ impl RadixTree {
                 self.touch(l, now, false, None);
             }
         }
+        self.touch_to_root(at, now, priority);
+    }
+
+    /// Touches `at` and every node above it up to its root at `now` with `priority`, as an
+    /// access that is not a hit.
+    fn touch_to_root(&mut self, mut at: u32, now: u64, priority: f64) {
         while !self.node(at).is_root() {
             self.touch(at, now, false, Some(priority));
             at = self.node(at).parent;
