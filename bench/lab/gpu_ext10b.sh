@@ -18,7 +18,7 @@ for v in "${vs[@]}" "$first"; do
   RADIXKV_PREBUILT_LIB="$(lib "$v")" timeout 100 python3 bench/kernels_extend.py "${anchors[@]}" > "$log" 2>&1
   stamp "extend bench $v rc=$?"; grep -E "^\| " "$log" | tail -19
 done
-RADIXKV_PREBUILT_LIB="$(lib "$last")" timeout 150 python3 -m pytest -q -x -p no:cacheprovider tests/test_extend_gpu.py \
+RADIXKV_PREBUILT_LIB="$(lib "$last")" timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_extend_gpu.py \
   tests/test_fp8_gpu.py -k "extend or opcheck or bad_scales" > "$OUT/tests_$last.txt" 2>&1
 stamp "extend + fp8 extend tests ($last) rc=$?: $(tail -1 "$OUT/tests_$last.txt")"; grep -E "^FAILED|^ERROR" "$OUT/tests_$last.txt" | head
 for v in "$first" "$last"; do

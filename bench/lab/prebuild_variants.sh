@@ -4,6 +4,7 @@
 #   bash bench/lab/prebuild_variants.sh v0=main v1=f845d11 v3=WORK
 # gives .carry/var_v0.so etc. (WORK: the working tree's hip/; a folder holding hip/ also works). On the device, point
 # RADIXKV_PREBUILT_LIB at one of them. The op schema must be the checkout's (same python/).
+# FULL=1: every variant instead of the narrow set.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo"
@@ -19,9 +20,10 @@ for spec in "$@"; do
   src="$(mktemp -d)"
   if [[ "$ref" == WORK ]]; then cp -r hip "$src/hip"; elif [[ -d "$ref/hip" ]]; then cp -r "$ref/hip" "$src/hip"; else git archive "$ref" hip | tar -x -C "$src"; fi
   build="$(mktemp -d)"
-  CUDA_HOME="$cuda_home" TORCH_CUDA_ARCH_LIST=9.0a RADIXKV_BUILD_DIR="$build" MAX_JOBS="${MAX_JOBS:-2}" \
-    RADIXKV_HIP_DIR="$src/hip" RADIXKV_HEAD_DIMS=128 RADIXKV_DTYPES=bf16 RADIXKV_PAGE_SIZES=1,16 \
-    RADIXKV_KV_DTYPES=e4m3 python3 - <<'PY'
+  narrow=(RADIXKV_HEAD_DIMS=128 RADIXKV_DTYPES=bf16 RADIXKV_PAGE_SIZES=1,16 RADIXKV_KV_DTYPES=e4m3)
+  [[ "${FULL:-0}" == 1 ]] && narrow=()
+  env CUDA_HOME="$cuda_home" TORCH_CUDA_ARCH_LIST=9.0a RADIXKV_BUILD_DIR="$build" MAX_JOBS="${MAX_JOBS:-2}" \
+    RADIXKV_HIP_DIR="$src/hip" "${narrow[@]}" python3 - <<'PY'
 import importlib.util
 spec = importlib.util.spec_from_file_location("loader", "python/radixkv/ops/loader.py")
 loader = importlib.util.module_from_spec(spec)
