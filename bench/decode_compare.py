@@ -1,5 +1,5 @@
 """Old vs new decode, cell by cell: reads DIR/old/paged_decode.json and DIR/new/paged_decode.json
-(bench/kernels.py --out of two builds timed in one call, e.g. by bench/gpu_decode12.sh) and prints
+(bench/kernels.py --out of two builds timed in one call, e.g. by bench/lab/gpu_decode12.sh) and prints
 a Markdown table (time ratio, each against FlashInfer, fraction of the read stream, work units),
 the B=1 L=32768 cell against a contiguous read of the same bytes, and the ragged cells against
 FlashInfer.

@@ -24,7 +24,7 @@ FlashInfer is called as the benchmark kit's anchors/README.md records (BatchDeco
 
 The radixkv side passes the work plan built on the host (ops.decode_plan) when the package has
 one, so no timed call reads lengths back; with an older package (no plan) it calls paged_decode as
-that package expects, so the same script times both (bench/gpu_decode12.sh).
+that package expects, so the same script times both (bench/lab/gpu_decode12.sh).
 
 Usage (GPU machine):  PYTHONPATH=python python3 bench/kernels.py --out $OUT [--ragged]
 Re-plot a fetched JSON:  python bench/kernels.py --plot bench/results/paged_decode.json

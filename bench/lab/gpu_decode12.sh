@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/gpu_decode12.sh -- issue 12's decode work in one call on one H200 (~8 min):
+# bench/lab/gpu_decode12.sh -- issue 12's decode work in one call on one H200 (~8 min):
 #   (a) builds the kernels of this checkout (every variant, for the tests) and, at the same time, a
 #       narrow build (D=128, bf16, no FP8) of today's main from .carry/old (`git archive 872372e`
 #       unpacked there);
@@ -11,7 +11,7 @@
 # Needs the Rust extension of this checkout (python/radixkv/_core.abi3.so or .carry/_core.abi3.so,
 # built with `maturin build`/`develop`): the plan is built by radixkv._core.build_decode_plan.
 # Output: $OUT/{tests.txt,old,new,compare.txt}.
-# usage: bash bench/gpu_decode12.sh
+# usage: bash bench/lab/gpu_decode12.sh
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 source bench/gpu_env.sh

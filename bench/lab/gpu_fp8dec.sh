@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/gpu_fp8dec.sh -- issue 13, FP8 decode speed (direct per-lane fragments in the NVIDIA
+# bench/lab/gpu_fp8dec.sh -- issue 13, FP8 decode speed (direct per-lane fragments in the NVIDIA
 # narrow decode kernel, hip/fp8_decode.h "Direct fragments"), in one call on one H200:
 #   (a) the CPU model of the fragment layout (bench/lab/fp8_direct_layout.py, seconds);
 #   (b) a narrowed JIT build: bf16 q, page sizes 1 and 16, every head dim (64: 8-byte V copies,
@@ -12,8 +12,8 @@
 #       >= 0.90 of the read stream and >= 1.3x FlashInfer FP8 on cells >= 1 GB).
 # Output under $OUT: layout.txt, build.txt, fp8_tests.txt, kernels_tests.txt, fp8_bench.log,
 # fp8_kv.json. Expected: ~2-3 min build, ~2 min tests, ~3 min bench.
-#   bash bench/gpu_fp8dec.sh                      # everything
-#   FP8DEC_STEPS="tests" bash bench/gpu_fp8dec.sh  # or "bench" (the build is always done)
+#   bash bench/lab/gpu_fp8dec.sh                      # everything
+#   FP8DEC_STEPS="tests" bash bench/lab/gpu_fp8dec.sh  # or "bench" (the build is always done)
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 source bench/gpu_env.sh

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/gpu_fp8ext.sh -- issue 13, extend on FP8 KV read directly by the kernel, on the GPU machine
+# bench/lab/gpu_fp8ext.sh -- issue 13, extend on FP8 KV read directly by the kernel, on the GPU machine
 # in one command from the repository root: JIT build (all instantiations: the tests need every
 # head dim, dtype, page size and FP8 type, so no build scope narrows it), the extend FP8 GPU tests
 # (tests/test_fp8_gpu.py -k "extend or opcheck or bad_scales"), the 16-bit extend GPU tests
@@ -7,8 +7,8 @@
 # per cell, same run). Results under $OUT (or bench/results): build.txt, fp8ext_tests.log,
 # extend_tests.log, fp8_extend.json, fp8ext_bench.log. Expected: ~3-4 min build, ~1-2 min tests,
 # ~1 min bench.
-#   bash bench/gpu_fp8ext.sh                          # everything
-#   FP8EXT_STEPS=tests bash bench/gpu_fp8ext.sh       (or bench)
+#   bash bench/lab/gpu_fp8ext.sh                          # everything
+#   FP8EXT_STEPS=tests bash bench/lab/gpu_fp8ext.sh       (or bench)
 set -uo pipefail
 source bench/gpu_env.sh
 gpu_begin gpu_fp8ext bench/results
