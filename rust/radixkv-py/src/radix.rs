@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PySlice, PyTuple};
-use radixkv_core::radix::{CacheOptions, NodeHandle, Policy, RadixCache};
+use radixkv_core::radix::{CacheOptions, NodeHandle, Policy, RadixCache, SlotOut, TokenId};
 
-use crate::convert::i32_input;
+use crate::convert::{i32_input, token_input, TokenSlice};
 use crate::errors::{CoreResultExt, InvalidArgument};
 use crate::kv_events;
 use crate::namespace::encode as encode_namespace;
@@ -253,6 +253,18 @@ fn make_node(slf: &Bound<'_, PyRadixCache>, handle: NodeHandle, cache_id: u64) -
     }
 }
 
+/// `RadixCache::checkpoint` with its scalar arguments in one tuple (priority, `inserted_len`,
+/// boundary, `lock_from`), for the four width combinations of tokens and slots.
+fn checkpoint_with<K: TokenId, S: SlotOut>(
+    c: &mut RadixCache,
+    ns: &[u8],
+    tokens: &[K],
+    slots: &[S],
+    (priority, inserted_len, boundary, from): (f64, usize, usize, Option<NodeHandle>),
+) -> radixkv_core::Result<(usize, NodeHandle, isize)> {
+    c.checkpoint(ns, tokens, slots, priority, inserted_len, boundary, from)
+}
+
 fn finite(p: f64) -> PyResult<f64> {
     if p.is_finite() {
         Ok(p)
@@ -395,13 +407,17 @@ impl PyRadixCache {
         tokens: &Bound<'_, PyAny>,
         namespace: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<(usize, PyNode)> {
-        let t = i32_input(tokens, "tokens")?;
+        let t = token_input(tokens, "tokens")?;
         let mut ns = Vec::new();
         encode_namespace(namespace, &mut ns)?;
         let (length, handle, id) = {
             let mut this = busy_mut(slf)?;
             let id = this.id;
-            let (length, handle) = this.inner.match_end(&ns, t.as_slice()).py()?;
+            let (length, handle) = match t.slice() {
+                TokenSlice::I32(t) => this.inner.match_end(&ns, t),
+                TokenSlice::I64(t) => this.inner.match_end(&ns, t),
+            }
+            .py()?;
             (length, handle, id)
         };
         Ok((length, make_node(slf, handle, id)))
@@ -414,10 +430,14 @@ impl PyRadixCache {
         tokens: &Bound<'_, PyAny>,
         namespace: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<usize> {
-        let t = i32_input(tokens, "tokens")?;
+        let t = token_input(tokens, "tokens")?;
         let mut ns = Vec::new();
         encode_namespace(namespace, &mut ns)?;
-        self.inner.peek_prefix(&ns, t.as_slice()).py()
+        match t.slice() {
+            TokenSlice::I32(t) => self.inner.peek_prefix(&ns, t),
+            TokenSlice::I64(t) => self.inner.peek_prefix(&ns, t),
+        }
+        .py()
     }
 
     /// Caches the whole pages of `tokens` with their `slots`; returns how many leading tokens
@@ -460,17 +480,20 @@ impl PyRadixCache {
     ) -> PyResult<(usize, PyNode)> {
         let priority = finite(priority)?;
         let inserted_len = count(inserted_len, "inserted_len")?;
-        let t = i32_input(tokens, "tokens")?;
+        let t = token_input(tokens, "tokens")?;
         let s = insert_slots(slots, "slots")?;
         let mut ns = Vec::new();
         encode_namespace(namespace, &mut ns)?;
         let (present, h, id) = {
             let mut this = busy_mut(slf)?;
             let id = this.id;
-            let (inner, t) = (&mut this.inner, t.as_slice());
-            let (present, h) = match s.slice() {
-                SlotsRef::I32(s) => inner.insert_node_from(&ns, t, s, priority, inserted_len),
-                SlotsRef::I64(s) => inner.insert_node_from(&ns, t, s, priority, inserted_len),
+            let c = &mut this.inner;
+            let (pr, il) = (priority, inserted_len);
+            let (present, h) = match (t.slice(), s.slice()) {
+                (TokenSlice::I32(t), SlotsRef::I32(s)) => c.insert_node_from(&ns, t, s, pr, il),
+                (TokenSlice::I32(t), SlotsRef::I64(s)) => c.insert_node_from(&ns, t, s, pr, il),
+                (TokenSlice::I64(t), SlotsRef::I32(s)) => c.insert_node_from(&ns, t, s, pr, il),
+                (TokenSlice::I64(t), SlotsRef::I64(s)) => c.insert_node_from(&ns, t, s, pr, il),
             }
             .py()?;
             (present, h, id)
@@ -510,7 +533,7 @@ impl PyRadixCache {
         let inserted_len = count(inserted_len, "inserted_len")?;
         let boundary = count(boundary, "boundary")?;
         let dup_from = count(dup_from, "dup_from")?;
-        let t = i32_input(tokens, "tokens")?;
+        let t = token_input(tokens, "tokens")?;
         let s = insert_slots(slots, "slots")?;
         let mut ns = Vec::new();
         encode_namespace(namespace, &mut ns)?;
@@ -524,10 +547,13 @@ impl PyRadixCache {
         if dtype == SlotDtype::I32 {
             this.inner.check_fits_i32("checkpoint").py()?;
         }
-        let (inner, t) = (&mut this.inner, t.as_slice());
-        let (present, h, _) = match s.slice() {
-            SlotsRef::I32(s) => inner.checkpoint(&ns, t, s, priority, inserted_len, boundary, from),
-            SlotsRef::I64(s) => inner.checkpoint(&ns, t, s, priority, inserted_len, boundary, from),
+        let inner = &mut this.inner;
+        let args = (priority, inserted_len, boundary, from);
+        let (present, h, _) = match (t.slice(), s.slice()) {
+            (TokenSlice::I32(t), SlotsRef::I32(s)) => checkpoint_with(inner, &ns, t, s, args),
+            (TokenSlice::I32(t), SlotsRef::I64(s)) => checkpoint_with(inner, &ns, t, s, args),
+            (TokenSlice::I64(t), SlotsRef::I32(s)) => checkpoint_with(inner, &ns, t, s, args),
+            (TokenSlice::I64(t), SlotsRef::I64(s)) => checkpoint_with(inner, &ns, t, s, args),
         }
         .py()?;
         let dups = if present > dup_from {
