@@ -4,7 +4,7 @@ stage of ``bench/cache_bench_sglang.py`` (same replay, timer and pools).
 ``--old DIR``: a folder holding a copy of an older ``radixkv/integrations/sglang`` package
 named ``oldsg`` (e.g. ``cp -r python/radixkv/integrations/sglang /tmp/x/oldsg``); it imports
 the same ``radixkv._core`` as the current plugin, so the old code must still run on it (unless
-that copy imports another build of the extension itself: bench/lab/old_core.md).. Rounds
+that copy imports another build of the extension itself: bench/lab/old_core.md). Rounds
 alternate old / new; prints CPU µs of cache work per request (median over rounds) and by call.
 
     PYTHONPATH=python .venv-anchors/bin/python bench/lab/plugin_ab.py --old /tmp/x \
