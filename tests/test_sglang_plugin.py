@@ -117,6 +117,46 @@ def test_lifecycle_shares_prefixes_and_frees_everything(page_size: int) -> None:
     assert lc.alloc.available_size() == lc.total and lc.cache.total_size() == 0
 
 
+def test_last_checkpoint_releases_the_lock_in_the_same_call() -> None:
+    # a running request's checkpoint moves its lock to the inserted end; a finished one's
+    # (release_kv_cache's, which unlocks next) releases it in the same call: nothing of the
+    # request stays protected, req.lock is None, and the unlock that follows calls nothing
+    lc = _lifecycle(1)
+    a = lc.make_req("a", list(range(100, 130)), output_len=5)
+    b = lc.make_req("b", list(range(100, 120)) + [7] * 4, output_len=3)
+    assert lc.admit(a, 5) and lc.admit(b, 3)
+    assert lc.cache.protected_size() == 30 + 4  # a's prompt; b's own tail past the shared 20
+    assert a.lock is not None and a.lock.node == a.last_node and a.last_node.lock_ref == 1
+    lc.decode(a, [1, 2, 3, 4, 5])
+    calls: list = []
+    tree = lc.cache.tree
+    lc.cache.tree = _UnlockSpy(tree, calls)
+    lc.finish(a)  # release_kv_cache: checkpoint, free_kv_row, unlock(req.lock), on_release
+    lc.cache.tree = tree
+    assert a.lock is None and calls == []
+    assert lc.cache.protected_size() == 20 + 4  # b's path only
+    assert a.last_node.lock_ref == 0 and a.last_node.depth == 34
+    lc.leak_check([b])
+    lc.decode(b, [9, 9, 9])
+    lc.finish(b)
+    assert lc.cache.protected_size() == 0
+    lc.leak_check()
+    lc.cache.sanity_check()
+
+
+class _UnlockSpy:
+    # the cache's tree, recording unlock calls
+    def __init__(self, tree: object, calls: list) -> None:
+        self._tree, self._calls = tree, calls
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._tree, name)
+
+    def unlock(self, node: object) -> int:
+        self._calls.append(node)
+        return self._tree.unlock(node)  # type: ignore[attr-defined]
+
+
 def radixkv_evict_all(lc: Lifecycle) -> object:
     from sglang.srt.mem_cache.base_prefix_cache import EvictParams
 

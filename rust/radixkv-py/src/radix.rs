@@ -253,16 +253,21 @@ fn make_node(slf: &Bound<'_, PyRadixCache>, handle: NodeHandle, cache_id: u64) -
     }
 }
 
-/// `RadixCache::checkpoint` with its scalar arguments in one tuple (priority, `inserted_len`,
-/// boundary, `lock_from`), for the four width combinations of tokens and slots.
+/// `RadixCache::checkpoint` (or `checkpoint_release` when the lock is not kept) with its
+/// scalar arguments in one tuple (priority, `inserted_len`, boundary, `lock_from`,
+/// `keep_lock`), for the four width combinations of tokens and slots.
 fn checkpoint_with<K: TokenId, S: SlotOut>(
     c: &mut RadixCache,
     ns: &[u8],
     tokens: &[K],
     slots: &[S],
-    (priority, inserted_len, boundary, from): (f64, usize, usize, Option<NodeHandle>),
+    (priority, inserted_len, boundary, from, keep): (f64, usize, usize, Option<NodeHandle>, bool),
 ) -> radixkv_core::Result<(usize, NodeHandle, isize)> {
-    c.checkpoint(ns, tokens, slots, priority, inserted_len, boundary, from)
+    if keep {
+        c.checkpoint(ns, tokens, slots, priority, inserted_len, boundary, from)
+    } else {
+        c.checkpoint_release(ns, tokens, slots, priority, inserted_len, boundary, from)
+    }
 }
 
 fn finite(p: f64) -> PyResult<f64> {
@@ -510,11 +515,13 @@ impl PyRadixCache {
     /// `present > dup_from`, the tree's slots for positions `[dup_from, present)` (what the
     /// caller's copies of those tokens duplicate; the cache's `slot_dtype`), else None.
     /// Everything, `lock_from`'s lock included, is checked before anything changes.
+    /// `keep_lock=False` (a request done with its KV, whose caller would unlock next):
+    /// `lock_from`'s lock is released instead of moved and the end is left unlocked.
     /// Every argument may also be passed by position (in the plugin's hot path: each
     /// keyword costs a name lookup per call).
     #[pyo3(signature = (
         tokens, slots, namespace = None, priority = 0.0, inserted_len = 0, boundary = 0,
-        lock_from = None, dup_from = 0
+        lock_from = None, dup_from = 0, keep_lock = true
     ))]
     #[allow(clippy::too_many_arguments)]
     fn checkpoint<'py>(
@@ -527,6 +534,7 @@ impl PyRadixCache {
         boundary: i64,
         lock_from: Option<&Bound<'py, PyAny>>,
         dup_from: i64,
+        keep_lock: bool,
     ) -> PyResult<(usize, PyNode, Option<Bound<'py, PyAny>>)> {
         let py = slf.py();
         let priority = finite(priority)?;
@@ -548,7 +556,7 @@ impl PyRadixCache {
             this.inner.check_fits_i32("checkpoint").py()?;
         }
         let inner = &mut this.inner;
-        let args = (priority, inserted_len, boundary, from);
+        let args = (priority, inserted_len, boundary, from, keep_lock);
         let (present, h, _) = match (t.slice(), s.slice()) {
             (TokenSlice::I32(t), SlotsRef::I32(s)) => checkpoint_with(inner, &ns, t, s, args),
             (TokenSlice::I32(t), SlotsRef::I64(s)) => checkpoint_with(inner, &ns, t, s, args),

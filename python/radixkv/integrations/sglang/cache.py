@@ -264,7 +264,11 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
         The tree's part is one ``RadixCache.checkpoint`` call: the insert (hits only on nodes
         beyond what this request inserted before, SGLang's rule), the split at the prompt
         boundary one priority step up (as SGLang's cache: the output tail can then be evicted
-        without the prompt), the lock move, and the tree's slots for the duplicates."""
+        without the prompt), the lock move, and the tree's slots for the duplicates.
+
+        A finished request's checkpoint is its last (SGLang's ``release_kv_cache``, which
+        unlocks ``req.lock`` right after): its lock is released in the same call instead of
+        moved, and ``req.lock`` is None, so that unlock has nothing left to do."""
         if self.disable:
             return
         kv = req.kv
@@ -282,8 +286,9 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
         else:
             tokens = tokens_view(ids, n)
         extra, salt = req.extra_key, req.cache_salt
+        keep = not req.finished()
         # arguments by position (each keyword costs a lookup per call): tokens, slots,
-        # namespace, priority, inserted_len, boundary, lock_from, dup_from
+        # namespace, priority, inserted_len, boundary, lock_from, dup_from, keep_lock
         present, node, dups = self.tree.checkpoint(
             tokens,
             row,
@@ -293,6 +298,7 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
             prompt - prompt % page,
             None if old is None else old.node,
             protected,
+            keep,
         )
         if inserted < n:
             kv.cache_inserted_len = n
@@ -312,7 +318,7 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
                     torch.from_numpy(dups).to(table.device),
                 )
         kv.cache_protected_len = n
-        req.lock = TreeLock(node, _RECEIPT)
+        req.lock = TreeLock(node, _RECEIPT) if keep else None
         req.last_node = node
 
     # ---- eviction --------------------------------------------------------------------------

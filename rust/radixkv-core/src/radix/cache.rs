@@ -495,6 +495,39 @@ impl RadixCache {
         boundary: usize,
         lock_from: Option<NodeHandle>,
     ) -> Result<(usize, NodeHandle, isize)> {
+        let args = (priority, inserted_len, boundary);
+        self.checkpoint_locking(ns, tokens, slots, args, lock_from, true)
+    }
+
+    /// `checkpoint` of a request that is done with its KV (`SGLang`'s final checkpoint, whose
+    /// caller unlocks right after): the same inserts, then `lock_from`'s lock (if any) is
+    /// released instead of moved, and the path's end is left unlocked. The change in
+    /// protected tokens is then <= 0.
+    #[allow(clippy::too_many_arguments)]
+    pub fn checkpoint_release<K: TokenId, T: SlotOut>(
+        &mut self,
+        ns: &[u8],
+        tokens: &[K],
+        slots: &[T],
+        priority: f64,
+        inserted_len: usize,
+        boundary: usize,
+        lock_from: Option<NodeHandle>,
+    ) -> Result<(usize, NodeHandle, isize)> {
+        let args = (priority, inserted_len, boundary);
+        self.checkpoint_locking(ns, tokens, slots, args, lock_from, false)
+    }
+
+    /// `checkpoint` (`keep`: the lock moves to the end) or `checkpoint_release`.
+    fn checkpoint_locking<K: TokenId, T: SlotOut>(
+        &mut self,
+        ns: &[u8],
+        tokens: &[K],
+        slots: &[T],
+        (priority, inserted_len, boundary): (f64, usize, usize),
+        lock_from: Option<NodeHandle>,
+        keep: bool,
+    ) -> Result<(usize, NodeHandle, isize)> {
         if let Some(f) = lock_from {
             self.tree.check_unlockable(f)?;
         }
@@ -525,9 +558,11 @@ impl RadixCache {
             }
         }
         let end = self.tree.end_handle(end_idx);
-        let delta = match lock_from {
-            None => self.tree.lock(end)? as isize,
-            Some(f) => self.tree.move_lock(f, end)?,
+        let delta = match (lock_from, keep) {
+            (None, true) => self.tree.lock(end)? as isize,
+            (Some(f), true) => self.tree.move_lock(f, end)?,
+            (None, false) => 0,
+            (Some(f), false) => -(self.tree.unlock(f)? as isize),
         };
         Ok((present, end, delta))
     }
