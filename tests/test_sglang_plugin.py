@@ -144,6 +144,77 @@ def test_last_checkpoint_releases_the_lock_in_the_same_call() -> None:
     lc.cache.sanity_check()
 
 
+def test_prefix_indices_of_a_repeated_prefix_are_kept_while_their_node_lives() -> None:
+    # requests matching the same node to the same length get the kept tensor (no second read
+    # of the tree); it stays good across evictions that spare its node, and a node evicted
+    # since raises StaleHandle as the tree's read does
+    from types import SimpleNamespace
+
+    import numpy as np
+    from sglang.srt.mem_cache.base_prefix_cache import EvictParams
+
+    lc = _lifecycle(1)
+    c = lc.cache
+    shared, other = list(range(100, 140)), list(range(500, 530))
+    for i, prompt in enumerate((shared + [1, 2], shared + [3, 4], other + [5])):
+        r = lc.make_req(f"r{i}", prompt, output_len=2)
+        assert lc.admit(r, 2)
+        lc.decode(r, [9, 9])
+        lc.finish(r)
+    reads: list = []
+    tree = c.tree
+    c.tree = _Spy(tree, "path_slots", reads)
+
+    def req_for(tokens: list, n: int) -> SimpleNamespace:
+        length, node = tree.match_node(np.array(tokens, dtype=np.int64))
+        assert length >= n
+        return SimpleNamespace(prefix_len=n, last_node=node)
+
+    # another node, then another length: each read from the tree (and kept instead)
+    assert c.prefix_device_indices(req_for(other, 30)).tolist() == tree.path_slots(
+        req_for(other, 30).last_node).tolist()
+    assert len(reads) == 1
+    first = c.prefix_device_indices(req_for(shared, 40))
+    assert first.tolist() == tree.path_slots(req_for(shared, 40).last_node).tolist()[:40]
+    assert len(reads) == 2
+    # the same node (a handle from a new match) and length: the kept tensor, no read
+    assert c.prefix_device_indices(req_for(shared, 40)) is first and len(reads) == 2
+    assert c.prefix_device_indices(req_for(shared, 20)).tolist() == first.tolist()[:20]
+    assert len(reads) == 3
+    kept = c.prefix_device_indices(req_for(shared, 40))
+    assert kept is not first and kept.tolist() == first.tolist() and len(reads) == 4
+    # an eviction that spares the node (locked): the kept tensor is still handed out
+    held = req_for(shared, 40).last_node
+    tree.lock(held)
+    assert c.evict(EvictParams(num_tokens=5)).num_tokens_evicted > 0
+    assert c.prefix_device_indices(req_for(shared, 40)) is kept and len(reads) == 4
+    # the node evicted since: StaleHandle, kept or not
+    stale = SimpleNamespace(prefix_len=40, last_node=held)
+    tree.unlock(held)
+    c.evict(EvictParams(num_tokens=c.evictable_size()))
+    assert tree.total_size == 0
+    with pytest.raises(radixkv.StaleHandle):
+        c.prefix_device_indices(stale)
+    c.tree = tree
+
+
+class _Spy:
+    # the cache's tree, recording the calls of one method
+    def __init__(self, tree: object, name: str, calls: list) -> None:
+        self._tree, self._name, self._calls = tree, name, calls
+
+    def __getattr__(self, name: str) -> object:
+        f = getattr(self._tree, name)
+        if name != self._name:
+            return f
+
+        def spied(*a: object) -> object:
+            self._calls.append(a)
+            return f(*a)
+
+        return spied
+
+
 class _UnlockSpy:
     # the cache's tree, recording unlock calls
     def __init__(self, tree: object, calls: list) -> None:
