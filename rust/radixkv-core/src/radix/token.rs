@@ -13,8 +13,6 @@ pub trait TokenId: Copy {
     fn as_keys(t: &[Self]) -> Option<&[i32]>;
     /// This id as a key; `None` when it does not fit int32 (then it equals no key).
     fn key(self) -> Option<i32>;
-    /// Whether this id equals key `k`.
-    fn is(self, k: i32) -> bool;
     /// Length of the common prefix of `keys` and `t`.
     fn common_prefix(keys: &[i32], t: &[Self]) -> usize;
     /// Refuses ids that are no key: one that does not fit int32 (named first, as a narrowing
@@ -33,11 +31,6 @@ impl TokenId for i32 {
     #[inline]
     fn key(self) -> Option<i32> {
         Some(self)
-    }
-
-    #[inline]
-    fn is(self, k: i32) -> bool {
-        self == k
     }
 
     #[inline]
@@ -63,11 +56,6 @@ impl TokenId for i64 {
     #[inline]
     fn key(self) -> Option<i32> {
         i32::try_from(self).ok()
-    }
-
-    #[inline]
-    fn is(self, k: i32) -> bool {
-        self == i64::from(k)
     }
 
     /// As `tree::common_prefix`, at 64 bits (see `common_prefix_wide`); built for AVX2 when
