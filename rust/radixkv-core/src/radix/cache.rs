@@ -281,7 +281,7 @@ impl RadixCache {
 
     /// Validates `tokens` and `slots` at their own widths, then hands the commit int32 keys
     /// and int64 slots: `tokens` itself when it is int32, else `key_buf` with only
-    /// `[matched..]` narrowed; `slots` itself when it is int64, else `wide_buf` with only
+    /// `[matched..]` narrowed (`TokenId::keys`); `slots` itself when it is int64, else `wide_buf` with only
     /// `[matched..]` widened (the commit reads nothing before `matched`; a prompt that is
     /// mostly cached converts little).
     fn insert_impl<K: TokenId, T: SlotOut>(
@@ -310,17 +310,9 @@ impl RadixCache {
             }
         }
         let args = (split_end, priority, inserted_len);
-        if let Some(keys) = K::as_keys(tokens) {
-            return self.insert_keys(ns, plan, keys, slots, args);
-        }
-        let mut keys = std::mem::take(&mut self.key_buf);
-        // The prefix is never read: it keeps whatever an earlier insert left there.
-        if keys.len() < tokens.len() {
-            keys.resize(tokens.len(), 0);
-        }
-        K::narrow_into(&mut keys[matched..tokens.len()], &tokens[matched..]);
-        let r = self.insert_keys(ns, plan, &keys[..tokens.len()], slots, args);
-        self.key_buf = keys;
+        let mut buf = std::mem::take(&mut self.key_buf);
+        let r = self.insert_keys(ns, plan, K::keys(tokens, matched, &mut buf), slots, args);
+        self.key_buf = buf;
         r
     }
 

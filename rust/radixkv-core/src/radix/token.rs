@@ -9,8 +9,10 @@ use crate::error::{CoreError, Result};
 /// An element type token ids can be read as. An int64 id outside int32's range equals no key,
 /// so a descent stops at it, and `check` refuses it.
 pub trait TokenId: Copy {
-    /// The ids themselves when they are int32 (no copy needed to store them).
-    fn as_keys(t: &[Self]) -> Option<&[i32]>;
+    /// The ids as keys, valid from `matched` on (the ids there checked): int32 ids are
+    /// themselves; int64 ones are narrowed into `buf` from `matched` on, and
+    /// `buf[..matched]` keeps whatever it held (a commit reads nothing before `matched`).
+    fn keys<'a>(t: &'a [Self], matched: usize, buf: &'a mut Vec<i32>) -> &'a [i32];
     /// This id as a key; `None` when it does not fit int32 (then it equals no key).
     fn key(self) -> Option<i32>;
     /// Length of the common prefix of `keys` and `t`.
@@ -18,14 +20,12 @@ pub trait TokenId: Copy {
     /// Refuses ids that are no key: one that does not fit int32 (named first, as a narrowing
     /// at the boundary names it), else a negative one.
     fn check(t: &[Self]) -> Result<()>;
-    /// Writes `t` (checked) into `dst` (same length) as keys.
-    fn narrow_into(dst: &mut [i32], t: &[Self]);
 }
 
 impl TokenId for i32 {
     #[inline]
-    fn as_keys(t: &[Self]) -> Option<&[i32]> {
-        Some(t)
+    fn keys<'a>(t: &'a [Self], _matched: usize, _buf: &'a mut Vec<i32>) -> &'a [i32] {
+        t
     }
 
     #[inline]
@@ -41,16 +41,21 @@ impl TokenId for i32 {
     fn check(t: &[Self]) -> Result<()> {
         check_tokens(t)
     }
-
-    fn narrow_into(dst: &mut [i32], t: &[Self]) {
-        dst.copy_from_slice(t);
-    }
 }
 
 impl TokenId for i64 {
-    #[inline]
-    fn as_keys(_t: &[Self]) -> Option<&[i32]> {
-        None
+    fn keys<'a>(t: &'a [Self], matched: usize, buf: &'a mut Vec<i32>) -> &'a [i32] {
+        if buf.len() < t.len() {
+            buf.resize(t.len(), 0);
+        }
+        for (d, &x) in buf[matched..t.len()].iter_mut().zip(&t[matched..]) {
+            // checked: every id from `matched` on fits
+            #[allow(clippy::cast_possible_truncation)]
+            {
+                *d = x as i32;
+            }
+        }
+        &buf[..t.len()]
     }
 
     #[inline]
@@ -91,16 +96,6 @@ impl TokenId for i64 {
             return Err(CoreError::invalid(format!("tokens: negative token id {x}")));
         }
         Ok(())
-    }
-
-    fn narrow_into(dst: &mut [i32], t: &[Self]) {
-        for (d, &x) in dst.iter_mut().zip(t) {
-            // checked: every id fits
-            #[allow(clippy::cast_possible_truncation)]
-            {
-                *d = x as i32;
-            }
-        }
     }
 }
 
