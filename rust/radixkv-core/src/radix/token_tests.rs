@@ -199,6 +199,12 @@ fn int64_ids_out_of_range_are_refused_without_change() {
                 vec![1, 2, 3, 4, i64::MAX, 6],
                 format!("value {} does not fit in int32", i64::MAX),
             ),
+            // two of each, whose high halves (or signs) cancel under an xor
+            (
+                vec![1, 2, big, big + 1],
+                format!("value {big} does not fit in int32"),
+            ),
+            (vec![1, 2, 3, 4, -1, -2], "negative token id -1".into()),
         ];
         for (toks, want) in &cases {
             let slots: Vec<Slot> = (0..toks.len() as Slot).map(|j| 100 + j).collect();
