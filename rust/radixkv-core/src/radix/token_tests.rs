@@ -152,6 +152,16 @@ fn int64_common_prefix_sees_every_bit() {
             );
         }
     }
+    // two differences in one block whose xors are equal (they would cancel under an xor of
+    // the block's xors), and differences against zero keys (no bit in common with the key)
+    let mut t = same.clone();
+    t[70] += 1 << 32;
+    t[90] += 1 << 32;
+    assert_eq!(<i64 as TokenId>::common_prefix(&keys, &t), 70);
+    let zeros = vec![0_i32; 300];
+    let mut t = vec![0_i64; 300];
+    t[70] = 5;
+    assert_eq!(<i64 as TokenId>::common_prefix(&zeros, &t), 70);
     // no id outside int32's range is a key, however its low half reads
     assert_eq!(<i64 as TokenId>::key(5 + (1 << 32)), None);
     assert_eq!(<i64 as TokenId>::key(-(1 << 31) - 1), None);
@@ -205,6 +215,8 @@ fn int64_ids_out_of_range_are_refused_without_change() {
                 format!("value {big} does not fit in int32"),
             ),
             (vec![1, 2, 3, 4, -1, -2], "negative token id -1".into()),
+            // a zero id before the negative one is not named
+            (vec![0, 1, -3], "negative token id -3".into()),
         ];
         for (toks, want) in &cases {
             let slots: Vec<Slot> = (0..toks.len() as Slot).map(|j| 100 + j).collect();
