@@ -241,6 +241,7 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
                 node.length  # StaleHandle if it was evicted  # noqa: B018
                 self._prefix_kept = (n, node, kept[2], self._evictions)
             return kept[2]
+        self._prefix_kept = None  # its memory goes back before the read allocates, warm
         # the path's first n slots only (InvalidArgument if the path is shorter), int64
         # (dtype None: the cache's; arguments by position, as each keyword costs a lookup)
         slots = _from_numpy(self.tree.path_slots(node, None, n))

@@ -105,29 +105,36 @@ unsafe fn common_prefix_wide_avx2(keys: &[i32], t: &[i64]) -> usize {
     common_prefix_wide(keys, t)
 }
 
-/// Length of the common prefix of int32 `keys` and int64 ids `t`: whole 64-id blocks first,
-/// each decided by a branch-free fold (the xor of every pair, or-ed: zero exactly when the
-/// block is equal), which vectorises; then id by id. Keys are non-negative, so a key widens
-/// by zero extension. Always inlined, so that inside `common_prefix_wide_avx2` it is compiled
-/// for AVX2.
+/// Length of the common prefix of int32 `keys` and int64 ids `t`. Equality of a range is a
+/// branch-free fold (the xor of every pair, or-ed: zero exactly when the range is equal),
+/// which vectorises: the whole range first (keys usually match whole: only the last node of a
+/// path diverges), then whole 64-id blocks, then id by id. Keys are non-negative, so a key
+/// widens by zero extension. Always inlined, so that inside `common_prefix_wide_avx2` it is
+/// compiled for AVX2.
 #[allow(clippy::inline_always)]
 #[inline(always)]
 fn common_prefix_wide(keys: &[i32], ids: &[i64]) -> usize {
     const BLOCK: usize = 64;
     let len = keys.len().min(ids.len());
     let (keys, ids) = (&keys[..len], &ids[..len]);
+    if differ(keys, ids) == 0 {
+        return len;
+    }
     let mut at = 0;
-    while at + BLOCK <= len
-        && keys[at..at + BLOCK]
-            .iter()
-            .zip(&ids[at..at + BLOCK])
-            .fold(0u64, |acc, (&k, &x)| acc | (u64::from(k as u32) ^ x as u64))
-            == 0
-    {
+    while at + BLOCK <= len && differ(&keys[at..at + BLOCK], &ids[at..at + BLOCK]) == 0 {
         at += BLOCK;
     }
     while at < len && i64::from(keys[at]) == ids[at] {
         at += 1;
     }
     at
+}
+
+/// The or of `key ^ id` over the pairs (zero exactly when every pair is equal).
+#[allow(clippy::inline_always)]
+#[inline(always)]
+fn differ(keys: &[i32], ids: &[i64]) -> u64 {
+    keys.iter()
+        .zip(ids)
+        .fold(0u64, |acc, (&k, &x)| acc | (u64::from(k as u32) ^ x as u64))
 }
