@@ -70,6 +70,14 @@ CASES: list[tuple[str, Callable[[World], Any], type[Exception]]] = [
     ("insert: int64 array token beyond int32", lambda w: w.cache.insert(np.array([1, 2**31], dtype=np.int64), w.out), rk.InvalidArgument),
     ("match: int64 array token below int32", lambda w: w.cache.match_prefix(np.array([10, -2**40], dtype=np.int64)), rk.InvalidArgument),
     ("checkpoint: int64 array token beyond int32", lambda w: w.cache.checkpoint(np.array([2**32 + 1, 2], dtype=np.int64), w.out), rk.InvalidArgument),
+    # int64 arrays are read in place (compared at 64 bits): an id past the cached prefix, or
+    # one whose low 32 bits equal the cached token there, is refused after the walk
+    ("match_node: int64 array, id beyond int32 after a hit", lambda w: w.cache.match_node(np.array([10, 11, 2**31], dtype=np.int64)), rk.InvalidArgument),
+    ("match_node: int64 array, low half of a cached id", lambda w: w.cache.match_node(np.array([10, 11 + 2**32], dtype=np.int64)), rk.InvalidArgument),
+    ("peek: int64 array, id below int32 after a hit", lambda w: w.cache.peek_prefix(np.array([10, 11, 12, -2**31 - 1], dtype=np.int64)), rk.InvalidArgument),
+    ("peek: int64 array, negative id after a hit", lambda w: w.cache.peek_prefix(np.array([10, 11, -3], dtype=np.int64)), rk.InvalidArgument),
+    ("insert_node: int64 array, id beyond int32 after a hit", lambda w: w.cache.insert_node(np.array([10, 11, 2**40], dtype=np.int64), [w.cached[0], w.cached[1], w.out[0]]), rk.InvalidArgument),
+    ("checkpoint: int64 array, low half of a cached id, lock held", lambda w: w.cache.checkpoint(np.array([10, 11, 12 + 2**32], dtype=np.int64), [w.cached[0], w.cached[1], w.out[0]], lock_from=w.locked), rk.InvalidArgument),
     ("insert: negative slot", lambda w: w.cache.insert([1, 2], [w.out[0], -1]), rk.InvalidArgument),
     ("insert: slot out of range", lambda w: w.cache.insert([1, 2], [w.out[0], 10_000]), rk.InvalidArgument),
     ("insert: slot never allocated", lambda w: w.cache.insert([1, 2], [w.out[0], 15]), rk.InvalidArgument),
@@ -162,3 +170,26 @@ def test_bad_input_changes_nothing_paged(name: str, call: Callable[[World], Any]
 def test_every_error_is_a_radixkv_error() -> None:
     for _, _, exc in CASES:
         assert issubclass(exc, rk.RadixKVError)
+
+
+@pytest.mark.parametrize("bad", [2**31, -2**31 - 1, 12 + 2**32, -7])
+def test_int64_array_tokens_refused_as_lists_are(bad: int) -> None:
+    """An int64 array is read in place (no narrowing up front); its bad ids get the error a
+    list's get (the same message), from every call, after a hit as well as before one."""
+    for toks in ([bad], [10, 11, bad], [10, 11, 12, 13, bad]):
+        for call in ("match_node", "peek_prefix", "match_prefix"):
+            w = world()
+            f = getattr(w.cache, call)
+            with pytest.raises(rk.InvalidArgument) as want:
+                f(toks)
+            with pytest.raises(rk.InvalidArgument) as got:
+                f(np.array(toks, dtype=np.int64))
+            assert str(got.value) == str(want.value), (call, toks)
+        w = world()
+        slots = (w.cached + w.out)[: len(toks) - 1] + [w.out[-1]]
+        with pytest.raises(rk.InvalidArgument) as want:
+            w.cache.checkpoint(toks, slots)
+        with pytest.raises(rk.InvalidArgument) as got:
+            w.cache.checkpoint(np.array(toks, dtype=np.int64), slots)
+        assert str(got.value) == str(want.value), toks
+        assert ("does not fit in int32" if bad != -7 else "negative token id -7") in str(got.value)

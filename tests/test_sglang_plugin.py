@@ -117,6 +117,117 @@ def test_lifecycle_shares_prefixes_and_frees_everything(page_size: int) -> None:
     assert lc.alloc.available_size() == lc.total and lc.cache.total_size() == 0
 
 
+def test_last_checkpoint_releases_the_lock_in_the_same_call() -> None:
+    # a running request's checkpoint moves its lock to the inserted end; a finished one's
+    # (release_kv_cache's, which unlocks next) releases it in the same call: nothing of the
+    # request stays protected, req.lock is None, and the unlock that follows calls nothing
+    lc = _lifecycle(1)
+    a = lc.make_req("a", list(range(100, 130)), output_len=5)
+    b = lc.make_req("b", list(range(100, 120)) + [7] * 4, output_len=3)
+    assert lc.admit(a, 5) and lc.admit(b, 3)
+    assert lc.cache.protected_size() == 30 + 4  # a's prompt; b's own tail past the shared 20
+    assert a.lock is not None and a.lock.node == a.last_node and a.last_node.lock_ref == 1
+    lc.decode(a, [1, 2, 3, 4, 5])
+    calls: list = []
+    tree = lc.cache.tree
+    lc.cache.tree = _UnlockSpy(tree, calls)
+    lc.finish(a)  # release_kv_cache: checkpoint, free_kv_row, unlock(req.lock), on_release
+    lc.cache.tree = tree
+    assert a.lock is None and calls == []
+    assert lc.cache.protected_size() == 20 + 4  # b's path only
+    assert a.last_node.lock_ref == 0 and a.last_node.depth == 34
+    lc.leak_check([b])
+    lc.decode(b, [9, 9, 9])
+    lc.finish(b)
+    assert lc.cache.protected_size() == 0
+    lc.leak_check()
+    lc.cache.sanity_check()
+
+
+def test_prefix_indices_of_a_repeated_prefix_are_kept_while_their_node_lives() -> None:
+    # requests matching the same node to the same length get the kept tensor (no second read
+    # of the tree); it stays good across evictions that spare its node, and a node evicted
+    # since raises StaleHandle as the tree's read does
+    from types import SimpleNamespace
+
+    import numpy as np
+    from sglang.srt.mem_cache.base_prefix_cache import EvictParams
+
+    lc = _lifecycle(1)
+    c = lc.cache
+    shared, other = list(range(100, 140)), list(range(500, 530))
+    for i, prompt in enumerate((shared + [1, 2], shared + [3, 4], other + [5])):
+        r = lc.make_req(f"r{i}", prompt, output_len=2)
+        assert lc.admit(r, 2)
+        lc.decode(r, [9, 9])
+        lc.finish(r)
+    reads: list = []
+    tree = c.tree
+    c.tree = _Spy(tree, "path_slots", reads)
+
+    def req_for(tokens: list, n: int) -> SimpleNamespace:
+        length, node = tree.match_node(np.array(tokens, dtype=np.int64))
+        assert length >= n
+        return SimpleNamespace(prefix_len=n, last_node=node)
+
+    # another node, then another length: each read from the tree (and kept instead)
+    assert c.prefix_device_indices(req_for(other, 30)).tolist() == tree.path_slots(
+        req_for(other, 30).last_node).tolist()
+    assert len(reads) == 1
+    first = c.prefix_device_indices(req_for(shared, 40))
+    assert first.tolist() == tree.path_slots(req_for(shared, 40).last_node).tolist()[:40]
+    assert len(reads) == 2
+    # the same node (a handle from a new match) and length: the kept tensor, no read
+    assert c.prefix_device_indices(req_for(shared, 40)) is first and len(reads) == 2
+    assert c.prefix_device_indices(req_for(shared, 20)).tolist() == first.tolist()[:20]
+    assert len(reads) == 3
+    kept = c.prefix_device_indices(req_for(shared, 40))
+    assert kept is not first and kept.tolist() == first.tolist() and len(reads) == 4
+    # an eviction that spares the node (locked): the kept tensor is still handed out
+    held = req_for(shared, 40).last_node
+    tree.lock(held)
+    assert c.evict(EvictParams(num_tokens=5)).num_tokens_evicted > 0
+    assert c.prefix_device_indices(req_for(shared, 40)) is kept and len(reads) == 4
+    # the node evicted since: StaleHandle, kept or not
+    stale = SimpleNamespace(prefix_len=40, last_node=held)
+    tree.unlock(held)
+    c.evict(EvictParams(num_tokens=c.evictable_size()))
+    assert tree.total_size == 0
+    with pytest.raises(radixkv.StaleHandle):
+        c.prefix_device_indices(stale)
+    c.tree = tree
+
+
+class _Spy:
+    # the cache's tree, recording the calls of one method
+    def __init__(self, tree: object, name: str, calls: list) -> None:
+        self._tree, self._name, self._calls = tree, name, calls
+
+    def __getattr__(self, name: str) -> object:
+        f = getattr(self._tree, name)
+        if name != self._name:
+            return f
+
+        def spied(*a: object) -> object:
+            self._calls.append(a)
+            return f(*a)
+
+        return spied
+
+
+class _UnlockSpy:
+    # the cache's tree, recording unlock calls
+    def __init__(self, tree: object, calls: list) -> None:
+        self._tree, self._calls = tree, calls
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._tree, name)
+
+    def unlock(self, node: object) -> int:
+        self._calls.append(node)
+        return self._tree.unlock(node)  # type: ignore[attr-defined]
+
+
 def radixkv_evict_all(lc: Lifecycle) -> object:
     from sglang.srt.mem_cache.base_prefix_cache import EvictParams
 

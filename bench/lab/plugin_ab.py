@@ -3,7 +3,8 @@ stage of ``bench/cache_bench_sglang.py`` (same replay, timer and pools).
 
 ``--old DIR``: a folder holding a copy of an older ``radixkv/integrations/sglang`` package
 named ``oldsg`` (e.g. ``cp -r python/radixkv/integrations/sglang /tmp/x/oldsg``); it imports
-the same ``radixkv._core`` as the current plugin, so the old code must still run on it. Rounds
+the same ``radixkv._core`` as the current plugin, so the old code must still run on it (unless
+that copy imports another build of the extension itself: bench/lab/old_core.md). Rounds
 alternate old / new; prints CPU µs of cache work per request (median over rounds) and by call.
 
     PYTHONPATH=python .venv-anchors/bin/python bench/lab/plugin_ab.py --old /tmp/x \
@@ -32,6 +33,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--events", action="store_true")
     ap.add_argument("--max-running", type=int, default=16)
+    ap.add_argument("--new-first", action="store_true",
+                    help="each round runs new before old (to see an order effect)")
     a = ap.parse_args()
     import _sglang_env
 
@@ -52,7 +55,7 @@ def main() -> None:
         sys.path.insert(0, a.old)
         from oldsg.cache import RadixKVPrefixCache as Old  # type: ignore[import-not-found]
 
-        classes = {"old": Old, "new": New}
+        classes = {"new": New, "old": Old} if a.new_first else {"old": Old, "new": New}
     system = "radixkv-plugin+events" if a.events else "radixkv-plugin"
     shared = _traces.shared_dir(a.shared)
     print(f"load {os.getloadavg()}")

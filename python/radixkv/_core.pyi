@@ -270,6 +270,7 @@ class RadixCache:
         boundary: int = 0,
         lock_from: Optional[Node] = None,
         dup_from: int = 0,
+        keep_lock: bool = True,
     ) -> tuple[int, Node, Optional[_SlotArray]]:
         """A scheduler's checkpoint of a running request in one call: ``insert_node(tokens,
         slots, namespace, priority=, inserted_len=)``; then, when ``0 < boundary <
@@ -278,7 +279,9 @@ class RadixCache:
         then the request's lock moves from ``lock_from`` (None: it holds none) to the inserted
         path's end. Returns ``(present, node, duplicates)``: tokens already cached, the path's
         end, and when ``present > dup_from`` the tree's slots for positions
-        ``[dup_from, present)`` (the cache's ``slot_dtype``), else None. Everything, the lock on
+        ``[dup_from, present)`` (the cache's ``slot_dtype``), else None. ``keep_lock=False`` (a
+        request done with its KV, whose caller would unlock next): ``lock_from``'s lock is
+        released instead of moved, and the end is left unlocked. Everything, the lock on
         ``lock_from`` included (``NotLocked``, ``StaleHandle``), is checked before anything
         changes."""
     def lock(self, node: Node) -> int:

@@ -173,6 +173,45 @@ pub fn i32_input<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<I32Input<
     Err(unsupported(obj, what))
 }
 
+/// Token ids as the core reads them: int32 ids (`i32_input`), or a non-empty C-contiguous
+/// aligned int64 `NumPy` array read in place. The core compares int64 ids against its int32
+/// keys at 64 bits and narrows only the ids an insert stores, so a long, mostly cached prompt
+/// is not copied; an id that does not fit int32 is refused by the core with the same error
+/// (`tokens: value ... does not fit in int32`).
+pub enum TokenInput<'py> {
+    Narrow(I32Input<'py>),
+    Wide(Bound<'py, PyArray1<i64>>),
+}
+
+/// A view of a `TokenInput`'s ids at their own width.
+pub enum TokenSlice<'a> {
+    I32(&'a [i32]),
+    I64(&'a [i64]),
+}
+
+impl TokenInput<'_> {
+    pub fn slice(&self) -> TokenSlice<'_> {
+        match self {
+            TokenInput::Narrow(t) => TokenSlice::I32(t.as_slice()),
+            // SAFETY: contiguous, aligned and non-empty (checked by `contiguous` when built);
+            // the array is kept alive by `a`, and this extension never writes input arrays.
+            TokenInput::Wide(a) => {
+                TokenSlice::I64(unsafe { a.as_slice() }.expect("contiguous by construction"))
+            }
+        }
+    }
+}
+
+/// Reads `obj` as token ids: an int64 array in place (see `TokenInput`), else `i32_input`.
+pub fn token_input<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<TokenInput<'py>> {
+    if let Ok(a) = obj.cast::<PyArray1<i64>>() {
+        if let Some(a) = contiguous(a) {
+            return Ok(TokenInput::Wide(a.clone()));
+        }
+    }
+    i32_input(obj, what).map(TokenInput::Narrow)
+}
+
 /// The error for an object that is no id sequence at all.
 pub fn unsupported(obj: &Bound<'_, PyAny>, what: &str) -> PyErr {
     bad(

@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PySlice, PyTuple};
-use radixkv_core::radix::{CacheOptions, NodeHandle, Policy, RadixCache};
+use radixkv_core::radix::{CacheOptions, NodeHandle, Policy, RadixCache, SlotOut, TokenId};
 
-use crate::convert::i32_input;
+use crate::convert::{i32_input, token_input, TokenSlice};
 use crate::errors::{CoreResultExt, InvalidArgument};
 use crate::kv_events;
 use crate::namespace::encode as encode_namespace;
@@ -253,6 +253,23 @@ fn make_node(slf: &Bound<'_, PyRadixCache>, handle: NodeHandle, cache_id: u64) -
     }
 }
 
+/// `RadixCache::checkpoint` (or `checkpoint_release` when the lock is not kept) with its
+/// scalar arguments in one tuple (priority, `inserted_len`, boundary, `lock_from`,
+/// `keep_lock`), for the four width combinations of tokens and slots.
+fn checkpoint_with<K: TokenId, S: SlotOut>(
+    c: &mut RadixCache,
+    ns: &[u8],
+    tokens: &[K],
+    slots: &[S],
+    (priority, inserted_len, boundary, from, keep): (f64, usize, usize, Option<NodeHandle>, bool),
+) -> radixkv_core::Result<(usize, NodeHandle, isize)> {
+    if keep {
+        c.checkpoint(ns, tokens, slots, priority, inserted_len, boundary, from)
+    } else {
+        c.checkpoint_release(ns, tokens, slots, priority, inserted_len, boundary, from)
+    }
+}
+
 fn finite(p: f64) -> PyResult<f64> {
     if p.is_finite() {
         Ok(p)
@@ -395,13 +412,17 @@ impl PyRadixCache {
         tokens: &Bound<'_, PyAny>,
         namespace: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<(usize, PyNode)> {
-        let t = i32_input(tokens, "tokens")?;
+        let t = token_input(tokens, "tokens")?;
         let mut ns = Vec::new();
         encode_namespace(namespace, &mut ns)?;
         let (length, handle, id) = {
             let mut this = busy_mut(slf)?;
             let id = this.id;
-            let (length, handle) = this.inner.match_end(&ns, t.as_slice()).py()?;
+            let (length, handle) = match t.slice() {
+                TokenSlice::I32(t) => this.inner.match_end(&ns, t),
+                TokenSlice::I64(t) => this.inner.match_end(&ns, t),
+            }
+            .py()?;
             (length, handle, id)
         };
         Ok((length, make_node(slf, handle, id)))
@@ -414,10 +435,14 @@ impl PyRadixCache {
         tokens: &Bound<'_, PyAny>,
         namespace: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<usize> {
-        let t = i32_input(tokens, "tokens")?;
+        let t = token_input(tokens, "tokens")?;
         let mut ns = Vec::new();
         encode_namespace(namespace, &mut ns)?;
-        self.inner.peek_prefix(&ns, t.as_slice()).py()
+        match t.slice() {
+            TokenSlice::I32(t) => self.inner.peek_prefix(&ns, t),
+            TokenSlice::I64(t) => self.inner.peek_prefix(&ns, t),
+        }
+        .py()
     }
 
     /// Caches the whole pages of `tokens` with their `slots`; returns how many leading tokens
@@ -460,17 +485,20 @@ impl PyRadixCache {
     ) -> PyResult<(usize, PyNode)> {
         let priority = finite(priority)?;
         let inserted_len = count(inserted_len, "inserted_len")?;
-        let t = i32_input(tokens, "tokens")?;
+        let t = token_input(tokens, "tokens")?;
         let s = insert_slots(slots, "slots")?;
         let mut ns = Vec::new();
         encode_namespace(namespace, &mut ns)?;
         let (present, h, id) = {
             let mut this = busy_mut(slf)?;
             let id = this.id;
-            let (inner, t) = (&mut this.inner, t.as_slice());
-            let (present, h) = match s.slice() {
-                SlotsRef::I32(s) => inner.insert_node_from(&ns, t, s, priority, inserted_len),
-                SlotsRef::I64(s) => inner.insert_node_from(&ns, t, s, priority, inserted_len),
+            let c = &mut this.inner;
+            let (pr, il) = (priority, inserted_len);
+            let (present, h) = match (t.slice(), s.slice()) {
+                (TokenSlice::I32(t), SlotsRef::I32(s)) => c.insert_node_from(&ns, t, s, pr, il),
+                (TokenSlice::I32(t), SlotsRef::I64(s)) => c.insert_node_from(&ns, t, s, pr, il),
+                (TokenSlice::I64(t), SlotsRef::I32(s)) => c.insert_node_from(&ns, t, s, pr, il),
+                (TokenSlice::I64(t), SlotsRef::I64(s)) => c.insert_node_from(&ns, t, s, pr, il),
             }
             .py()?;
             (present, h, id)
@@ -487,11 +515,13 @@ impl PyRadixCache {
     /// `present > dup_from`, the tree's slots for positions `[dup_from, present)` (what the
     /// caller's copies of those tokens duplicate; the cache's `slot_dtype`), else None.
     /// Everything, `lock_from`'s lock included, is checked before anything changes.
+    /// `keep_lock=False` (a request done with its KV, whose caller would unlock next):
+    /// `lock_from`'s lock is released instead of moved and the end is left unlocked.
     /// Every argument may also be passed by position (in the plugin's hot path: each
     /// keyword costs a name lookup per call).
     #[pyo3(signature = (
         tokens, slots, namespace = None, priority = 0.0, inserted_len = 0, boundary = 0,
-        lock_from = None, dup_from = 0
+        lock_from = None, dup_from = 0, keep_lock = true
     ))]
     #[allow(clippy::too_many_arguments)]
     fn checkpoint<'py>(
@@ -504,13 +534,14 @@ impl PyRadixCache {
         boundary: i64,
         lock_from: Option<&Bound<'py, PyAny>>,
         dup_from: i64,
+        keep_lock: bool,
     ) -> PyResult<(usize, PyNode, Option<Bound<'py, PyAny>>)> {
         let py = slf.py();
         let priority = finite(priority)?;
         let inserted_len = count(inserted_len, "inserted_len")?;
         let boundary = count(boundary, "boundary")?;
         let dup_from = count(dup_from, "dup_from")?;
-        let t = i32_input(tokens, "tokens")?;
+        let t = token_input(tokens, "tokens")?;
         let s = insert_slots(slots, "slots")?;
         let mut ns = Vec::new();
         encode_namespace(namespace, &mut ns)?;
@@ -524,10 +555,13 @@ impl PyRadixCache {
         if dtype == SlotDtype::I32 {
             this.inner.check_fits_i32("checkpoint").py()?;
         }
-        let (inner, t) = (&mut this.inner, t.as_slice());
-        let (present, h, _) = match s.slice() {
-            SlotsRef::I32(s) => inner.checkpoint(&ns, t, s, priority, inserted_len, boundary, from),
-            SlotsRef::I64(s) => inner.checkpoint(&ns, t, s, priority, inserted_len, boundary, from),
+        let inner = &mut this.inner;
+        let args = (priority, inserted_len, boundary, from, keep_lock);
+        let (present, h, _) = match (t.slice(), s.slice()) {
+            (TokenSlice::I32(t), SlotsRef::I32(s)) => checkpoint_with(inner, &ns, t, s, args),
+            (TokenSlice::I32(t), SlotsRef::I64(s)) => checkpoint_with(inner, &ns, t, s, args),
+            (TokenSlice::I64(t), SlotsRef::I32(s)) => checkpoint_with(inner, &ns, t, s, args),
+            (TokenSlice::I64(t), SlotsRef::I64(s)) => checkpoint_with(inner, &ns, t, s, args),
         }
         .py()?;
         let dups = if present > dup_from {

@@ -121,6 +121,9 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
                                        events=self.events_on, slot_dtype="int64",
                                        sglang_stamps=True)
         self.root_node = self.tree.root
+        # the last prefix_device_indices: (n, node, the tensor, self._evictions then)
+        self._prefix_kept: Optional[Tuple[int, Any, torch.Tensor, int]] = None
+        self._evictions = 0  # calls that evicted from the tree
         self._empty_indices = torch.empty((0,), dtype=torch.int64, device=self.device)
         self._empty_match = self._match_result(0, self.root_node)
 
@@ -216,14 +219,36 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
 
     def prefix_device_indices(self, req: Req) -> torch.Tensor:
         """The first ``req.prefix_len`` slots of the path to ``req.last_node`` (the base
-        class's result, cut on the host before the one conversion to a tensor)."""
+        class's result, cut on the host before the one conversion to a tensor).
+
+        Requests that share a prefix (a system prompt, few-shot examples) often match the same
+        node to the same length one after another: the last result is kept and handed out
+        again for the same (length, node), read-only (SGLang copies it into its request
+        table). A node's path holds the same slots for as long as the node lives (splits keep
+        them, inserts add below), and a handle names one node only (an evicted node's handle
+        is stale: it never equals a later node's). So the kept result is good while its node
+        lives: certainly when nothing was evicted since it was made, else once the node is read
+        (``StaleHandle`` if it was evicted, as the tree's read of the slots would raise).
+        Only one is kept: a result that is not asked for again gives its memory back at the
+        next call, to be reused warm."""
         n = req.prefix_len
         if n == 0:
             return self._empty_indices
+        node = req.last_node
+        kept = self._prefix_kept
+        if kept is not None and kept[0] == n and kept[1] == node:
+            if kept[3] != self._evictions:
+                node.length  # StaleHandle if it was evicted  # noqa: B018
+                self._prefix_kept = (n, node, kept[2], self._evictions)
+            return kept[2]
+        self._prefix_kept = None  # its memory goes back before the read allocates, warm
         # the path's first n slots only (InvalidArgument if the path is shorter), int64
         # (dtype None: the cache's; arguments by position, as each keyword costs a lookup)
-        slots = _from_numpy(self.tree.path_slots(req.last_node, None, n))
-        return slots if self._on_cpu else slots.to(self.device)
+        slots = _from_numpy(self.tree.path_slots(node, None, n))
+        if not self._on_cpu:
+            slots = slots.to(self.device)
+        self._prefix_kept = (n, node, slots, self._evictions)
+        return slots
 
     def free_kv_row(self, kv: Any, ranges: List[Tuple[int, int]]) -> None:
         """Give back row positions ``ranges`` of ``kv``'s row through SGLang's allocator.
@@ -264,7 +289,11 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
         The tree's part is one ``RadixCache.checkpoint`` call: the insert (hits only on nodes
         beyond what this request inserted before, SGLang's rule), the split at the prompt
         boundary one priority step up (as SGLang's cache: the output tail can then be evicted
-        without the prompt), the lock move, and the tree's slots for the duplicates."""
+        without the prompt), the lock move, and the tree's slots for the duplicates.
+
+        A finished request's checkpoint is its last (SGLang's ``release_kv_cache``, which
+        unlocks ``req.lock`` right after): its lock is released in the same call instead of
+        moved, and ``req.lock`` is None, so that unlock has nothing left to do."""
         if self.disable:
             return
         kv = req.kv
@@ -282,8 +311,9 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
         else:
             tokens = tokens_view(ids, n)
         extra, salt = req.extra_key, req.cache_salt
+        keep = not req.finished()
         # arguments by position (each keyword costs a lookup per call): tokens, slots,
-        # namespace, priority, inserted_len, boundary, lock_from, dup_from
+        # namespace, priority, inserted_len, boundary, lock_from, dup_from, keep_lock
         present, node, dups = self.tree.checkpoint(
             tokens,
             row,
@@ -293,6 +323,7 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
             prompt - prompt % page,
             None if old is None else old.node,
             protected,
+            keep,
         )
         if inserted < n:
             kv.cache_inserted_len = n
@@ -312,7 +343,7 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
                     torch.from_numpy(dups).to(table.device),
                 )
         kv.cache_protected_len = n
-        req.lock = TreeLock(node, _RECEIPT)
+        req.lock = TreeLock(node, _RECEIPT) if keep else None
         req.last_node = node
 
     # ---- eviction --------------------------------------------------------------------------
@@ -342,6 +373,7 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
         if want > got:
             freed = self.tree.evict_slots(want - got)  # int64 (the tree's slot_dtype)
             if len(freed):
+                self._evictions += 1
                 got += len(freed)
                 if self.page_size == 1 and frees.tokens:
                     frees.add_owned(freed)  # one allocator call for both

@@ -17,9 +17,10 @@ use super::events::KvEvent;
 use super::node::{NodeHandle, NIL};
 use super::partial::Tail;
 use super::policy::Policy;
+use super::token::TokenId;
 use super::tree::{
-    check_lengths, check_priority, check_slots_nonneg, check_tokens, copy_slots, plan_matched,
-    widen_slots, NodeInfo, NodeView, PrefixMatch, RadixTree,
+    check_lengths, check_priority, check_slots_nonneg, copy_slots, plan_matched, widen_slots,
+    NodeInfo, NodeView, PrefixMatch, RadixTree,
 };
 use crate::error::{CoreError, Result};
 use crate::pool::{SlotState, TokenPool};
@@ -60,6 +61,8 @@ pub struct RadixCache {
     evicted_buf: Vec<Slot>,
     /// Reused buffer for an int32 insert's new slots, widened (the present prefix is not).
     wide_buf: Vec<Slot>,
+    /// Reused buffer for an int64 insert's new token ids, narrowed (the present prefix is not).
+    key_buf: Vec<i32>,
     /// The largest slot id ever inserted (-1: none). An int32 output is refused, before
     /// anything changes, once this no longer fits: cheaper than a check per id per call.
     max_slot: Slot,
@@ -106,6 +109,7 @@ impl RadixCache {
             pool,
             evicted_buf: Vec::new(),
             wide_buf: Vec::new(),
+            key_buf: Vec::new(),
             max_slot: -1,
             partial_pages: opts.partial_pages && page_size.get() > 1,
         })
@@ -191,7 +195,12 @@ impl RadixCache {
 
     /// `match_prefix` without gathering the slots: (length, path end). `path_slots_into` then
     /// writes them wherever the caller wants (the binding: straight into a `NumPy` array).
-    pub fn match_end(&mut self, ns: &[u8], tokens: &[i32]) -> Result<(usize, NodeHandle)> {
+    /// Token ids may be int32 or int64 (compared at 64 bits, never narrowed).
+    pub fn match_end<K: TokenId>(
+        &mut self,
+        ns: &[u8],
+        tokens: &[K],
+    ) -> Result<(usize, NodeHandle)> {
         self.tree.match_end(ns, tokens)
     }
 
@@ -205,7 +214,8 @@ impl RadixCache {
         self.tree.path_prefix_slots_into(h, out)
     }
 
-    pub fn peek_prefix(&self, ns: &[u8], tokens: &[i32]) -> Result<usize> {
+    /// Token ids may be int32 or int64 (compared at 64 bits, never narrowed).
+    pub fn peek_prefix<K: TokenId>(&self, ns: &[u8], tokens: &[K]) -> Result<usize> {
         self.tree.peek_prefix(ns, tokens)
     }
 
@@ -252,14 +262,15 @@ impl RadixCache {
         Ok(self.insert_impl(ns, tokens, slots, false, priority, 0)?.0)
     }
 
-    /// `insert_node` for slots of either width (an int32 array is read in place).
+    /// `insert_node` for slots of either width (an int32 array is read in place) and token
+    /// ids of either width (int64 ones are narrowed only where new).
     /// `inserted_len`: how many leading tokens this request inserted before; with
     /// `sglang_stamps` only the nodes ending beyond it count a hit (`SGLang`'s rule), else
     /// it is ignored.
-    pub fn insert_node_from<T: SlotOut>(
+    pub fn insert_node_from<K: TokenId, T: SlotOut>(
         &mut self,
         ns: &[u8],
-        tokens: &[i32],
+        tokens: &[K],
         slots: &[T],
         priority: f64,
         inserted_len: usize,
@@ -268,13 +279,15 @@ impl RadixCache {
         Ok((present, self.tree.end_handle(end)))
     }
 
-    /// Validates `slots` at their own width, then hands the commit int64 slots: `slots`
-    /// itself when it is int64, else `wide_buf` with only `[matched..]` widened (the commit
-    /// reads nothing before `matched`; an int32 prompt that is mostly cached widens little).
-    fn insert_impl<T: SlotOut>(
+    /// Validates `tokens` and `slots` at their own widths, then hands the commit int32 keys
+    /// and int64 slots: `tokens` itself when it is int32, else `key_buf` with only
+    /// `[matched..]` narrowed (`TokenId::keys`); `slots` itself when it is int64, else `wide_buf` with only
+    /// `[matched..]` widened (the commit reads nothing before `matched`; a prompt that is
+    /// mostly cached converts little).
+    fn insert_impl<K: TokenId, T: SlotOut>(
         &mut self,
         ns: &[u8],
-        tokens: &[i32],
+        tokens: &[K],
         slots: &[T],
         split_end: bool,
         priority: f64,
@@ -284,7 +297,7 @@ impl RadixCache {
         let priority = check_priority(priority)?;
         let plan = self.tree.plan_insert(ns, tokens);
         let matched = plan_matched(plan.as_ref());
-        check_tokens(&tokens[matched..])?;
+        K::check(&tokens[matched..])?;
         // Sign and range over every slot, as the commit's checks would (same errors).
         match &self.pool {
             None => check_slots_nonneg(slots)?,
@@ -296,6 +309,24 @@ impl RadixCache {
                 }
             }
         }
+        let args = (split_end, priority, inserted_len);
+        let mut buf = std::mem::take(&mut self.key_buf);
+        let r = self.insert_keys(ns, plan, K::keys(tokens, matched, &mut buf), slots, args);
+        self.key_buf = buf;
+        r
+    }
+
+    /// `insert_impl` once everything is checked, with int32 keys (valid from the plan's
+    /// `matched` on).
+    fn insert_keys<T: SlotOut>(
+        &mut self,
+        ns: &[u8],
+        plan: Option<super::tree::Walk>,
+        tokens: &[i32],
+        slots: &[T],
+        (split_end, priority, inserted_len): (bool, f64, usize),
+    ) -> Result<(usize, u32)> {
+        let matched = plan_matched(plan.as_ref());
         if let Some(s) = T::as_slots(slots) {
             return self.insert_checked(ns, plan, tokens, s, split_end, priority, inserted_len);
         }
@@ -446,15 +477,48 @@ impl RadixCache {
     /// cached, the path's end, change in protected tokens). Every argument, `lock_from`'s
     /// lock included, is checked before anything changes: on error the cache is as it was.
     #[allow(clippy::too_many_arguments)]
-    pub fn checkpoint<T: SlotOut>(
+    pub fn checkpoint<K: TokenId, T: SlotOut>(
         &mut self,
         ns: &[u8],
-        tokens: &[i32],
+        tokens: &[K],
         slots: &[T],
         priority: f64,
         inserted_len: usize,
         boundary: usize,
         lock_from: Option<NodeHandle>,
+    ) -> Result<(usize, NodeHandle, isize)> {
+        let args = (priority, inserted_len, boundary);
+        self.checkpoint_locking(ns, tokens, slots, args, lock_from, true)
+    }
+
+    /// `checkpoint` of a request that is done with its KV (`SGLang`'s final checkpoint, whose
+    /// caller unlocks right after): the same inserts, then `lock_from`'s lock (if any) is
+    /// released instead of moved, and the path's end is left unlocked. The change in
+    /// protected tokens is then <= 0.
+    #[allow(clippy::too_many_arguments)]
+    pub fn checkpoint_release<K: TokenId, T: SlotOut>(
+        &mut self,
+        ns: &[u8],
+        tokens: &[K],
+        slots: &[T],
+        priority: f64,
+        inserted_len: usize,
+        boundary: usize,
+        lock_from: Option<NodeHandle>,
+    ) -> Result<(usize, NodeHandle, isize)> {
+        let args = (priority, inserted_len, boundary);
+        self.checkpoint_locking(ns, tokens, slots, args, lock_from, false)
+    }
+
+    /// `checkpoint` (`keep`: the lock moves to the end) or `checkpoint_release`.
+    fn checkpoint_locking<K: TokenId, T: SlotOut>(
+        &mut self,
+        ns: &[u8],
+        tokens: &[K],
+        slots: &[T],
+        (priority, inserted_len, boundary): (f64, usize, usize),
+        lock_from: Option<NodeHandle>,
+        keep: bool,
     ) -> Result<(usize, NodeHandle, isize)> {
         if let Some(f) = lock_from {
             self.tree.check_unlockable(f)?;
@@ -486,9 +550,11 @@ impl RadixCache {
             }
         }
         let end = self.tree.end_handle(end_idx);
-        let delta = match lock_from {
-            None => self.tree.lock(end)? as isize,
-            Some(f) => self.tree.move_lock(f, end)?,
+        let delta = match (lock_from, keep) {
+            (None, true) => self.tree.lock(end)? as isize,
+            (Some(f), true) => self.tree.move_lock(f, end)?,
+            (None, false) => 0,
+            (Some(f), false) => -(self.tree.unlock(f)? as isize),
         };
         Ok((present, end, delta))
     }

@@ -6,20 +6,23 @@
 //! they form a chain through `Node::next_sibling` whose head is in the map.
 
 use super::node::NIL;
+use super::token::TokenId;
 use super::tree::RadixTree;
 
 impl RadixTree {
-    /// The child of `parent` whose key starts with `page` (one page of tokens).
+    /// The child of `parent` whose key starts with `page` (one page of tokens; an int64 id
+    /// outside int32's range starts no key).
     #[inline]
-    pub(crate) fn find_child(&self, parent: u32, page: &[i32]) -> Option<u32> {
-        let mut c = *self.edges.get(&(parent, page[0]))?;
+    pub(crate) fn find_child<T: TokenId>(&self, parent: u32, page: &[T]) -> Option<u32> {
+        let mut c = *self.edges.get(&(parent, page[0].key()?))?;
         if self.page_size == 1 {
             return Some(c);
         }
         loop {
             let n = self.node(c);
             // Partial-page leaves (shorter than a page) share the chain but are never a match.
-            if n.len() >= page.len() && n.key()[..page.len()] == *page {
+            if n.len() >= page.len() && T::common_prefix(&n.key()[..page.len()], page) == page.len()
+            {
                 return Some(c);
             }
             if n.next_sibling == NIL {

@@ -21,6 +21,7 @@ mod partial;
 mod policy;
 #[cfg(any(test, feature = "testing"))]
 pub mod replay;
+mod token;
 mod tree;
 
 pub use crate::slot::{Slot, SlotOut};
@@ -29,6 +30,7 @@ pub use events::KvEvent;
 pub use node::NodeHandle;
 pub use partial::Tail;
 pub use policy::{Policy, SLRU_PROTECTED_HITS};
+pub use token::TokenId;
 pub use tree::{NodeInfo, NodeView, PrefixMatch, RadixTree};
 
 #[cfg(test)]
@@ -47,3 +49,5 @@ mod partial_tests;
 mod proptests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod token_tests;

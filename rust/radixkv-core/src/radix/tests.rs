@@ -837,6 +837,8 @@ fn checkpoint_equals_its_calls_one_by_one_at_random() {
                     };
                     let slots: Vec<Slot> = (0..len as Slot).map(|j| 1000 * r as Slot + j).collect();
                     let tk = &toks[..len];
+                    // now and then the request's last checkpoint: its lock is released
+                    let release = rnd(5) == 0;
                     // the calls one by one, as checkpoint made them before
                     let ra = (|| {
                         let (present, end) = a.insert_node_from(b"", tk, &slots, prio, done)?;
@@ -849,16 +851,21 @@ fn checkpoint_equals_its_calls_one_by_one_at_random() {
                                 boundary,
                             )?;
                         }
-                        let delta = match held {
-                            None => a.lock(end)? as isize,
-                            Some(from) => a.move_lock(from, end)?,
+                        let delta = match (held, release) {
+                            (None, false) => a.lock(end)? as isize,
+                            (Some(from), false) => a.move_lock(from, end)?,
+                            (None, true) => 0,
+                            (Some(from), true) => -(a.unlock(from)? as isize),
                         };
                         Ok::<_, CoreError>((present, end, delta))
                     })()
                     .map_err(|e| e.to_string());
-                    let rb = b
-                        .checkpoint(b"", tk, &slots, prio, done, boundary, held)
-                        .map_err(|e| e.to_string());
+                    let rb = if release {
+                        b.checkpoint_release(b"", tk, &slots, prio, done, boundary, held)
+                    } else {
+                        b.checkpoint(b"", tk, &slots, prio, done, boundary, held)
+                    }
+                    .map_err(|e| e.to_string());
                     let ctx = format!(
                         "{policy:?} stamps {stamps} page {page} partial {partial} step {step}"
                     );
@@ -873,7 +880,7 @@ fn checkpoint_equals_its_calls_one_by_one_at_random() {
                     b.check().unwrap();
                     compared += 1;
                     reqs[r].1 = len;
-                    reqs[r].2 = Some(rb.unwrap().1);
+                    reqs[r].2 = if release { None } else { Some(rb.unwrap().1) };
                 }
                 // what is left evicts in the same order, until empty (each call frees at least a
                 // token, so the loop is bounded by the size)
@@ -922,16 +929,21 @@ fn checkpoint_refuses_without_change() {
         (None, vec![1, 2, 7, 8], f64::INFINITY),
     ];
     for (k, (from, slots, prio)) in cases.into_iter().enumerate() {
-        let err = c
-            .checkpoint(b"", &tok, &slots, prio, 0, 2, from)
+        for release in [false, true] {
+            let err = if release {
+                c.checkpoint_release(b"", &tok, &slots, prio, 0, 2, from)
+            } else {
+                c.checkpoint(b"", &tok, &slots, prio, 0, 2, from)
+            }
             .unwrap_err();
-        assert_eq!(
-            (c.dump(), c.evictable_size(), c.protected_size()),
-            before,
-            "case {k}: {err}"
-        );
-        assert_eq!(c.take_events(), Vec::<KvEvent>::new(), "case {k}");
-        c.check().unwrap();
+            assert_eq!(
+                (c.dump(), c.evictable_size(), c.protected_size()),
+                before,
+                "case {k} release {release}: {err}"
+            );
+            assert_eq!(c.take_events(), Vec::<KvEvent>::new(), "case {k}");
+            c.check().unwrap();
+        }
     }
     // and the same call with a held lock goes through
     let (present, end, delta) = c

@@ -24,6 +24,7 @@ use rustc_hash::FxHashMap;
 use super::events::{namespace_seed, page_hashes, EventLog, KvEvent};
 use super::node::{Arena, Node, NodeHandle, NIL};
 use super::policy::{IndexKey, Policy};
+use super::token::TokenId;
 use crate::error::{CoreError, Result};
 use crate::slot::{Slot, SlotOut};
 
@@ -288,8 +289,8 @@ impl RadixTree {
         }
     }
 
-    /// Read-only descent from `root` over `tokens` (whole pages).
-    pub(crate) fn walk(&self, root: u32, tokens: &[i32]) -> Walk {
+    /// Read-only descent from `root` over `tokens` (whole pages; int32 or int64 ids).
+    pub(crate) fn walk<T: TokenId>(&self, root: u32, tokens: &[T]) -> Walk {
         let p = self.page_size;
         let mut node = root;
         let mut pos = 0;
@@ -298,7 +299,7 @@ impl RadixTree {
                 break;
             };
             let key = self.node(child).key();
-            let mut c = common_prefix(key, &tokens[pos..]);
+            let mut c = T::common_prefix(key, &tokens[pos..]);
             c -= c % p;
             if c < key.len() {
                 return Walk {
@@ -357,15 +358,15 @@ impl RadixTree {
     }
 
     /// Hit length only: no split, no clock tick, no LRU or hit-count change.
-    pub fn peek_prefix(&self, ns: &[u8], tokens: &[i32]) -> Result<usize> {
+    pub fn peek_prefix<T: TokenId>(&self, ns: &[u8], tokens: &[T]) -> Result<usize> {
         let Some(root) = self.root_of(ns) else {
-            check_tokens(tokens)?;
+            T::check(tokens)?;
             return Ok(0);
         };
         let matched = self
             .walk(root, &tokens[..self.usable(tokens.len())])
             .matched;
-        check_tokens(&tokens[matched..])?;
+        T::check(&tokens[matched..])?;
         Ok(matched)
     }
 
@@ -384,15 +385,19 @@ impl RadixTree {
 
     /// `match_prefix` without gathering the slots: the hit length and the path end (with the
     /// same split, clock tick, touches and hit counts). `path_slots_into` gathers them.
-    pub fn match_end(&mut self, ns: &[u8], tokens: &[i32]) -> Result<(usize, NodeHandle)> {
+    pub fn match_end<T: TokenId>(
+        &mut self,
+        ns: &[u8],
+        tokens: &[T],
+    ) -> Result<(usize, NodeHandle)> {
         let Some(root) = self.root_of(ns) else {
-            check_tokens(tokens)?;
+            T::check(tokens)?;
             return Ok((0, NodeHandle::ROOT));
         };
-        // The read-only walk comes first: matched tokens equal stored, non-negative ones, so
-        // only the rest needs the sign check (before anything changes).
+        // The read-only walk comes first: matched tokens equal stored, non-negative int32
+        // ones, so only the rest needs the checks (before anything changes).
         let w = self.walk(root, &tokens[..self.usable(tokens.len())]);
-        check_tokens(&tokens[w.matched..])?;
+        T::check(&tokens[w.matched..])?;
         let (end, lower) = match w.partial {
             Some((child, at)) => (self.split(child, at), Some(child)),
             None => (w.node, None),
@@ -415,7 +420,7 @@ impl RadixTree {
     }
 
     /// Read-only part of an insert: how many leading tokens are present, and where.
-    pub(crate) fn plan_insert(&self, ns: &[u8], tokens: &[i32]) -> Option<Walk> {
+    pub(crate) fn plan_insert<T: TokenId>(&self, ns: &[u8], tokens: &[T]) -> Option<Walk> {
         let root = self.root_of(ns)?;
         Some(self.walk(root, &tokens[..self.usable(tokens.len())]))
     }
@@ -1023,7 +1028,7 @@ pub(crate) fn plan_matched(plan: Option<&Walk>) -> usize {
     plan.map_or(0, |w| w.matched)
 }
 
-pub(crate) fn check_lengths<T>(tokens: &[i32], slots: &[T]) -> Result<()> {
+pub(crate) fn check_lengths<K, T>(tokens: &[K], slots: &[T]) -> Result<()> {
     if tokens.len() != slots.len() {
         return Err(CoreError::invalid(format!(
             "insert: {} tokens but {} slots",
