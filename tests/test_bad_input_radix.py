@@ -6,6 +6,7 @@ an evicted handle, slots handed out) and compares a whole-state snapshot before 
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -112,6 +113,18 @@ CASES: list[tuple[str, Callable[[World], Any], type[Exception]]] = [
     ("checkpoint: negative boundary", lambda w: w.cache.checkpoint([1, 2], w.out, boundary=-1), rk.InvalidArgument),
     ("checkpoint: negative dup_from", lambda w: w.cache.checkpoint([1, 2], w.out, dup_from=-1), rk.InvalidArgument),
     ("checkpoint: negative inserted_len", lambda w: w.cache.checkpoint([1, 2], w.out, inserted_len=-1), rk.InvalidArgument),
+    ("checkpoint: length past the tokens", lambda w: w.cache.checkpoint([1, 2], w.out + [w.out[0]], length=3), rk.InvalidArgument),
+    ("checkpoint: length past the slots", lambda w: w.cache.checkpoint([1, 2, 3], w.out, length=3), rk.InvalidArgument),
+    ("checkpoint: negative length", lambda w: w.cache.checkpoint([1, 2], w.out, length=-1), rk.InvalidArgument),
+    ("checkpoint: length cuts to a bad token", lambda w: w.cache.checkpoint([1, -2, 3], w.out + [w.out[0]], length=2), rk.InvalidArgument),
+    # array.array ids: read in place (q, i) or converted (other integer typecodes)
+    ("match_node: array('d')", lambda w: w.cache.match_node(array("d", [10.0, 11.0])), rk.InvalidArgument),
+    ("match_node: array('q') id beyond int32 after a hit", lambda w: w.cache.match_node(array("q", [10, 11, 2**31])), rk.InvalidArgument),
+    ("peek: array('q') negative id", lambda w: w.cache.peek_prefix(array("q", [10, -3])), rk.InvalidArgument),
+    ("peek: array('i') negative id", lambda w: w.cache.peek_prefix(array("i", [10, -3])), rk.InvalidArgument),
+    ("match_node: array('Q') id beyond int64", lambda w: w.cache.match_node(array("Q", [10, 2**63])), rk.InvalidArgument),
+    ("match_node: array('u')", lambda w: w.cache.match_node(array("u", "ab")), rk.InvalidArgument),
+    ("checkpoint: array('q') low half of a cached id, lock held", lambda w: w.cache.checkpoint(array("q", [10, 11, 12 + 2**32]), [w.cached[0], w.cached[1], w.out[0]], lock_from=w.locked), rk.InvalidArgument),
     ("path_slots: limit past the path", lambda w: w.cache.path_slots(w.locked, limit=5), rk.InvalidArgument),
     ("path_slots: negative limit", lambda w: w.cache.path_slots(w.locked, limit=-1), rk.InvalidArgument),
     # counts

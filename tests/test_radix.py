@@ -3,6 +3,7 @@ across splits."""
 
 from __future__ import annotations
 
+from array import array
 from typing import Any, Callable
 
 import numpy as np
@@ -565,3 +566,45 @@ def test_event_hashes_are_signed_64_bit() -> None:
     removed = [h for e in cache.take_events() if isinstance(e, rk.BlockRemoved)
                for h in e.block_hashes]
     assert sorted(removed) == sorted(hashes + ev.block_hashes)
+
+
+@pytest.mark.parametrize("typecode", ["q", "i", "l", "h", "Q"])
+def test_array_ids_and_length_equal_cut_numpy_ids(typecode: str) -> None:
+    # two caches fed the same random requests: one with array.array ids (read in place for q,
+    # i and l; converted for h, Q) and whole rows cut by checkpoint's length, one with int64
+    # NumPy ids cut by the caller; same results, same tree after every call
+    rng = np.random.default_rng(7)
+    kw = dict(events=True, slot_dtype="int64", sglang_stamps=True)
+    a, b = rk.RadixCache(None, 2, **kw), rk.RadixCache(None, 2, **kw)
+    table = np.zeros((4, 64), dtype=np.int32)
+    locks: dict[int, tuple[Any, Any]] = {}
+    next_slot = 1
+    prompts = [rng.integers(0, 5, rng.integers(1, 12)).tolist() for _ in range(6)]
+    for step in range(60):
+        r = int(rng.integers(0, 4))
+        toks = prompts[int(rng.integers(0, len(prompts)))] + rng.integers(0, 5, rng.integers(0, 20)).tolist()
+        ids = array(typecode, toks)
+        full = np.array(toks, dtype=np.int64)
+        n = int(rng.integers(0, len(toks) + 1))
+        # match: the whole array, or a cut one
+        got_a = a.match_node(ids if n == len(toks) else array(typecode, toks[:n]))
+        got_b = b.match_node(full[:n])
+        assert got_a[0] == got_b[0] and got_a[1].depth == got_b[1].depth
+        assert a.peek_prefix(ids) == b.peek_prefix(full)
+        # checkpoint request r's first n tokens with fresh slots past what is cached
+        if r in locks:
+            la, lb = locks.pop(r)
+            a.unlock(la)
+            b.unlock(lb)
+        m = n - n % 2
+        table[r, :m] = np.arange(next_slot, next_slot + m)
+        next_slot += m
+        pa, ea, da = a.checkpoint(ids, table[r], None, 0.0, 0, 0, None, 0, True, m)
+        pb, eb, db = b.checkpoint(full[:m], table[r, :m].copy(), None, 0.0, 0, 0, None, 0, True)
+        assert pa == pb and ea.depth == eb.depth
+        assert (da is None) == (db is None) and (da is None or da.tolist() == db.tolist())
+        locks[r] = (ea, eb)
+        assert snapshot(a) == snapshot(b), step
+        assert [repr(e) for e in a.take_events()] == [repr(e) for e in b.take_events()]
+        a.check()
+        b.check()

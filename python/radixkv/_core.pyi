@@ -271,6 +271,7 @@ class RadixCache:
         lock_from: Optional[Node] = None,
         dup_from: int = 0,
         keep_lock: bool = True,
+        length: Optional[int] = None,
     ) -> tuple[int, Node, Optional[_SlotArray]]:
         """A scheduler's checkpoint of a running request in one call: ``insert_node(tokens,
         slots, namespace, priority=, inserted_len=)``; then, when ``0 < boundary <
@@ -283,7 +284,9 @@ class RadixCache:
         request done with its KV, whose caller would unlock next): ``lock_from``'s lock is
         released instead of moved, and the end is left unlocked. Everything, the lock on
         ``lock_from`` included (``NotLocked``, ``StaleHandle``), is checked before anything
-        changes."""
+        changes. ``length``: only the first ``length`` tokens and slots are used (each must hold
+        that many; ``InvalidArgument`` otherwise), so a request's whole id array and whole
+        table row can be passed as they are."""
     def lock(self, node: Node) -> int:
         """``lock_ref += 1`` up to the root; the tokens that became protected (>= 0). SGLang's
         ``inc_lock_ref`` delta (change in evictable tokens) is its negation."""

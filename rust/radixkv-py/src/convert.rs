@@ -10,6 +10,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyList, PyTuple};
 
 use crate::errors::InvalidArgument;
+use crate::std_array::{array_ids, ArrayIds};
 
 /// A 1-D int32 view of a Python sequence: read in place when it already is a non-empty,
 /// C-contiguous, aligned int32 `NumPy` array.
@@ -173,20 +174,44 @@ pub fn i32_input<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<I32Input<
     Err(unsupported(obj, what))
 }
 
-/// Token ids as the core reads them: int32 ids (`i32_input`), or a non-empty C-contiguous
-/// aligned int64 `NumPy` array read in place. The core compares int64 ids against its int32
-/// keys at 64 bits and narrows only the ids an insert stores, so a long, mostly cached prompt
-/// is not copied; an id that does not fit int32 is refused by the core with the same error
-/// (`tokens: value ... does not fit in int32`).
+/// Token ids as the core reads them: int32 ids (`i32_input`), a non-empty C-contiguous
+/// aligned int64 `NumPy` array read in place, or an `array.array` read in place at its own
+/// width (`std_array`). The core compares int64 ids against its int32 keys at 64 bits and
+/// narrows only the ids an insert stores, so a long, mostly cached prompt is not copied; an id
+/// that does not fit int32 is refused by the core with the same error (`tokens: value ... does
+/// not fit in int32`).
+///
+/// An `Array` view is good only while the GIL is held (see `std_array`): a call holding one
+/// must not release it.
 pub enum TokenInput<'py> {
     Narrow(I32Input<'py>),
     Wide(Bound<'py, PyArray1<i64>>),
+    Array(ArrayIds<'py>),
 }
 
 /// A view of a `TokenInput`'s ids at their own width.
+#[derive(Clone, Copy)]
 pub enum TokenSlice<'a> {
     I32(&'a [i32]),
     I64(&'a [i64]),
+}
+
+impl TokenSlice<'_> {
+    pub fn len(self) -> usize {
+        match self {
+            TokenSlice::I32(t) => t.len(),
+            TokenSlice::I64(t) => t.len(),
+        }
+    }
+
+    /// The first `n` ids (`n` at most `len()`).
+    #[must_use]
+    pub fn head(self, n: usize) -> Self {
+        match self {
+            TokenSlice::I32(t) => TokenSlice::I32(&t[..n]),
+            TokenSlice::I64(t) => TokenSlice::I64(&t[..n]),
+        }
+    }
 }
 
 impl TokenInput<'_> {
@@ -198,16 +223,23 @@ impl TokenInput<'_> {
             TokenInput::Wide(a) => {
                 TokenSlice::I64(unsafe { a.as_slice() }.expect("contiguous by construction"))
             }
+            TokenInput::Array(a) => a
+                .i64s()
+                .map_or_else(|| TokenSlice::I32(a.i32s().unwrap_or(&[])), TokenSlice::I64),
         }
     }
 }
 
-/// Reads `obj` as token ids: an int64 array in place (see `TokenInput`), else `i32_input`.
+/// Reads `obj` as token ids: an int64 array or an `array.array` in place (see
+/// `TokenInput`), else `i32_input`.
 pub fn token_input<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<TokenInput<'py>> {
     if let Ok(a) = obj.cast::<PyArray1<i64>>() {
         if let Some(a) = contiguous(a) {
             return Ok(TokenInput::Wide(a.clone()));
         }
+    }
+    if let Some(a) = array_ids(obj, what)? {
+        return Ok(TokenInput::Array(a));
     }
     i32_input(obj, what).map(TokenInput::Narrow)
 }

@@ -10,6 +10,7 @@ mod namespace;
 mod pool;
 mod radix;
 mod slots;
+mod std_array;
 
 use pyo3::prelude::*;
 

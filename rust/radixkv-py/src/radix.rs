@@ -270,6 +270,27 @@ fn checkpoint_with<K: TokenId, S: SlotOut>(
     }
 }
 
+/// `tokens` and `slots` cut to their first `length` ids (both must hold that many); as they
+/// are when `length` is None.
+fn cut_to<'a>(
+    tokens: TokenSlice<'a>,
+    slots: SlotsRef<'a>,
+    length: Option<i64>,
+) -> PyResult<(TokenSlice<'a>, SlotsRef<'a>)> {
+    let Some(n) = length else {
+        return Ok((tokens, slots));
+    };
+    let n = count(n, "length")?;
+    for (what, have) in [("tokens", tokens.len()), ("slots", slots.len())] {
+        if have < n {
+            return Err(InvalidArgument::new_err(format!(
+                "length: {n} ids asked of {what} holding {have}"
+            )));
+        }
+    }
+    Ok((tokens.head(n), slots.head(n)))
+}
+
 fn finite(p: f64) -> PyResult<f64> {
     if p.is_finite() {
         Ok(p)
@@ -517,11 +538,13 @@ impl PyRadixCache {
     /// Everything, `lock_from`'s lock included, is checked before anything changes.
     /// `keep_lock=False` (a request done with its KV, whose caller would unlock next):
     /// `lock_from`'s lock is released instead of moved and the end is left unlocked.
+    /// `length`: only the first `length` tokens and slots are used (both must hold that many),
+    /// so a caller can pass a request's whole id array and its whole table row as they are.
     /// Every argument may also be passed by position (in the plugin's hot path: each
     /// keyword costs a name lookup per call).
     #[pyo3(signature = (
         tokens, slots, namespace = None, priority = 0.0, inserted_len = 0, boundary = 0,
-        lock_from = None, dup_from = 0, keep_lock = true
+        lock_from = None, dup_from = 0, keep_lock = true, length = None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn checkpoint<'py>(
@@ -535,6 +558,7 @@ impl PyRadixCache {
         lock_from: Option<&Bound<'py, PyAny>>,
         dup_from: i64,
         keep_lock: bool,
+        length: Option<i64>,
     ) -> PyResult<(usize, PyNode, Option<Bound<'py, PyAny>>)> {
         let py = slf.py();
         let priority = finite(priority)?;
@@ -543,6 +567,7 @@ impl PyRadixCache {
         let dup_from = count(dup_from, "dup_from")?;
         let t = token_input(tokens, "tokens")?;
         let s = insert_slots(slots, "slots")?;
+        let (ts, ss) = cut_to(t.slice(), s.slice(), length)?;
         let mut ns = Vec::new();
         encode_namespace(namespace, &mut ns)?;
         let mut this = busy_mut(slf)?;
@@ -557,7 +582,7 @@ impl PyRadixCache {
         }
         let inner = &mut this.inner;
         let args = (priority, inserted_len, boundary, from, keep_lock);
-        let (present, h, _) = match (t.slice(), s.slice()) {
+        let (present, h, _) = match (ts, ss) {
             (TokenSlice::I32(t), SlotsRef::I32(s)) => checkpoint_with(inner, &ns, t, s, args),
             (TokenSlice::I32(t), SlotsRef::I64(s)) => checkpoint_with(inner, &ns, t, s, args),
             (TokenSlice::I64(t), SlotsRef::I32(s)) => checkpoint_with(inner, &ns, t, s, args),

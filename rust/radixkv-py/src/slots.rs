@@ -104,9 +104,28 @@ impl InsertSlots<'_> {
 }
 
 /// A slot slice of either width.
+#[derive(Clone, Copy)]
 pub enum SlotsRef<'a> {
     I32(&'a [i32]),
     I64(&'a [Slot]),
+}
+
+impl SlotsRef<'_> {
+    pub fn len(self) -> usize {
+        match self {
+            SlotsRef::I32(s) => s.len(),
+            SlotsRef::I64(s) => s.len(),
+        }
+    }
+
+    /// The first `n` ids (`n` at most `len()`).
+    #[must_use]
+    pub fn head(self, n: usize) -> Self {
+        match self {
+            SlotsRef::I32(s) => SlotsRef::I32(&s[..n]),
+            SlotsRef::I64(s) => SlotsRef::I64(&s[..n]),
+        }
+    }
 }
 
 /// Reads `obj` for an insert (see `InsertSlots`); `what` names the argument in errors.

@@ -9,7 +9,7 @@ once, and not at all where a CPU int32 tensor already is the NumPy array radixkv
 from __future__ import annotations
 
 from array import array
-from typing import Any, Optional
+from typing import Any, List, Optional
 
 import numpy as np
 import numpy.typing as npt
@@ -50,32 +50,46 @@ _frombuffer = np.frombuffer
 
 
 class RowReader:
-    """Slot ids of a ``req_to_token`` row prefix as host ids radixkv takes as they are.
+    """Slot ids of ``req_to_token`` rows as host ids radixkv takes as they are.
 
-    A CPU table (int32 or int64, contiguous) is read through one NumPy view of the whole table,
-    made once per table object: a row prefix is then a NumPy slice, with no torch indexing or
-    conversion per call. Any other table goes through ``slots_to_host`` (one copy)."""
+    A CPU table (int32 or int64, contiguous) is read through NumPy views of its rows, made once
+    per table object: a row is then a list item, with no torch or NumPy indexing per call.
+    Any other table goes through ``slots_to_host`` (one copy of the part asked for)."""
 
     def __init__(self) -> None:
         self._table: Any = None
-        self._host: Optional[npt.NDArray[np.signedinteger]] = None
+        self._rows: Optional[List[npt.NDArray[np.signedinteger]]] = None
 
     @property
     def views_table(self) -> bool:
         """Whether the last call's result is a view of the table itself (a CPU table): writes
         into it then land in the table, with no torch indexing in between."""
-        return self._host is not None
+        return self._rows is not None
+
+    def _see(self, table: torch.Tensor) -> None:
+        self._table = table
+        self._rows = (
+            list(table.numpy())
+            if table.device.type == "cpu"
+            and table.dtype in (torch.int32, torch.int64)
+            and table.is_contiguous()
+            and table.dim() == 2
+            else None
+        )
 
     def __call__(self, table: torch.Tensor, row: int, n: int) -> npt.NDArray[np.signedinteger]:
+        """The first ``n`` ids of ``row``."""
         if table is not self._table:
-            self._table = table
-            self._host = (
-                table.numpy()
-                if table.device.type == "cpu"
-                and table.dtype in (torch.int32, torch.int64)
-                and table.is_contiguous()
-                else None
-            )
-        if self._host is not None:
-            return self._host[row, :n]
+            self._see(table)
+        if self._rows is not None:
+            return self._rows[row][:n]
+        return slots_to_host(table[row, :n])
+
+    def at_least(self, table: torch.Tensor, row: int, n: int) -> npt.NDArray[np.signedinteger]:
+        """``row``'s ids, at least its first ``n``: the whole row of a CPU table (a view, no
+        slicing), else a copy of the first ``n``. For calls that take a length of their own."""
+        if table is not self._table:
+            self._see(table)
+        if self._rows is not None:
+            return self._rows[row]
         return slots_to_host(table[row, :n])

@@ -187,7 +187,7 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
         if key.is_bigram:
             raise ValueError("radixkv radix-cache backend: bigram keys are not supported")
         ids = key.token_ids
-        n = len(ids)
+        n = whole = len(ids)
         limit = key.limit
         if limit is not None and limit < n:
             n = limit
@@ -198,7 +198,8 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
         extra, salt = key.extra_key, key.cache_salt
         ns = None if extra is None and not salt else (extra, salt or None)  # namespace_of
         if type(ids) is _array and ids.typecode == "q":
-            tokens = _frombuffer(ids, _I64, n)
+            # the tree reads an array('q') in place; a cut one through a NumPy view
+            tokens = ids if n == whole else _frombuffer(ids, _I64, n)
         else:
             tokens = tokens_view(ids, n)
         length, node = self.tree.match_node(tokens, ns)
@@ -305,15 +306,13 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
         old = req.lock
         ids = req.full_untruncated_fill_ids
         table = self.req_to_token_pool.req_to_token
-        row = self._read_row(table, kv.req_pool_idx, n)
-        if type(ids) is _array and ids.typecode == "q" and n:
-            tokens = _frombuffer(ids, _I64, n)
-        else:
-            tokens = tokens_view(ids, n)
+        # the whole row and the whole id array, both cut to n by the tree (no views made here)
+        row = self._read_row.at_least(table, kv.req_pool_idx, n)
+        tokens = ids if type(ids) is _array and ids.typecode == "q" else tokens_view(ids, n)
         extra, salt = req.extra_key, req.cache_salt
         keep = not req.finished()
         # arguments by position (each keyword costs a lookup per call): tokens, slots,
-        # namespace, priority, inserted_len, boundary, lock_from, dup_from, keep_lock
+        # namespace, priority, inserted_len, boundary, lock_from, dup_from, keep_lock, length
         present, node, dups = self.tree.checkpoint(
             tokens,
             row,
@@ -324,6 +323,7 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
             None if old is None else old.node,
             protected,
             keep,
+            n,
         )
         if inserted < n:
             kv.cache_inserted_len = n
