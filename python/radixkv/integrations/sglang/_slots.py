@@ -78,16 +78,9 @@ class RowReader:
         )
 
     def __call__(self, table: torch.Tensor, row: int, n: int) -> npt.NDArray[np.signedinteger]:
-        """The first ``n`` ids of ``row``."""
-        if table is not self._table:
-            self._see(table)
-        if self._rows is not None:
-            return self._rows[row][:n]
-        return slots_to_host(table[row, :n])
-
-    def at_least(self, table: torch.Tensor, row: int, n: int) -> npt.NDArray[np.signedinteger]:
         """``row``'s ids, at least its first ``n``: the whole row of a CPU table (a view, no
-        slicing), else a copy of the first ``n``. For calls that take a length of their own."""
+        slicing), else a copy of the first ``n``. For calls that cut to a length of their own
+        (``RadixCache.checkpoint(..., length=n)``)."""
         if table is not self._table:
             self._see(table)
         if self._rows is not None:

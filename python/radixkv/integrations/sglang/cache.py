@@ -307,7 +307,7 @@ class RadixKVPrefixCache(BasePrefixCache):  # type: ignore[misc]  # SGLang is un
         ids = req.full_untruncated_fill_ids
         table = self.req_to_token_pool.req_to_token
         # the whole row and the whole id array, both cut to n by the tree (no views made here)
-        row = self._read_row.at_least(table, kv.req_pool_idx, n)
+        row = self._read_row(table, kv.req_pool_idx, n)
         tokens = ids if type(ids) is _array and ids.typecode == "q" else tokens_view(ids, n)
         extra, salt = req.extra_key, req.cache_salt
         keep = not req.finished()
