@@ -426,7 +426,7 @@ impl PyRadixCache {
 
     /// `match_prefix` without the slots: `(length, node)`, with the same split, access time
     /// and hit count (no partial-page tail). For a caller that reads the slots later, if at
-    /// all, through `path_slots` (SGLang's scheduler locks the node first).
+    /// all, through `path_slots` (`SGLang`'s scheduler locks the node first).
     #[pyo3(signature = (tokens, namespace = None))]
     fn match_node(
         slf: &Bound<'_, Self>,
