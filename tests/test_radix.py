@@ -608,3 +608,24 @@ def test_array_ids_and_length_equal_cut_numpy_ids(typecode: str) -> None:
         assert [repr(e) for e in a.take_events()] == [repr(e) for e in b.take_events()]
         a.check()
         b.check()
+
+
+def test_growing_array_ids_are_read_afresh_each_call() -> None:
+    # SGLang appends each output token to the request's array('q'), which may move its buffer:
+    # every call reads the array where it is now (checkpoints of one growing request equal
+    # those of fresh int64 copies)
+    kw = dict(slot_dtype="int64", sglang_stamps=True)
+    a, b = rk.RadixCache(None, **kw), rk.RadixCache(None, **kw)
+    ids = array("q", [5, 6, 7])
+    row = np.arange(1, 4001, dtype=np.int32)
+    la = lb = None
+    for step in range(40):
+        ids.extend(range(100 * step, 100 * step + 97))  # grows past several reallocations
+        n = len(ids)
+        pa, ea, _ = a.checkpoint(ids, row, None, 0.0, 0, 0, la, 0, True, n)
+        pb, eb, _ = b.checkpoint(np.array(ids, dtype=np.int64), row[:n].copy(), lock_from=lb)
+        assert (pa, ea.depth) == (pb, eb.depth) == (0 if step == 0 else n - 97, n)
+        assert a.peek_prefix(ids) == b.peek_prefix(np.array(ids, dtype=np.int64)) == n
+        la, lb = ea, eb
+    assert snapshot(a) == snapshot(b)
+    a.check()

@@ -181,8 +181,8 @@ pub fn i32_input<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<I32Input<
 /// that does not fit int32 is refused by the core with the same error (`tokens: value ... does
 /// not fit in int32`).
 ///
-/// An `Array` view is good only while the GIL is held (see `std_array`): a call holding one
-/// must not release it.
+/// An `Array`'s ids are read in place by `slice`, whose view is good only until Python code
+/// runs again (see `std_array`).
 pub enum TokenInput<'py> {
     Narrow(I32Input<'py>),
     Wide(Bound<'py, PyArray1<i64>>),
@@ -215,18 +215,18 @@ impl TokenSlice<'_> {
 }
 
 impl TokenInput<'_> {
-    pub fn slice(&self) -> TokenSlice<'_> {
-        match self {
+    /// The ids. For an `Array`, good only until Python code runs again: take it after every
+    /// other argument is converted (see `std_array`).
+    pub fn slice(&self) -> PyResult<TokenSlice<'_>> {
+        Ok(match self {
             TokenInput::Narrow(t) => TokenSlice::I32(t.as_slice()),
             // SAFETY: contiguous, aligned and non-empty (checked by `contiguous` when built);
             // the array is kept alive by `a`, and this extension never writes input arrays.
             TokenInput::Wide(a) => {
                 TokenSlice::I64(unsafe { a.as_slice() }.expect("contiguous by construction"))
             }
-            TokenInput::Array(a) => a
-                .i64s()
-                .map_or_else(|| TokenSlice::I32(a.i32s().unwrap_or(&[])), TokenSlice::I64),
-        }
+            TokenInput::Array(a) => a.view()?,
+        })
     }
 }
 

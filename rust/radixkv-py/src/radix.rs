@@ -439,7 +439,7 @@ impl PyRadixCache {
         let (length, handle, id) = {
             let mut this = busy_mut(slf)?;
             let id = this.id;
-            let (length, handle) = match t.slice() {
+            let (length, handle) = match t.slice()? {
                 TokenSlice::I32(t) => this.inner.match_end(&ns, t),
                 TokenSlice::I64(t) => this.inner.match_end(&ns, t),
             }
@@ -459,7 +459,7 @@ impl PyRadixCache {
         let t = token_input(tokens, "tokens")?;
         let mut ns = Vec::new();
         encode_namespace(namespace, &mut ns)?;
-        match t.slice() {
+        match t.slice()? {
             TokenSlice::I32(t) => self.inner.peek_prefix(&ns, t),
             TokenSlice::I64(t) => self.inner.peek_prefix(&ns, t),
         }
@@ -515,7 +515,7 @@ impl PyRadixCache {
             let id = this.id;
             let c = &mut this.inner;
             let (pr, il) = (priority, inserted_len);
-            let (present, h) = match (t.slice(), s.slice()) {
+            let (present, h) = match (t.slice()?, s.slice()) {
                 (TokenSlice::I32(t), SlotsRef::I32(s)) => c.insert_node_from(&ns, t, s, pr, il),
                 (TokenSlice::I32(t), SlotsRef::I64(s)) => c.insert_node_from(&ns, t, s, pr, il),
                 (TokenSlice::I64(t), SlotsRef::I32(s)) => c.insert_node_from(&ns, t, s, pr, il),
@@ -567,9 +567,10 @@ impl PyRadixCache {
         let dup_from = count(dup_from, "dup_from")?;
         let t = token_input(tokens, "tokens")?;
         let s = insert_slots(slots, "slots")?;
-        let (ts, ss) = cut_to(t.slice(), s.slice(), length)?;
         let mut ns = Vec::new();
         encode_namespace(namespace, &mut ns)?;
+        // the ids last: an array.array's view must not outlive a run of Python code
+        let (ts, ss) = cut_to(t.slice()?, s.slice(), length)?;
         let mut this = busy_mut(slf)?;
         let from = lock_from
             .filter(|n| !n.is_none())

@@ -4,51 +4,55 @@
 //! The limited API of Python 3.9 (this extension's abi3 floor) has no buffer protocol, so the
 //! ids are found through the array's documented `buffer_info()`: its buffer's address and
 //! length in items. That address is good while the array is not resized, and resizing needs
-//! the GIL: a view made here is only read before the call that made it returns, and no call
-//! that reads one releases the GIL.
+//! Python code to run (which may hand the GIL to another thread). So the address is read by
+//! `view`, which a call makes after converting every other argument, and the call runs no
+//! Python code until it is done with the view.
 
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
 
-use crate::convert::{bad, i32_input, I32Input};
+use crate::convert::{bad, i32_input, I32Input, TokenSlice};
 
 static ARRAY_TYPE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
-/// Ids of an `array.array` at their own width.
+/// An `array.array` of ids.
 pub enum ArrayIds<'py> {
-    /// Typecode `q` (or an 8-byte `l`): int64, in place.
-    I64(Bound<'py, PyAny>, *const i64, usize),
-    /// Typecode `i` (or a 4-byte `l`): int32, in place.
-    I32(Bound<'py, PyAny>, *const i32, usize),
+    /// Typecode `q` (or an 8-byte `l`): int64, read in place by `view`.
+    I64(Bound<'py, PyAny>),
+    /// Typecode `i` (or a 4-byte `l`): int32, read in place by `view`.
+    I32(Bound<'py, PyAny>),
     /// Any other integer typecode, converted once (range-checked as `i32_input` does).
     Other(I32Input<'py>),
 }
 
 impl ArrayIds<'_> {
-    pub fn i64s(&self) -> Option<&[i64]> {
-        match self {
-            // SAFETY: address and length from `buffer_info()` of the array `a` keeps alive;
-            // not resized while the GIL is held (module comment); aligned for its item type.
-            ArrayIds::I64(_a, p, n) if *n > 0 => {
-                Some(unsafe { std::slice::from_raw_parts(*p, *n) })
-            }
-            ArrayIds::I64(..) => Some(&[]),
-            _ => None,
+    /// The ids at their own width: good until Python code runs again (module comment).
+    pub fn view(&self) -> PyResult<TokenSlice<'_>> {
+        let (a, wide) = match self {
+            ArrayIds::I64(a) => (a, true),
+            ArrayIds::I32(a) => (a, false),
+            ArrayIds::Other(v) => return Ok(TokenSlice::I32(v.as_slice())),
+        };
+        let (addr, len): (usize, usize) =
+            a.call_method0(intern!(a.py(), "buffer_info"))?.extract()?;
+        if len == 0 {
+            return Ok(if wide {
+                TokenSlice::I64(&[])
+            } else {
+                TokenSlice::I32(&[])
+            });
         }
-    }
-
-    pub fn i32s(&self) -> Option<&[i32]> {
-        match self {
-            // SAFETY: as for `i64s`.
-            ArrayIds::I32(_a, p, n) if *n > 0 => {
-                Some(unsafe { std::slice::from_raw_parts(*p, *n) })
+        // SAFETY: address and length in items of the live buffer of the array `self` keeps
+        // alive, aligned for its item type; read before any Python code runs (module comment).
+        Ok(unsafe {
+            if wide {
+                TokenSlice::I64(std::slice::from_raw_parts(addr as *const i64, len))
+            } else {
+                TokenSlice::I32(std::slice::from_raw_parts(addr as *const i32, len))
             }
-            ArrayIds::I32(..) => Some(&[]),
-            ArrayIds::Other(v) => Some(v.as_slice()),
-            ArrayIds::I64(..) => None,
-        }
+        })
     }
 }
 
@@ -71,15 +75,10 @@ pub fn array_ids<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Option<Ar
         }
         _ => 0,
     };
-    if width != 8 && width != 4 {
+    Ok(Some(match width {
+        8 => ArrayIds::I64(obj.clone()),
+        4 => ArrayIds::I32(obj.clone()),
         // b, h, B, H, I, L, Q, u, w: rare here, converted through a list
-        let list = obj.call_method0(intern!(py, "tolist"))?;
-        return i32_input(&list, what).map(|v| Some(ArrayIds::Other(v)));
-    }
-    let (addr, len): (usize, usize) = obj.call_method0(intern!(py, "buffer_info"))?.extract()?;
-    Ok(Some(if width == 8 {
-        ArrayIds::I64(obj.clone(), addr as *const i64, len)
-    } else {
-        ArrayIds::I32(obj.clone(), addr as *const i32, len)
+        _ => ArrayIds::Other(i32_input(&obj.call_method0(intern!(py, "tolist"))?, what)?),
     }))
 }
