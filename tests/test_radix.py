@@ -629,3 +629,34 @@ def test_growing_array_ids_are_read_afresh_each_call() -> None:
         la, lb = ea, eb
     assert snapshot(a) == snapshot(b)
     a.check()
+
+
+@pytest.mark.parametrize("typecode", ["q", "i", "l", "L", "H"])
+def test_array_ids_are_taken_wherever_ids_are(typecode: str) -> None:
+    # match_prefix, insert and slot arguments take array.array too (copied; checked as lists)
+    kw = dict(slot_dtype="int64")
+    a, b = rk.RadixCache(None, **kw), rk.RadixCache(None, **kw)
+    toks, slots = [3, 1, 4, 1, 5, 9, 2, 6], [10, 11, 12, 13, 14, 15, 16, 17]
+    assert a.insert(array(typecode, toks), array(typecode, slots)) == b.insert(toks, slots) == 0
+    ma, mb = a.match_prefix(array(typecode, toks[:5] + [7])), b.match_prefix(toks[:5] + [7])
+    assert (ma.length, ma.slots.tolist()) == (mb.length, mb.slots.tolist()) == (5, slots[:5])
+    pa, na = a.insert_node(array(typecode, toks + [8]), array(typecode, slots + [18]))
+    pb, nb = b.insert_node(toks + [8], slots + [18])
+    assert (pa, na.depth) == (pb, nb.depth) == (8, 9)
+    assert snapshot(a) == snapshot(b)
+
+
+def test_array_slot_ids_keep_int64_range() -> None:
+    # unsigned 8-byte arrays are converted with the slot rules: ids up to 2**63 - 1 pass, above
+    # it the call is refused naming the value, nothing changed
+    c = rk.RadixCache(None, slot_dtype="int64")
+    big = 2**62 + 5
+    c.insert([1, 2], array("Q", [big, big + 1]))
+    assert c.match_prefix([1, 2]).slots.tolist() == [big, big + 1]
+    before = snapshot(c)
+    with pytest.raises(rk.InvalidArgument, match="does not fit int64"):
+        c.insert([7, 8], array("Q", [1, 2**63]))
+    with pytest.raises(rk.InvalidArgument, match="typecode 'd'"):
+        c.insert(array("d", [7.0, 8.0]), [1, 2])
+    assert snapshot(c) == before
+    c.check()

@@ -8,8 +8,9 @@ import numpy.typing as npt
 
 from radixkv.metadata import BlockTableMetadata, DecodeMetadata, ExtendMetadata
 
-# Token / slot sequences: a list or tuple of ints, a 1-D NumPy integer array, or a 1-D CPU torch
-# tensor of an integer dtype (typed loosely so torch stays optional).
+# Token / slot sequences: a list or tuple of ints, a 1-D NumPy integer array, an array.array of an
+# integer typecode, or a 1-D CPU torch tensor of an integer dtype (typed loosely so torch stays
+# optional).
 _IntSeq = Union[list[int], tuple[int, ...], npt.NDArray[np.integer], object]
 # None, a str, or a tuple of str / None. Equal namespaces share prefixes; different ones never
 # do, whatever their tokens.

@@ -1,16 +1,18 @@
 //! Turning Python inputs into `&[i32]` and results into `NumPy` arrays, in one place.
 //!
 //! Accepted for every token / slot / id sequence: a list or tuple of ints, a 1-D `NumPy` array of
-//! any integer dtype, or a 1-D CPU torch tensor of an integer dtype. A C-contiguous `NumPy` int32
-//! array is borrowed without a copy; anything else is converted once, range-checked. Floats,
-//! bools, strings and GPU tensors are refused with `InvalidArgument` naming the argument.
+//! any integer dtype, an `array.array` of an integer typecode, or a 1-D CPU torch tensor of an
+//! integer dtype. A C-contiguous `NumPy` int32 array is borrowed without a copy (and token ids
+//! of the radix calls that take `token_input` as int64 arrays or `array.array`s); anything else
+//! is converted once, range-checked. Floats, bools, strings and GPU tensors are refused with
+//! `InvalidArgument` naming the argument.
 
 use numpy::{IntoPyArray, PyArray1, PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyList, PyTuple};
 
 use crate::errors::InvalidArgument;
-use crate::std_array::{array_ids, ArrayIds};
+use crate::std_array::{std_array, ArrayIds, StdArray};
 
 /// A 1-D int32 view of a Python sequence: read in place when it already is a non-empty,
 /// C-contiguous, aligned int32 `NumPy` array.
@@ -161,6 +163,17 @@ pub fn i32_input<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<I32Input<
             .collect::<PyResult<Vec<_>>>()?;
         return Ok(I32Input::Owned(v));
     }
+    match std_array(obj, what)? {
+        // an array.array: copied here, at once (`token_input` reads one in place)
+        Some(StdArray::InPlace(a)) => {
+            return match a.view()? {
+                TokenSlice::I32(v) => Ok(I32Input::Owned(v.to_vec())),
+                TokenSlice::I64(v) => narrow_all(what, v),
+            }
+        }
+        Some(StdArray::List(list)) => return i32_input(&list, what),
+        None => {}
+    }
     if let Some(v) = list_i64(obj, what)? {
         return Ok(I32Input::Owned(
             v.into_iter()
@@ -238,10 +251,11 @@ pub fn token_input<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<TokenIn
             return Ok(TokenInput::Wide(a.clone()));
         }
     }
-    if let Some(a) = array_ids(obj, what)? {
-        return Ok(TokenInput::Array(a));
+    match std_array(obj, what)? {
+        Some(StdArray::InPlace(a)) => Ok(TokenInput::Array(a)),
+        Some(StdArray::List(list)) => i32_input(&list, what).map(TokenInput::Narrow),
+        None => i32_input(obj, what).map(TokenInput::Narrow),
     }
-    i32_input(obj, what).map(TokenInput::Narrow)
 }
 
 /// The error for an object that is no id sequence at all.

@@ -1,7 +1,8 @@
 //! Slot ids across the boundary: int32 or int64 in, the dtype the caller asks for out.
 //!
 //! Accepted for every slot sequence: a list or tuple of ints, a 1-D `NumPy` array of any
-//! integer dtype, or a 1-D CPU torch tensor of an integer dtype. A C-contiguous, aligned int64
+//! integer dtype, an `array.array` of an integer typecode, or a 1-D CPU torch tensor of an
+//! integer dtype. A C-contiguous, aligned int64
 //! array is read in place; anything else is widened to int64 once. Floats, bools, strings, GPU
 //! tensors and ids that do not fit int64 are refused with `InvalidArgument` naming the argument.
 //!
@@ -14,8 +15,9 @@ use pyo3::prelude::*;
 use pyo3::types::PyString;
 use radixkv_core::slot::{Slot, SlotOut};
 
-use crate::convert::{bad, contiguous, list_i64, other_array, unsupported};
+use crate::convert::{bad, contiguous, list_i64, other_array, unsupported, TokenSlice};
 use crate::errors::{CoreResultExt, InvalidArgument};
+use crate::std_array::{std_array, StdArray};
 
 /// The element type of slot arrays handed out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -158,6 +160,16 @@ pub fn slot_input<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<SlotInpu
         return Ok(SlotInput::Owned(
             a.readonly().as_array().iter().copied().collect(),
         ));
+    }
+    match std_array(obj, what)? {
+        Some(StdArray::InPlace(a)) => {
+            return Ok(SlotInput::Owned(match a.view()? {
+                TokenSlice::I32(v) => v.iter().map(|&x| Slot::from(x)).collect(),
+                TokenSlice::I64(v) => v.to_vec(),
+            }))
+        }
+        Some(StdArray::List(list)) => return slot_input(&list, what),
+        None => {}
     }
     if let Some(v) = list_i64(obj, what)? {
         return Ok(SlotInput::Owned(v));

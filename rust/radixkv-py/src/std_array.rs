@@ -13,32 +13,33 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
 
-use crate::convert::{bad, i32_input, I32Input, TokenSlice};
+use crate::convert::{bad, TokenSlice};
 
 static ARRAY_TYPE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
-/// An `array.array` of ids.
-pub enum ArrayIds<'py> {
-    /// Typecode `q` (or an 8-byte `l`): int64, read in place by `view`.
-    I64(Bound<'py, PyAny>),
-    /// Typecode `i` (or a 4-byte `l`): int32, read in place by `view`.
-    I32(Bound<'py, PyAny>),
-    /// Any other integer typecode, converted once (range-checked as `i32_input` does).
-    Other(I32Input<'py>),
+/// An `array.array` of ids read in place: typecode `q` (or an 8-byte `l`) as int64, `i` (or a
+/// 4-byte `l`) as int32.
+pub struct ArrayIds<'py> {
+    array: Bound<'py, PyAny>,
+    wide: bool,
+}
+
+/// What `std_array` found.
+pub enum StdArray<'py> {
+    InPlace(ArrayIds<'py>),
+    /// Any other integer typecode (b, h, B, H, I, L, Q): its ints as a list (`tolist()`), for
+    /// the caller's own conversion and range checks.
+    List(Bound<'py, PyAny>),
 }
 
 impl ArrayIds<'_> {
     /// The ids at their own width: good until Python code runs again (module comment).
     pub fn view(&self) -> PyResult<TokenSlice<'_>> {
-        let (a, wide) = match self {
-            ArrayIds::I64(a) => (a, true),
-            ArrayIds::I32(a) => (a, false),
-            ArrayIds::Other(v) => return Ok(TokenSlice::I32(v.as_slice())),
-        };
+        let a = &self.array;
         let (addr, len): (usize, usize) =
             a.call_method0(intern!(a.py(), "buffer_info"))?.extract()?;
         if len == 0 {
-            return Ok(if wide {
+            return Ok(if self.wide {
                 TokenSlice::I64(&[])
             } else {
                 TokenSlice::I32(&[])
@@ -47,7 +48,7 @@ impl ArrayIds<'_> {
         // SAFETY: address and length in items of the live buffer of the array `self` keeps
         // alive, aligned for its item type; read before any Python code runs (module comment).
         Ok(unsafe {
-            if wide {
+            if self.wide {
                 TokenSlice::I64(std::slice::from_raw_parts(addr as *const i64, len))
             } else {
                 TokenSlice::I32(std::slice::from_raw_parts(addr as *const i32, len))
@@ -56,29 +57,32 @@ impl ArrayIds<'_> {
     }
 }
 
-/// `obj` read as an `array.array` of ids; None when it is not exactly one.
-pub fn array_ids<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Option<ArrayIds<'py>>> {
+/// `obj` read as an `array.array` of ids; None when it is not exactly one. Float and
+/// character typecodes are refused, naming `what`.
+pub fn std_array<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Option<StdArray<'py>>> {
     let py = obj.py();
     if !obj.get_type().is(ARRAY_TYPE.import(py, "array", "array")?) {
         return Ok(None);
     }
     let code: char = obj.getattr(intern!(py, "typecode"))?.extract()?;
-    let width = match code {
-        'q' => 8,
-        'i' => 4,
-        'l' => obj.getattr(intern!(py, "itemsize"))?.extract::<usize>()?,
-        'f' | 'd' => {
+    let wide = match code {
+        'q' => true,
+        'i' => false,
+        'l' => obj.getattr(intern!(py, "itemsize"))?.extract::<usize>()? == 8,
+        'b' | 'h' | 'B' | 'H' | 'I' | 'L' | 'Q' => {
+            return Ok(Some(StdArray::List(
+                obj.call_method0(intern!(py, "tolist"))?,
+            )))
+        }
+        _ => {
             return Err(bad(
                 what,
-                format!("expected integer ids, got array('{code}') of floats"),
+                format!("expected integer ids, got an array of typecode '{code}'"),
             ))
         }
-        _ => 0,
     };
-    Ok(Some(match width {
-        8 => ArrayIds::I64(obj.clone()),
-        4 => ArrayIds::I32(obj.clone()),
-        // b, h, B, H, I, L, Q, u, w: rare here, converted through a list
-        _ => ArrayIds::Other(i32_input(&obj.call_method0(intern!(py, "tolist"))?, what)?),
-    }))
+    Ok(Some(StdArray::InPlace(ArrayIds {
+        array: obj.clone(),
+        wide,
+    })))
 }
