@@ -117,6 +117,8 @@ CASES: list[tuple[str, Callable[[World], Any], type[Exception]]] = [
     ("checkpoint: length past the slots", lambda w: w.cache.checkpoint([1, 2, 3], w.out, length=3), rk.InvalidArgument),
     ("checkpoint: negative length", lambda w: w.cache.checkpoint([1, 2], w.out, length=-1), rk.InvalidArgument),
     ("checkpoint: length cuts to a bad token", lambda w: w.cache.checkpoint([1, -2, 3], w.out + [w.out[0]], length=2), rk.InvalidArgument),
+    ("match_node: length past the tokens", lambda w: w.cache.match_node(array("q", [10, 11]), None, 3), rk.InvalidArgument),
+    ("match_node: negative length", lambda w: w.cache.match_node([10, 11], length=-1), rk.InvalidArgument),
     # array.array ids: read in place (q, i) or converted (other integer typecodes)
     ("match_node: array('d')", lambda w: w.cache.match_node(array("d", [10.0, 11.0])), rk.InvalidArgument),
     ("match_node: array('q') id beyond int32 after a hit", lambda w: w.cache.match_node(array("q", [10, 11, 2**31])), rk.InvalidArgument),

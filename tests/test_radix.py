@@ -586,8 +586,11 @@ def test_array_ids_and_length_equal_cut_numpy_ids(typecode: str) -> None:
         ids = array(typecode, toks)
         full = np.array(toks, dtype=np.int64)
         n = int(rng.integers(0, len(toks) + 1))
-        # match: the whole array, or a cut one
-        got_a = a.match_node(ids if n == len(toks) else array(typecode, toks[:n]))
+        # match: the whole array, a cut one, or the whole one cut by length
+        if step % 3 == 2:
+            got_a = a.match_node(ids, None, n)
+        else:
+            got_a = a.match_node(ids if n == len(toks) else array(typecode, toks[:n]))
         got_b = b.match_node(full[:n])
         assert got_a[0] == got_b[0] and got_a[1].depth == got_b[1].depth
         assert a.peek_prefix(ids) == b.peek_prefix(full)

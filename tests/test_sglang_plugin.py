@@ -11,6 +11,7 @@ namespaces, and agrees with SGLang's own ``RadixCache`` on hit lengths and sizes
 from __future__ import annotations
 
 import os
+from array import array
 import sys
 from pathlib import Path
 
@@ -129,11 +130,11 @@ def test_last_checkpoint_releases_the_lock_in_the_same_call() -> None:
     assert a.lock is not None and a.lock.node == a.last_node and a.last_node.lock_ref == 1
     lc.decode(a, [1, 2, 3, 4, 5])
     calls: list = []
-    tree = lc.cache.tree
-    lc.cache.tree = _UnlockSpy(tree, calls)
+    unlock = lc.cache.unlock
+    lc.cache.unlock = lambda lock: (calls.append(lock), unlock(lock))[1]  # this instance's
     lc.finish(a)  # release_kv_cache: checkpoint, free_kv_row, unlock(req.lock), on_release
-    lc.cache.tree = tree
-    assert a.lock is None and calls == []
+    del lc.cache.unlock
+    assert a.lock is None and calls == [None]  # the unlock had no lock left to release
     assert lc.cache.protected_size() == 20 + 4  # b's path only
     assert a.last_node.lock_ref == 0 and a.last_node.depth == 34
     lc.leak_check([b])
@@ -161,33 +162,31 @@ def test_prefix_indices_of_a_repeated_prefix_are_kept_while_their_node_lives() -
         assert lc.admit(r, 2)
         lc.decode(r, [9, 9])
         lc.finish(r)
-    reads: list = []
     tree = c.tree
-    c.tree = _Spy(tree, "path_slots", reads)
 
     def req_for(tokens: list, n: int) -> SimpleNamespace:
         length, node = tree.match_node(np.array(tokens, dtype=np.int64))
         assert length >= n
         return SimpleNamespace(prefix_len=n, last_node=node)
 
+    # a result read from the tree is a new tensor; a kept one is the same object again
     # another node, then another length: each read from the tree (and kept instead)
-    assert c.prefix_device_indices(req_for(other, 30)).tolist() == tree.path_slots(
-        req_for(other, 30).last_node).tolist()
-    assert len(reads) == 1
+    o = c.prefix_device_indices(req_for(other, 30))
+    assert o.tolist() == tree.path_slots(req_for(other, 30).last_node).tolist()
     first = c.prefix_device_indices(req_for(shared, 40))
+    assert first is not o
     assert first.tolist() == tree.path_slots(req_for(shared, 40).last_node).tolist()[:40]
-    assert len(reads) == 2
     # the same node (a handle from a new match) and length: the kept tensor, no read
-    assert c.prefix_device_indices(req_for(shared, 40)) is first and len(reads) == 2
-    assert c.prefix_device_indices(req_for(shared, 20)).tolist() == first.tolist()[:20]
-    assert len(reads) == 3
+    assert c.prefix_device_indices(req_for(shared, 40)) is first
+    short = c.prefix_device_indices(req_for(shared, 20))
+    assert short.tolist() == first.tolist()[:20]
     kept = c.prefix_device_indices(req_for(shared, 40))
-    assert kept is not first and kept.tolist() == first.tolist() and len(reads) == 4
+    assert kept is not first and kept.tolist() == first.tolist()
     # an eviction that spares the node (locked): the kept tensor is still handed out
     held = req_for(shared, 40).last_node
     tree.lock(held)
     assert c.evict(EvictParams(num_tokens=5)).num_tokens_evicted > 0
-    assert c.prefix_device_indices(req_for(shared, 40)) is kept and len(reads) == 4
+    assert c.prefix_device_indices(req_for(shared, 40)) is kept
     # the node evicted since: StaleHandle, kept or not
     stale = SimpleNamespace(prefix_len=40, last_node=held)
     tree.unlock(held)
@@ -195,37 +194,6 @@ def test_prefix_indices_of_a_repeated_prefix_are_kept_while_their_node_lives() -
     assert tree.total_size == 0
     with pytest.raises(radixkv.StaleHandle):
         c.prefix_device_indices(stale)
-    c.tree = tree
-
-
-class _Spy:
-    # the cache's tree, recording the calls of one method
-    def __init__(self, tree: object, name: str, calls: list) -> None:
-        self._tree, self._name, self._calls = tree, name, calls
-
-    def __getattr__(self, name: str) -> object:
-        f = getattr(self._tree, name)
-        if name != self._name:
-            return f
-
-        def spied(*a: object) -> object:
-            self._calls.append(a)
-            return f(*a)
-
-        return spied
-
-
-class _UnlockSpy:
-    # the cache's tree, recording unlock calls
-    def __init__(self, tree: object, calls: list) -> None:
-        self._tree, self._calls = tree, calls
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._tree, name)
-
-    def unlock(self, node: object) -> int:
-        self._calls.append(node)
-        return self._tree.unlock(node)  # type: ignore[attr-defined]
 
 
 def radixkv_evict_all(lc: Lifecycle) -> object:
@@ -270,6 +238,17 @@ def test_random_traces_keep_the_idle_leak_check(page_size: int, steps: list, dat
                          lambda: data.draw(st.lists(st.integers(0, 5), max_size=12)))
 
 
+@pytest.mark.parametrize("page_size", [1, 16])
+@settings(max_examples=EXAMPLES, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(_step, min_size=1, max_size=40), data=st.data())
+def test_a_table_read_by_copies_keeps_the_same_results(page_size: int, steps: list,
+                                                       data) -> None:
+    _replay_side_by_side(page_size, steps,
+                         lambda: data.draw(st.lists(st.integers(0, 5), max_size=12)),
+                         strided_table=True)
+
+
 def test_match_ending_inside_a_node_refreshes_its_lower_half_as_sglang() -> None:
     # A match ending inside stem 2's 2-token node splits it; SGLang stamps the whole node, so
     # the next eviction takes stem 0's older 29-token output tail, not that 1-token lower half.
@@ -288,10 +267,20 @@ def _with_policy(factory, policy: str):
     return make
 
 
-def _replay_side_by_side(page_size: int, steps: list, draw_tail, policy: str = "lru") -> None:
-    # radixkv and SGLang's own RadixCache side by side on identical pools and requests
+def _replay_side_by_side(page_size: int, steps: list, draw_tail, policy: str = "lru",
+                         strided_table: bool = False) -> None:
+    # radixkv and SGLang's own RadixCache side by side on identical pools and requests;
+    # strided_table: radixkv's request table is a strided view, which the plugin cannot read
+    # rows of in place (it copies them and writes duplicates back through the pool)
     mine, ref = (_lifecycle(page_size, capacity=256, factory=_with_policy(f, policy))
                  for f in (RadixKVPrefixCache, RadixCache))
+    if strided_table:
+        import torch
+
+        table = mine.r2t.req_to_token
+        wide = torch.zeros((table.shape[0], 2 * table.shape[1]), dtype=table.dtype)
+        mine.r2t.req_to_token = wide[:, ::2]
+        assert not mine.r2t.req_to_token.is_contiguous()
     stems = [[s * 1000 + j for j in range(64)] for s in range(4)]
     running: list = []
     for n, step in enumerate(steps):
@@ -520,3 +509,72 @@ def test_kv_events_reach_sglang_as_its_event_types() -> None:
     lc.cache.reset()
     assert [type(e) for e in lc.cache.take_events()] == [AllBlocksCleared]
     lc.leak_check()
+
+
+def test_native_calls_refuse_bad_input_and_change_nothing() -> None:
+    """The calls the native base implements (match, checkpoint, prefix slots) refuse bad
+    input with a named error before anything changes: the tree, the request's fields and
+    the kept prefix result stay as they were."""
+    from types import SimpleNamespace
+
+    from sglang.srt.mem_cache.base_prefix_cache import MatchPrefixParams, TreeLock
+    from sglang.srt.mem_cache.radix_cache import RadixKey
+
+    lc = _lifecycle()
+    c = lc.cache
+    a = lc.make_req("a", list(range(100, 140)), output_len=3)
+    assert lc.admit(a, 3)
+    kept = c.prefix_device_indices(SimpleNamespace(prefix_len=40, last_node=a.last_node))
+
+    def state() -> tuple:
+        kv = a.kv
+        return (c.tree.dump(), c.evictable_size(), c.protected_size(), kv.cache_protected_len,
+                kv.cache_inserted_len, a.lock, a.last_node, a.last_node.lock_ref)
+
+    before = state()
+    with pytest.raises(ValueError, match="bigram"):
+        c.match_prefix(MatchPrefixParams(key=RadixKey(list(range(100, 140)), is_bigram=True)))
+    with pytest.raises(radixkv.InvalidArgument, match="ids"):
+        c.match_prefix(MatchPrefixParams(key=RadixKey(array("d", [1.0, 2.0]))))
+    # a lock held through a node of another cache; a negative checkpoint end
+    other = _lifecycle().cache
+    lock = a.lock
+    a.lock = TreeLock(other.tree.match_node([1])[1], lock.receipt)
+    with pytest.raises(radixkv.InvalidArgument, match="another RadixCache"):
+        c.checkpoint(a, up_to=40)
+    a.lock = lock
+    with pytest.raises(radixkv.InvalidArgument, match="up_to"):
+        c.checkpoint(a, up_to=-1)
+    # more slots than the path holds; a node that is no radixkv Node
+    with pytest.raises(radixkv.InvalidArgument, match="limit"):
+        c.prefix_device_indices(SimpleNamespace(prefix_len=41, last_node=a.last_node))
+    with pytest.raises(radixkv.InvalidArgument, match="Node"):
+        c.prefix_device_indices(SimpleNamespace(prefix_len=3, last_node=object()))
+    # the native state's setters check what they are given
+    with pytest.raises(TypeError):
+        c.tree = object()
+    with pytest.raises(radixkv.InvalidArgument, match="page_size"):
+        c.page_size = 0
+    assert state() == before and c.page_size == 1
+    assert c.prefix_device_indices(SimpleNamespace(prefix_len=40, last_node=a.last_node)) is kept
+    lc.decode(a, [1, 2, 3])
+    lc.finish(a)
+    lc.leak_check()
+
+
+def test_native_base_refuses_use_before_it_is_bound() -> None:
+    from collections import namedtuple
+
+    from sglang.srt.mem_cache.base_prefix_cache import MatchPrefixParams
+    from sglang.srt.mem_cache.radix_cache import RadixKey
+
+    base = radixkv._core.SGLangCacheBase()
+    with pytest.raises(RuntimeError, match="_bind"):
+        base.match_prefix(MatchPrefixParams(key=RadixKey([1, 2, 3])))
+    with pytest.raises(RuntimeError, match="_bind"):
+        base.checkpoint(object(), up_to=0)
+    wrong = namedtuple("wrong", ["length", "node", "host", "best"])
+    with pytest.raises(radixkv.InvalidArgument, match="device_prefix_len"):
+        base._bind(match_result=wrong, tree_lock=tuple, receipt=None, tokens_view=None,
+                   row_views=None, row_copy=None, from_numpy=None, device=None,
+                   empty_indices=None)

@@ -1,10 +1,12 @@
 """Type stub of the compiled extension ``radixkv._core`` (checked by ``mypy.stubtest``)."""
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, Optional, Union, final
 
 import numpy as np
 import numpy.typing as npt
+
+from typing_extensions import disjoint_base
 
 from radixkv.metadata import BlockTableMetadata, DecodeMetadata, ExtendMetadata
 
@@ -234,10 +236,13 @@ class RadixCache:
         scheduler's slot table), the slots are written into ``out[:length]`` and
         ``Match.slots`` is a view of them; a bad ``out`` raises ``InvalidArgument`` before
         anything changes."""
-    def match_node(self, tokens: _IntSeq, namespace: _Namespace = None) -> tuple[int, Node]:
+    def match_node(
+        self, tokens: _IntSeq, namespace: _Namespace = None, length: Optional[int] = None
+    ) -> tuple[int, Node]:
         """``match_prefix`` without the slots: ``(length, node)``, with the same split, access
         time and hit count (no partial-page tail). For a caller that reads the slots later, if
-        at all, through ``path_slots`` (SGLang's scheduler locks the node first)."""
+        at all, through ``path_slots`` (SGLang's scheduler locks the node first). ``length``:
+        only the first ``length`` tokens are matched (``tokens`` must hold that many)."""
     def peek_prefix(self, tokens: _IntSeq, namespace: _Namespace = None) -> int:
         """Hit length only; no split, no access-time or hit-count change."""
     def insert(
@@ -532,3 +537,76 @@ def build_decode_plan(
 def decode_plan_capacity(batch: int, slots: int) -> int:
     """Unit rows a balanced plan of ``batch`` requests for ``slots`` concurrent units needs at
     most: a fixed plan buffer size for CUDA graphs."""
+
+@disjoint_base
+class SGLangCacheBase:
+    """Native base of ``radixkv.integrations.sglang.RadixKVPrefixCache`` (not useful alone).
+
+    Implements the calls SGLang's scheduler makes for every request, reading SGLang's key and
+    request objects from Rust; the subclass sets it up with ``_bind`` and ``tree`` and keeps
+    every other method. ``checkpoint`` calls the subclass's ``_park_duplicates(kv, row,
+    protected, present, dups, views_table)`` when another request cached part of the row
+    first. Using it before ``_bind`` and ``tree`` raises ``RuntimeError``."""
+
+    def __new__(cls, *_args: Any, **_kwargs: Any) -> SGLangCacheBase: ...
+    def _bind(
+        self,
+        *,
+        match_result: type,
+        tree_lock: type,
+        receipt: object,
+        tokens_view: Callable[[Any, int], npt.NDArray[np.int64]],
+        row_views: Callable[[Any], Optional[list[npt.NDArray[np.integer]]]],
+        row_copy: Callable[[Any, int, int], npt.NDArray[np.integer]],
+        from_numpy: Callable[[npt.NDArray[np.int64]], Any],
+        device: Optional[object],
+        empty_indices: Any,
+    ) -> None:
+        """SGLang's ``MatchResult`` (a NamedTuple whose first four fields are the device
+        prefix length and three nodes; ``InvalidArgument`` otherwise) and ``TreeLock`` with the
+        receipt every lock carries; the plugin's converters for ids that are no
+        ``array.array`` and for table rows; ``torch.from_numpy``; the KV device (None: the
+        CPU) and the empty int64 tensor on it."""
+    @property
+    def tree(self) -> Optional[RadixCache]:
+        """The radix tree; setting one drops what was kept of the last."""
+    @tree.setter
+    def tree(self, tree: RadixCache) -> None: ...
+    @property
+    def page_size(self) -> int:
+        """Tokens per page (>= 1; ``InvalidArgument`` otherwise)."""
+    @page_size.setter
+    def page_size(self, page_size: int) -> None: ...
+    @property
+    def disable(self) -> bool:
+        """SGLang's ``--disable-radix-cache``: matches are empty, checkpoints do nothing."""
+    @disable.setter
+    def disable(self, disable: bool) -> None: ...
+    @property
+    def req_to_token_pool(self) -> Any:
+        """SGLang's ``ReqToTokenPool``; its ``req_to_token`` table is read on checkpoints."""
+    @req_to_token_pool.setter
+    def req_to_token_pool(self, pool: Any) -> None: ...
+    @property
+    def _evictions(self) -> int:
+        """Calls that evicted from the tree (the subclass counts them)."""
+    @_evictions.setter
+    def _evictions(self, n: int) -> None: ...
+    def supports_prefix_sharing(self) -> bool: ...
+    def match_prefix(self, params: Any) -> Any:
+        """Longest cached whole-page prefix of ``params.key`` (capped at ``key.limit``) in its
+        namespace (``key.extra_key``, ``key.cache_salt``), as SGLang's ``MatchResult``; splits
+        the node it ends inside and refreshes the path's access time. ``ValueError`` for a
+        bigram key."""
+    def checkpoint(self, req: Any, *, up_to: int, **_kwargs: Any) -> None:
+        """Inserts ``req``'s KV up to row position ``up_to`` (whole pages), frees the row's
+        duplicates, moves ``req.lock`` to the inserted end (releases it when ``req`` has
+        finished) and advances ``req.kv.cache_protected_len`` / ``cache_inserted_len``."""
+    def prefix_device_indices(self, req: Any) -> Any:
+        """The first ``req.prefix_len`` slots of the path to ``req.last_node``: an int64
+        tensor on the KV device (the last one is kept and handed out again while its node
+        lives)."""
+    def lock(self, node: Node) -> Any:
+        """Protects the path to ``node``; SGLang's ``TreeLock``."""
+    def unlock(self, lock: Any) -> None:
+        """Undoes ``lock`` (nothing for None)."""

@@ -9,6 +9,7 @@ mod metadata;
 mod namespace;
 mod pool;
 mod radix;
+mod sglang_base;
 mod slots;
 mod std_array;
 
@@ -22,5 +23,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     radix::register(m)?;
     blocks::register(m)?;
     metadata::register(m)?;
+    sglang_base::register(m)?;
     Ok(())
 }

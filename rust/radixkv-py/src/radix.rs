@@ -155,9 +155,7 @@ impl PyNode {
     }
 
     fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
-        other
-            .cast::<PyNode>()
-            .is_ok_and(|o| o.get().handle == self.handle && o.get().cache_id == self.cache_id)
+        self.same(other)
     }
 
     fn __hash__(&self) -> u64 {
@@ -235,6 +233,25 @@ impl PyRadixCache {
         Ok(n.handle)
     }
 
+    /// `path_slots`' checks: the handle of `node` (a live node of this cache) and how many
+    /// slots its path gives (`limit`, at most the path's length; all of them when None).
+    pub(crate) fn path_target(
+        &self,
+        node: &Bound<'_, PyAny>,
+        limit: Option<i64>,
+    ) -> PyResult<(NodeHandle, usize)> {
+        let h = self.handle(node)?;
+        let limit = limit.map(|n| count(n, "limit")).transpose()?;
+        let depth = self.inner.node_info(h).py()?.depth;
+        match limit {
+            Some(n) if n > depth => Err(InvalidArgument::new_err(format!(
+                "limit: {n} slots asked of a path of {depth}"
+            ))),
+            Some(n) => Ok((h, n)),
+            None => Ok((h, depth)),
+        }
+    }
+
     /// The output dtype of a call, checked against the ids the cache may write.
     fn out_dtype(&self, dtype: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<SlotDtype> {
         let d = SlotDtype::parse(dtype, self.dtype)?;
@@ -242,6 +259,19 @@ impl PyRadixCache {
             self.inner.check_fits_i32(what).py()?;
         }
         Ok(d)
+    }
+}
+
+impl PyNode {
+    /// Whether `node` is a handle of this same node (a `Node` of the same cache and handle).
+    pub(crate) fn same(&self, node: &Bound<'_, PyAny>) -> bool {
+        node.cast::<PyNode>()
+            .is_ok_and(|o| o.get().handle == self.handle && o.get().cache_id == self.cache_id)
+    }
+
+    /// `StaleHandle` once the node has been evicted.
+    pub(crate) fn check_live(&self, py: Python<'_>) -> PyResult<()> {
+        self.info(py).map(|_| ())
     }
 }
 
@@ -289,6 +319,22 @@ fn cut_to<'a>(
         }
     }
     Ok((tokens.head(n), slots.head(n)))
+}
+
+/// `tokens` cut to its first `length` ids (it must hold that many); as it is when `length`
+/// is None.
+fn cut_tokens(tokens: TokenSlice<'_>, length: Option<i64>) -> PyResult<TokenSlice<'_>> {
+    let Some(n) = length else {
+        return Ok(tokens);
+    };
+    let n = count(n, "length")?;
+    if tokens.len() < n {
+        return Err(InvalidArgument::new_err(format!(
+            "length: {n} ids asked of tokens holding {}",
+            tokens.len()
+        )));
+    }
+    Ok(tokens.head(n))
 }
 
 fn finite(p: f64) -> PyResult<f64> {
@@ -427,19 +473,23 @@ impl PyRadixCache {
     /// `match_prefix` without the slots: `(length, node)`, with the same split, access time
     /// and hit count (no partial-page tail). For a caller that reads the slots later, if at
     /// all, through `path_slots` (`SGLang`'s scheduler locks the node first).
-    #[pyo3(signature = (tokens, namespace = None))]
-    fn match_node(
+    /// `length`: only the first `length` tokens are matched (`tokens` must hold that many).
+    #[pyo3(signature = (tokens, namespace = None, length = None))]
+    pub(crate) fn match_node(
         slf: &Bound<'_, Self>,
         tokens: &Bound<'_, PyAny>,
         namespace: Option<&Bound<'_, PyAny>>,
+        length: Option<i64>,
     ) -> PyResult<(usize, PyNode)> {
         let t = token_input(tokens, "tokens")?;
         let mut ns = Vec::new();
         encode_namespace(namespace, &mut ns)?;
+        // the ids last: an array.array's view must not outlive a run of Python code
+        let ts = cut_tokens(t.slice()?, length)?;
         let (length, handle, id) = {
             let mut this = busy_mut(slf)?;
             let id = this.id;
-            let (length, handle) = match t.slice()? {
+            let (length, handle) = match ts {
                 TokenSlice::I32(t) => this.inner.match_end(&ns, t),
                 TokenSlice::I64(t) => this.inner.match_end(&ns, t),
             }
@@ -547,7 +597,7 @@ impl PyRadixCache {
         lock_from = None, dup_from = 0, keep_lock = true, length = None
     ))]
     #[allow(clippy::too_many_arguments)]
-    fn checkpoint<'py>(
+    pub(crate) fn checkpoint<'py>(
         slf: &Bound<'py, Self>,
         tokens: &Bound<'py, PyAny>,
         slots: &Bound<'py, PyAny>,
@@ -607,14 +657,14 @@ impl PyRadixCache {
 
     /// `lock_ref` += 1 on the node and its ancestors; returns the tokens that became
     /// protected (>= 0), as `SGLang`'s `inc_lock_ref` returns the evictable change (negated).
-    fn lock(&mut self, node: &Bound<'_, PyAny>) -> PyResult<i64> {
+    pub(crate) fn lock(&mut self, node: &Bound<'_, PyAny>) -> PyResult<i64> {
         let h = self.handle(node)?;
         Ok(self.inner.lock(h).py()? as i64)
     }
 
     /// Undoes one `lock()` taken through this node (`NotLocked` if there is none); returns
     /// the change in protected tokens (<= 0).
-    fn unlock(&mut self, node: &Bound<'_, PyAny>) -> PyResult<i64> {
+    pub(crate) fn unlock(&mut self, node: &Bound<'_, PyAny>) -> PyResult<i64> {
         let h = self.handle(node)?;
         Ok(-(self.inner.unlock(h).py()? as i64))
     }
@@ -712,26 +762,15 @@ impl PyRadixCache {
     /// them (`InvalidArgument` if the path is shorter). `dtype` and `limit` may be passed by
     /// position too.
     #[pyo3(signature = (node, dtype = None, limit = None))]
-    fn path_slots<'py>(
+    pub(crate) fn path_slots<'py>(
         &self,
         py: Python<'py>,
         node: &Bound<'_, PyAny>,
         dtype: Option<&Bound<'py, PyAny>>,
         limit: Option<i64>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let h = self.handle(node)?;
+        let (h, n) = self.path_target(node, limit)?;
         let d = self.out_dtype(dtype, "path_slots")?;
-        let limit = limit.map(|n| count(n, "limit")).transpose()?;
-        let depth = self.inner.node_info(h).py()?.depth;
-        let n = match limit {
-            Some(n) if n > depth => {
-                return Err(InvalidArgument::new_err(format!(
-                    "limit: {n} slots asked of a path of {depth}"
-                )))
-            }
-            Some(n) => n,
-            None => depth,
-        };
         let inner = &self.inner;
         match d {
             SlotDtype::I32 => new_array::<i32>(py, n, |b| inner.path_prefix_slots_into(h, b)),
@@ -752,7 +791,7 @@ impl PyRadixCache {
 
     /// The empty path's handle (what a match of nothing returns).
     #[getter]
-    fn root(slf: &Bound<'_, Self>) -> PyResult<Py<PyNode>> {
+    pub(crate) fn root(slf: &Bound<'_, Self>) -> PyResult<Py<PyNode>> {
         let id = slf.borrow().id;
         Py::new(slf.py(), make_node(slf, NodeHandle::ROOT, id))
     }

@@ -86,3 +86,10 @@ pub fn std_array<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Option<St
         wide,
     })))
 }
+
+/// Whether `obj` is exactly an `array.array` (read by `std_array`, whatever its typecode).
+pub fn is_std_array(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+    Ok(obj
+        .get_type()
+        .is(ARRAY_TYPE.import(obj.py(), "array", "array")?))
+}

@@ -49,40 +49,20 @@ I64 = np.dtype(np.int64)
 _frombuffer = np.frombuffer
 
 
-class RowReader:
-    """Slot ids of ``req_to_token`` rows as host ids radixkv takes as they are.
+def row_views(table: torch.Tensor) -> Optional[List[npt.NDArray[np.signedinteger]]]:
+    """NumPy views of every row of a CPU table (int32 or int64, contiguous, 2-D), made once per
+    table object by the caller: a row is then a list item, with no torch or NumPy indexing per
+    call, and writes into it land in the table. None for any other table (see ``row_copy``)."""
+    if (
+        table.device.type == "cpu"
+        and table.dtype in (torch.int32, torch.int64)
+        and table.is_contiguous()
+        and table.dim() == 2
+    ):
+        return list(table.numpy())
+    return None
 
-    A CPU table (int32 or int64, contiguous) is read through NumPy views of its rows, made once
-    per table object: a row is then a list item, with no torch or NumPy indexing per call.
-    Any other table goes through ``slots_to_host`` (one copy of the part asked for)."""
 
-    def __init__(self) -> None:
-        self._table: Any = None
-        self._rows: Optional[List[npt.NDArray[np.signedinteger]]] = None
-
-    @property
-    def views_table(self) -> bool:
-        """Whether the last call's result is a view of the table itself (a CPU table): writes
-        into it then land in the table, with no torch indexing in between."""
-        return self._rows is not None
-
-    def _see(self, table: torch.Tensor) -> None:
-        self._table = table
-        self._rows = (
-            list(table.numpy())
-            if table.device.type == "cpu"
-            and table.dtype in (torch.int32, torch.int64)
-            and table.is_contiguous()
-            and table.dim() == 2
-            else None
-        )
-
-    def __call__(self, table: torch.Tensor, row: int, n: int) -> npt.NDArray[np.signedinteger]:
-        """``row``'s ids, at least its first ``n``: the whole row of a CPU table (a view, no
-        slicing), else a copy of the first ``n``. For calls that cut to a length of their own
-        (``RadixCache.checkpoint(..., length=n)``)."""
-        if table is not self._table:
-            self._see(table)
-        if self._rows is not None:
-            return self._rows[row]
-        return slots_to_host(table[row, :n])
+def row_copy(table: torch.Tensor, row: int, n: int) -> npt.NDArray[np.signedinteger]:
+    """The first ``n`` ids of ``row`` of a table ``row_views`` does not view, on the host."""
+    return slots_to_host(table[row, :n])
