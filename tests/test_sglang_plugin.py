@@ -575,6 +575,6 @@ def test_native_base_refuses_use_before_it_is_bound() -> None:
         base.checkpoint(object(), up_to=0)
     wrong = namedtuple("wrong", ["length", "node", "host", "best"])
     with pytest.raises(radixkv.InvalidArgument, match="device_prefix_len"):
-        base._bind(match_result=wrong, tree_lock=tuple, receipt=None, tokens_view=None,
-                   row_views=None, row_copy=None, from_numpy=None, device=None,
-                   empty_indices=None)
+        base._bind(match_result=wrong, evict_result=tuple, tree_lock=tuple, receipt=None,
+                   tokens_view=None, row_views=None, row_copy=None, from_numpy=None,
+                   device=None, empty_indices=None)

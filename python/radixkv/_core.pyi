@@ -546,13 +546,16 @@ class SGLangCacheBase:
     request objects from Rust; the subclass sets it up with ``_bind`` and ``tree`` and keeps
     every other method. ``checkpoint`` calls the subclass's ``_park_duplicates(kv, row,
     protected, present, dups, views_table)`` when another request cached part of the row
-    first. Using it before ``_bind`` and ``tree`` raises ``RuntimeError``."""
+    first, and ``evict`` its ``_evict_tokens(n)`` while ``_frees.tokens`` are parked; ``evict``
+    frees through its ``token_to_kv_pool_allocator``. Using it before ``_bind`` and ``tree``
+    raises ``RuntimeError``."""
 
     def __new__(cls, *_args: Any, **_kwargs: Any) -> SGLangCacheBase: ...
     def _bind(
         self,
         *,
         match_result: type,
+        evict_result: type,
         tree_lock: type,
         receipt: object,
         tokens_view: Callable[[Any, int], npt.NDArray[np.int64]],
@@ -563,7 +566,8 @@ class SGLangCacheBase:
         empty_indices: Any,
     ) -> None:
         """SGLang's ``MatchResult`` (a NamedTuple whose first four fields are the device
-        prefix length and three nodes; ``InvalidArgument`` otherwise) and ``TreeLock`` with the
+        prefix length and three nodes; ``InvalidArgument`` otherwise), ``EvictResult`` and
+        ``TreeLock`` with the
         receipt every lock carries; the plugin's converters for ids that are no
         ``array.array`` and for table rows; ``torch.from_numpy``; the KV device (None: the
         CPU) and the empty int64 tensor on it."""
@@ -606,6 +610,13 @@ class SGLangCacheBase:
         """The first ``req.prefix_len`` slots of the path to ``req.last_node``: an int64
         tensor on the KV device (the last one is kept and handed out again while its node
         lives)."""
+    def evict(self, params: Any) -> Any:
+        """Frees ``params.num_tokens`` tokens or as many as there are (the subclass's parked
+        duplicates first, through its ``_evict_tokens``; then unlocked leaves in the policy's
+        order), handed to the subclass's ``token_to_kv_pool_allocator``; SGLang's
+        ``EvictResult``."""
+    def evict_for_alloc(self, params: Any, *, allocation_reclaim_satisfied: Any = None) -> Any:
+        """``evict(params)``; a joint-reclaim predicate raises ``NotImplementedError``."""
     def lock(self, node: Node) -> Any:
         """Protects the path to ``node``; SGLang's ``TreeLock``."""
     def unlock(self, lock: Any) -> None:

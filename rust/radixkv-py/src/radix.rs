@@ -732,7 +732,7 @@ impl PyRadixCache {
 
     /// As evict, returning the freed slot ids (with a pool, already back in it).
     #[pyo3(signature = (num_tokens, *, dtype = None))]
-    fn evict_slots<'py>(
+    pub(crate) fn evict_slots<'py>(
         &mut self,
         py: Python<'py>,
         num_tokens: i64,

@@ -2,13 +2,14 @@
 //! (`radixkv.integrations.sglang.RadixKVPrefixCache`).
 //!
 //! `SGLang`'s scheduler calls `match_prefix`, `checkpoint`, `prefix_device_indices`, `lock` and
-//! `unlock` for every request. Here they read `SGLang`'s key and request objects from Rust and
+//! `unlock` for every request, and its allocator `evict_for_alloc` when it is short. Here they
+//! read `SGLang`'s key and request objects from Rust and
 //! reach the tree with no Python frame in between; the plugin keeps every other method, and
 //! the rare branches of these (ids that are no `array.array`, a table that is not a CPU
-//! tensor, duplicates to free) call back into it. `SGLang`'s classes (`MatchResult`, `TreeLock`)
+//! tensor, duplicates to free or parked) call back into it. `SGLang`'s classes (`MatchResult`, `TreeLock`)
 //! are handed over by the plugin through `_bind`, never imported here.
 
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyNotImplementedError, PyRuntimeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
@@ -26,6 +27,8 @@ struct Env {
     match_result: Py<PyAny>,
     match_defaults: Py<PyTuple>,
     tuple_new: Py<PyAny>,
+    /// `EvictResult` (a dataclass taking `num_tokens_evicted=`).
+    evict_result: Py<PyAny>,
     /// `TreeLock` and the one empty receipt every lock carries.
     tree_lock: Py<PyAny>,
     receipt: Py<PyAny>,
@@ -139,6 +142,43 @@ impl PySglangBase {
             .call1((env.match_result.bind(py), fields))
     }
 
+    /// `evict`'s work for `want` > 0 tokens; the tokens freed. With duplicates parked, the
+    /// subclass's `_evict_tokens` (which hands them over with the leaves); else the tree's
+    /// leaves straight to the allocator.
+    fn evict_tokens(slf: &Bound<'_, Self>, want: usize) -> PyResult<usize> {
+        let py = slf.py();
+        let parked: usize = slf
+            .getattr(intern!(py, "_frees"))?
+            .getattr(intern!(py, "tokens"))?
+            .extract()?;
+        if parked > 0 {
+            return slf
+                .call_method1(intern!(py, "_evict_tokens"), (want,))?
+                .extract();
+        }
+        let tree = slf.borrow().bound_tree(py)?;
+        let freed = tree_mut(&tree)?.evict_slots(py, want as i64, None)?;
+        let n = freed.len()?;
+        if n > 0 {
+            let (from_numpy, device) = {
+                let mut this = slf.borrow_mut();
+                this.evictions += 1;
+                let env = this.env()?;
+                (
+                    env.from_numpy.clone_ref(py),
+                    env.device.as_ref().map(|d| d.clone_ref(py)),
+                )
+            };
+            let mut ids = from_numpy.bind(py).call1((freed,))?;
+            if let Some(d) = device {
+                ids = ids.call_method1(intern!(py, "to"), (d,))?;
+            }
+            slf.getattr(intern!(py, "token_to_kv_pool_allocator"))?
+                .call_method1(intern!(py, "free"), (ids,))?;
+        }
+        Ok(n)
+    }
+
     /// `ids` as the tree reads them: an `array.array` as it is, anything else through the
     /// plugin's `tokens_view(ids, n)`.
     fn tokens<'py>(&self, ids: Bound<'py, PyAny>, n: usize) -> PyResult<Bound<'py, PyAny>> {
@@ -203,14 +243,15 @@ impl PySglangBase {
 
     /// `SGLang`'s classes and the plugin's helpers (see the module comment); once, before use.
     #[pyo3(signature = (
-        *, match_result, tree_lock, receipt, tokens_view, row_views, row_copy, from_numpy,
-        device, empty_indices
+        *, match_result, evict_result, tree_lock, receipt, tokens_view, row_views, row_copy,
+        from_numpy, device, empty_indices
     ))]
     #[allow(clippy::too_many_arguments)]
     fn _bind(
         &mut self,
         py: Python<'_>,
         match_result: Py<PyAny>,
+        evict_result: Py<PyAny>,
         tree_lock: Py<PyAny>,
         receipt: Py<PyAny>,
         tokens_view: Py<PyAny>,
@@ -247,6 +288,7 @@ impl PySglangBase {
             match_result,
             match_defaults: PyTuple::new(py, defaults)?.unbind(),
             tuple_new,
+            evict_result,
             tree_lock,
             receipt,
             tokens_view,
@@ -528,6 +570,46 @@ impl PySglangBase {
             evictions,
         });
         Ok(tensor)
+    }
+
+    /// Frees `params.num_tokens` tokens or as many as there are: the subclass's parked
+    /// duplicates first (its `_evict_tokens`, when any are parked), else unlocked leaves in
+    /// the policy's order, handed to `SGLang`'s allocator in one `free` call. `SGLang`'s
+    /// `EvictResult` with the tokens freed.
+    fn evict<'py>(
+        slf: &Bound<'py, Self>,
+        params: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let want: i64 = params.getattr(intern!(py, "num_tokens"))?.extract()?;
+        let (disabled, result_cls) = {
+            let this = slf.borrow();
+            (this.disable, this.env()?.evict_result.clone_ref(py))
+        };
+        let got = if disabled || want <= 0 {
+            0
+        } else {
+            Self::evict_tokens(slf, want as usize)?
+        };
+        let kwargs = PyDict::new(py);
+        kwargs.set_item(intern!(py, "num_tokens_evicted"), got)?;
+        result_cls.bind(py).call((), Some(&kwargs))
+    }
+
+    /// `evict(params)`, as the base class's; a joint-reclaim predicate is not supported
+    /// (`NotImplementedError`, nothing freed).
+    #[pyo3(signature = (params, *, allocation_reclaim_satisfied = None))]
+    fn evict_for_alloc<'py>(
+        slf: &Bound<'py, Self>,
+        params: &Bound<'py, PyAny>,
+        allocation_reclaim_satisfied: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        if allocation_reclaim_satisfied.is_some_and(|p| !p.is_none()) {
+            return Err(PyNotImplementedError::new_err(
+                "This cache does not support joint reclaim",
+            ));
+        }
+        Self::evict(slf, params)
     }
 
     /// Protects the path to `node` (unless disabled); `SGLang`'s `TreeLock` for it.

@@ -9,7 +9,8 @@ row's duplicates, ``evict`` hands the freed leaves' slots back to the allocator,
 parked count passes its bound, or at ``reset``; until then they count as evictable.
 
 The calls SGLang's scheduler makes for every request (``match_prefix``, ``checkpoint``,
-``prefix_device_indices``, ``lock``, ``unlock``) are the native base's,
+``prefix_device_indices``, ``lock``, ``unlock``) and its allocator's ``evict_for_alloc`` are the
+native base's,
 ``radixkv._core.SGLangCacheBase``: they read SGLang's key and request objects from Rust and call
 back into this class only for parking duplicates (``_park_duplicates``) and for ids or tables
 of unusual types (``_slots``).
@@ -29,7 +30,6 @@ from sglang.srt.mem_cache.base_prefix_cache import (
     BasePrefixCache,
     DecLockRefParams,
     DecLockRefResult,
-    EvictParams,
     EvictResult,
     IncLockRefResult,
     InsertParams,
@@ -100,7 +100,8 @@ class RadixKVPrefixCache(SGLangCacheBase, BasePrefixCache):  # type: ignore[misc
         self._on_cpu = self.device.type == "cpu"
         self._frees = PendingFrees(self.token_to_kv_pool_allocator, self.page_size, self.device)
         self._bind(
-            match_result=MatchResult, tree_lock=TreeLock, receipt=_RECEIPT,
+            match_result=MatchResult, evict_result=EvictResult, tree_lock=TreeLock,
+            receipt=_RECEIPT,
             tokens_view=tokens_view, row_views=row_views, row_copy=row_copy,
             from_numpy=torch.from_numpy, device=None if self._on_cpu else self.device,
             empty_indices=torch.empty((0,), dtype=torch.int64, device=self.device),
@@ -240,27 +241,12 @@ class RadixKVPrefixCache(SGLangCacheBase, BasePrefixCache):  # type: ignore[misc
             )
 
     # ---- eviction --------------------------------------------------------------------------
-    def evict(self, params: EvictParams) -> EvictResult:
-        """Free ``params.num_tokens`` or as many as there are: the parked duplicates first (no
-        cached prefix is lost for them), then unlocked leaves in the policy's order. Both go
-        back to SGLang's allocator, in one call at page size 1; all count as evicted."""
-        if self.disable or params.num_tokens <= 0:
-            return EvictResult()
-        return EvictResult(num_tokens_evicted=self._evict_tokens(params.num_tokens))
-
-    def evict_for_alloc(
-        self, params: EvictParams, *, allocation_reclaim_satisfied: Optional[Any] = None
-    ) -> EvictResult:
-        """The base class's (``evict(params)``; joint reclaim, a predicate, is not supported),
-        without going through ``evict``: an allocator's eviction is one call less."""
-        if allocation_reclaim_satisfied is not None:
-            raise NotImplementedError("This cache does not support joint reclaim")
-        if self.disable or params.num_tokens <= 0:
-            return EvictResult()
-        return EvictResult(num_tokens_evicted=self._evict_tokens(params.num_tokens))
-
     def _evict_tokens(self, want: int) -> int:
-        """``evict``'s work for ``want`` > 0 tokens; the tokens freed."""
+        """``evict``'s work for ``want`` > 0 tokens while duplicates are parked (the native
+        base's ``evict`` / ``evict_for_alloc`` call it then, and do the rest themselves): the
+        parked slots first (no cached prefix is lost for them), then unlocked leaves in the
+        policy's order, all to SGLang's allocator (in one call at page size 1); the tokens
+        freed."""
         frees = self._frees
         got = frees.tokens
         if want > got:
