@@ -129,17 +129,22 @@ impl PySglangBase {
         node: Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
-        let this = slf.borrow();
-        let env = this.env()?;
-        let defaults = env.match_defaults.bind(py);
+        let (cls, defaults, tuple_new) = {
+            let this = slf.borrow();
+            let env = this.env()?;
+            (
+                env.match_result.clone_ref(py),
+                env.match_defaults.clone_ref(py),
+                env.tuple_new.clone_ref(py),
+            )
+        };
+        let defaults = defaults.bind(py);
         let mut items: Vec<Bound<'py, PyAny>> = Vec::with_capacity(4 + defaults.len());
         items.push(length.into_pyobject(py)?.into_any());
         items.extend([node.clone(), node.clone(), node]);
         items.extend(defaults.iter());
         let fields = PyTuple::new(py, items)?;
-        env.tuple_new
-            .bind(py)
-            .call1((env.match_result.bind(py), fields))
+        tuple_new.bind(py).call1((cls, fields))
     }
 
     /// `evict`'s work for `want` > 0 tokens; the tokens freed. With duplicates parked, the
@@ -214,10 +219,18 @@ impl PySglangBase {
                 views,
             });
         }
-        let this = slf.borrow();
-        match &this.rows.as_ref().expect("set above").views {
+        let (views, row_copy) = {
+            let this = slf.borrow();
+            let views = this
+                .rows
+                .as_ref()
+                .and_then(|r| r.views.as_ref())
+                .map(|v| v.clone_ref(py));
+            (views, this.env()?.row_copy.clone_ref(py))
+        };
+        match views {
             Some(views) => Ok((views.bind(py).get_item(row.extract::<usize>()?)?, true)),
-            None => Ok((this.env()?.row_copy.bind(py).call1((table, row, n))?, false)),
+            None => Ok((row_copy.bind(py).call1((table, row, n))?, false)),
         }
     }
 }
@@ -486,13 +499,12 @@ impl PySglangBase {
         kv.setattr(intern!(py, "cache_protected_len"), &n_obj)?;
         let node = Bound::new(py, node)?.into_any();
         if keep {
-            let this = slf.borrow();
-            let env = this.env()?;
-            let lock = env
-                .tree_lock
-                .bind(py)
-                .call1((&node, env.receipt.bind(py)))?;
-            drop(this);
+            let (lock_cls, receipt) = {
+                let this = slf.borrow();
+                let env = this.env()?;
+                (env.tree_lock.clone_ref(py), env.receipt.clone_ref(py))
+            };
+            let lock = lock_cls.bind(py).call1((&node, receipt))?;
             req.setattr(intern!(py, "lock"), lock)?;
         } else {
             req.setattr(intern!(py, "lock"), py.None())?;
