@@ -1,4 +1,4 @@
-"""SGLang's request lifecycle on CPU pools, for any ``BasePrefixCache`` (shared by
+"""SGLang's request lifecycle on its own pools, for any ``BasePrefixCache`` (shared by
 ``bench/cache_bench_sglang.py`` and ``tests/test_sglang_plugin.py``).
 
 Real ``schedule_batch.Req`` objects go through the scheduler's own helpers, as SGLang 0.5.23's
@@ -12,7 +12,8 @@ scheduler drives them, with the batch and forward machinery left out:
 - finish: ``common.release_kv_cache(req, cache, checkpoint=True)``.
 
 The pools are SGLang's ``TokenToKVPoolAllocator`` (``PagedTokenToKVPoolAllocator`` for pages > 1)
-and ``ReqToTokenPool`` on the CPU, with no KV tensors behind them.
+and ``ReqToTokenPool`` on ``device`` (the CPU by default; a CUDA device puts the slot lists and
+the request table where a server keeps them), with no KV tensors behind them.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ class Lifecycle:
     """One allocator, one request table and one tree cache, driven request by request."""
 
     def __init__(self, make_cache: Callable[[Any], Any], capacity: int, max_running: int,
-                 max_context: int, page_size: int = 1):
+                 max_context: int, page_size: int = 1, device: str = "cpu"):
         import torch
         from sglang.srt.managers.schedule_batch import FINISH_LENGTH, Req
         from sglang.srt.mem_cache import common
@@ -54,14 +55,14 @@ class Lifecycle:
         if page_size == 1:
             from sglang.srt.mem_cache.allocator.token import TokenToKVPoolAllocator
 
-            self.alloc = TokenToKVPoolAllocator(capacity, torch.float16, "cpu", None, False)
+            self.alloc = TokenToKVPoolAllocator(capacity, torch.float16, device, None, False)
         else:
             from sglang.srt.mem_cache.allocator.paged import PagedTokenToKVPoolAllocator
 
             self.alloc = PagedTokenToKVPoolAllocator(capacity, page_size, torch.float16,
-                                                     "cpu", None, False)
+                                                     device, None, False)
         self.total = self.alloc.available_size()
-        self.r2t = ReqToTokenPool(max_running + 2, max_context + page_size, "cpu", False)
+        self.r2t = ReqToTokenPool(max_running + 2, max_context + page_size, device, False)
         params = CacheInitParams(disable=False, req_to_token_pool=self.r2t,
                                  token_to_kv_pool_allocator=self.alloc, page_size=page_size)
         self.cache = make_cache(params)

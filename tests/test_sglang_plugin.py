@@ -64,9 +64,10 @@ def _ctx(lc: Lifecycle, **over: object) -> object:
     return registry.TreeCacheBuildContext(**fields)
 
 
-def _lifecycle(page_size: int = 1, capacity: int = 512, factory=RadixKVPrefixCache) -> Lifecycle:
+def _lifecycle(page_size: int = 1, capacity: int = 512, factory=RadixKVPrefixCache,
+               device: str = "cpu") -> Lifecycle:
     return Lifecycle(factory, capacity=capacity, max_running=8, max_context=256,
-                     page_size=page_size)
+                     page_size=page_size, device=device)
 
 
 def test_factory_builds_and_refuses_with_named_reasons() -> None:
@@ -249,6 +250,67 @@ def test_a_table_read_by_copies_keeps_the_same_results(page_size: int, steps: li
                          strided_table=True)
 
 
+def _seeded_steps(seed: int, n: int = 40) -> tuple:
+    # a random trace of _step's shape from a seed (for the tests that replay a fixed set)
+    import random
+
+    rng = random.Random(seed)
+    steps: list = []
+    for _ in range(n):
+        k = rng.random()
+        if k < 0.5:
+            steps.append(("admit", rng.randrange(4), rng.randrange(1, 64),
+                          rng.choice([None, None, "ns"]), rng.randrange(1, 30)))
+        elif k < 0.75:
+            steps.append(("again", rng.randrange(8), rng.randrange(1, 30)))
+        else:
+            steps.append(("finish",))
+    return steps, lambda: [rng.randrange(6) for _ in range(rng.randrange(12))]
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+@pytest.mark.parametrize("page_size", [1, 16])
+@pytest.mark.parametrize("strided_table", [False, True])
+def test_side_by_side_on_seeded_traces_and_cuda_pools(device: str, page_size: int,
+                                                      strided_table: bool) -> None:
+    # with device "cuda", as a server keeps them: SGLang's slot lists and request table on the
+    # GPU, so the plugin copies table rows to the host, writes duplicates back and hands freed
+    # and matched slots over as CUDA tensors; the same hits, sizes and leak check as SGLang's
+    # own cache, and the matched slots on the device, equal to the row the first request wrote
+    from types import SimpleNamespace
+
+    import torch
+
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    for seed in range(12):
+        steps, tail = _seeded_steps(seed)
+        _replay_side_by_side(page_size, steps, tail, strided_table=strided_table,
+                             device=device)
+    lc = _lifecycle(page_size, device=device)
+    prompt = list(range(100, 100 + 3 * page_size + 5))
+    r = lc.make_req("r", prompt, output_len=3)
+    assert lc.admit(r, 3)
+    first_row = lc.r2t.req_to_token[r.kv.req_pool_idx, :len(prompt)].tolist()
+    lc.decode(r, [1, 2, 3])
+    lc.finish(r)
+    r2 = lc.make_req("r2", prompt, output_len=2)
+    assert lc.admit(r2, 2)
+    hit = lc.prefix_of["r2"]  # the whole pages of the prompt matched at admission
+    assert hit % page_size == 0 and len(prompt) - page_size - 1 <= hit < len(prompt)
+    first_row = first_row[:hit]
+    # the matched slots, as the admission wrote them into r2's row and as the cache reads them
+    assert lc.r2t.req_to_token[r2.kv.req_pool_idx, :hit].tolist() == first_row
+    got = lc.cache.prefix_device_indices(SimpleNamespace(prefix_len=hit, last_node=r2.last_node))
+    assert got.device.type == device and got.dtype == torch.int64
+    assert got.tolist() == first_row
+    lc.decode(r2, [7, 7])
+    lc.finish(r2)
+    lc.leak_check()
+    assert lc.cache.protected_size() == 0
+    lc.cache.sanity_check()
+
+
 def test_match_ending_inside_a_node_refreshes_its_lower_half_as_sglang() -> None:
     # A match ending inside stem 2's 2-token node splits it; SGLang stamps the whole node, so
     # the next eviction takes stem 0's older 29-token output tail, not that 1-token lower half.
@@ -268,17 +330,19 @@ def _with_policy(factory, policy: str):
 
 
 def _replay_side_by_side(page_size: int, steps: list, draw_tail, policy: str = "lru",
-                         strided_table: bool = False) -> None:
+                         strided_table: bool = False, device: str = "cpu") -> None:
     # radixkv and SGLang's own RadixCache side by side on identical pools and requests;
     # strided_table: radixkv's request table is a strided view, which the plugin cannot read
     # rows of in place (it copies them and writes duplicates back through the pool)
-    mine, ref = (_lifecycle(page_size, capacity=256, factory=_with_policy(f, policy))
+    mine, ref = (_lifecycle(page_size, capacity=256, factory=_with_policy(f, policy),
+                            device=device)
                  for f in (RadixKVPrefixCache, RadixCache))
     if strided_table:
         import torch
 
         table = mine.r2t.req_to_token
-        wide = torch.zeros((table.shape[0], 2 * table.shape[1]), dtype=table.dtype)
+        wide = torch.zeros((table.shape[0], 2 * table.shape[1]), dtype=table.dtype,
+                           device=table.device)
         mine.r2t.req_to_token = wide[:, ::2]
         assert not mine.r2t.req_to_token.is_contiguous()
     stems = [[s * 1000 + j for j in range(64)] for s in range(4)]
