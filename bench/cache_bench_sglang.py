@@ -106,12 +106,12 @@ def cache_factory(system: str) -> Callable[[Any], Any]:
 
 
 def replay(system: str, trace: Any, capacity: int, max_running: int,
-           page_size: int = 1) -> Dict[str, Any]:
+           page_size: int = 1, device: str = "cpu") -> Dict[str, Any]:
     from _sglang_replay import Lifecycle
 
     longest = max(len(r.prompt) + r.output_len for r in trace.requests)
     capacity = -(-capacity // page_size) * page_size
-    lc = Lifecycle(cache_factory(system), capacity, max_running, longest + 8, page_size)
+    lc = Lifecycle(cache_factory(system), capacity, max_running, longest + 8, page_size, device)
     from sglang.srt.mem_cache.base_prefix_cache import BasePrefixCache
 
     timer = CacheWorkTimer(lc.cache, surface(BasePrefixCache))
@@ -252,6 +252,8 @@ def main(argv: List[str]) -> int:
     ap.add_argument("--systems", default=",".join(SYSTEMS))
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--max-running", type=int, default=16)
+    ap.add_argument("--device", default="cpu",
+                    help="where SGLang's pools live (cuda: as a server keeps them)")
     ap.add_argument("--shared", default=None)
     ap.add_argument("--limit", default="",
                     help="replay only the first N requests: N (every trace) or TRACE=N,...")
@@ -286,11 +288,11 @@ def main(argv: List[str]) -> int:
         # one untimed pass each first (SGLang imports modules lazily on its first requests),
         # then the systems in turn, round by round, so a change in machine load falls on all
         for system in systems:
-            replay(system, trace, cap, a.max_running)
+            replay(system, trace, cap, a.max_running, device=a.device)
         runs: Dict[str, List[Dict[str, Any]]] = {s: [] for s in systems}
         for _ in range(a.repeats):
             for system in systems:
-                runs[system].append(replay(system, trace, cap, a.max_running))
+                runs[system].append(replay(system, trace, cap, a.max_running, device=a.device))
         for system in systems:
             rows.append(median_row(runs[system]))
             med = rows[-1]

@@ -13,3 +13,11 @@ export PYTHONPATH=$PWD/python:/tmp/site PYTHONUNBUFFERED=1
 python3 -c "import torch, sglang, radixkv; print(torch.__version__, torch.cuda.get_device_name(), sglang.__version__, radixkv.__version__)"
 python3 -m pytest -q -p no:cacheprovider -rs tests/test_sglang_plugin.py -k "cuda_pools" 2>&1 | tee $OUT/cuda.log
 python3 -m pytest -q -p no:cacheprovider tests/test_sglang_plugin.py tests/test_sglang_plugin_frees.py 2>&1 | tail -5 | tee $OUT/all.log
+# cache work per request with SGLang's pools on the GPU (as a server keeps them) and on the CPU,
+# against SGLang's Python RadixCache (its Rust-cored URC needs torch 2.14); the kit's
+# cache_traces.py travels in .whl/sg/shared
+for dev in cuda cpu; do
+    python3 bench/cache_bench_sglang.py --shared .whl/sg/shared --traces chat,chat_evict \
+        --systems radixkv-plugin,sglang-radix --repeats 2 --device $dev 2>&1 \
+        | grep -E "cache work mean|^  " | tee $OUT/bench_$dev.log
+done
