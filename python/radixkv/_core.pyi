@@ -567,10 +567,9 @@ class SGLangCacheBase:
     ) -> None:
         """SGLang's ``MatchResult`` (a NamedTuple whose first four fields are the device
         prefix length and three nodes; ``InvalidArgument`` otherwise), ``EvictResult`` and
-        ``TreeLock`` with the
-        receipt every lock carries; the plugin's converters for ids that are no
-        ``array.array`` and for table rows; ``torch.from_numpy``; the KV device (None: the
-        CPU) and the empty int64 tensor on it."""
+        ``TreeLock`` with the receipt every lock carries; the plugin's converters for ids that
+        are no ``array.array`` and for table rows; ``torch.from_numpy``; the KV device (None:
+        the CPU) and the empty int64 tensor on it."""
     @property
     def tree(self) -> Optional[RadixCache]:
         """The radix tree; setting one drops what was kept of the last."""

@@ -24,12 +24,14 @@ static NEXT_CACHE_ID: AtomicU64 = AtomicU64::new(1);
 /// Mutable access for a method that takes `slf`. Calls never release the GIL while they hold the
 /// cache, so calls from several threads serialize; this can only fail on re-entry (Python code
 /// run from inside a call, e.g. a finalizer), which gets a typed error instead of a panic.
-fn busy_mut<'py>(slf: &Bound<'py, PyRadixCache>) -> PyResult<PyRefMut<'py, PyRadixCache>> {
+pub(crate) fn busy_mut<'py>(
+    slf: &Bound<'py, PyRadixCache>,
+) -> PyResult<PyRefMut<'py, PyRadixCache>> {
     slf.try_borrow_mut()
         .map_err(|e| InvalidArgument::new_err(format!("the cache is busy in another call: {e}")))
 }
 
-fn busy<'py>(slf: &Bound<'py, PyRadixCache>) -> PyResult<PyRef<'py, PyRadixCache>> {
+pub(crate) fn busy<'py>(slf: &Bound<'py, PyRadixCache>) -> PyResult<PyRef<'py, PyRadixCache>> {
     slf.try_borrow()
         .map_err(|e| InvalidArgument::new_err(format!("the cache is busy in another call: {e}")))
 }
@@ -307,18 +309,18 @@ fn cut_to<'a>(
     slots: SlotsRef<'a>,
     length: Option<i64>,
 ) -> PyResult<(TokenSlice<'a>, SlotsRef<'a>)> {
-    let Some(n) = length else {
+    if length.is_none() {
         return Ok((tokens, slots));
-    };
-    let n = count(n, "length")?;
-    for (what, have) in [("tokens", tokens.len()), ("slots", slots.len())] {
-        if have < n {
-            return Err(InvalidArgument::new_err(format!(
-                "length: {n} ids asked of {what} holding {have}"
-            )));
-        }
     }
-    Ok((tokens.head(n), slots.head(n)))
+    let tokens = cut_tokens(tokens, length)?;
+    let n = tokens.len();
+    if slots.len() < n {
+        return Err(InvalidArgument::new_err(format!(
+            "length: {n} ids asked of slots holding {}",
+            slots.len()
+        )));
+    }
+    Ok((tokens, slots.head(n)))
 }
 
 /// `tokens` cut to its first `length` ids (it must hold that many); as it is when `length`

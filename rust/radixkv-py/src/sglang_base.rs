@@ -16,7 +16,7 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 
 use crate::errors::InvalidArgument;
 use crate::pool::count;
-use crate::radix::{PyNode, PyRadixCache};
+use crate::radix::{busy, busy_mut, PyNode, PyRadixCache};
 use crate::std_array::is_std_array;
 
 /// What the plugin hands over once (`_bind`): `SGLang`'s result classes and the plugin's
@@ -162,7 +162,7 @@ impl PySglangBase {
                 .extract();
         }
         let tree = slf.borrow().bound_tree(py)?;
-        let freed = tree_mut(&tree)?.evict_slots(py, want as i64, None)?;
+        let freed = busy_mut(&tree)?.evict_slots(py, want as i64, None)?;
         let n = freed.len()?;
         if n > 0 {
             let (from_numpy, device) = {
@@ -552,9 +552,7 @@ impl PySglangBase {
             return Ok(tensor);
         }
         let tree = slf.borrow().bound_tree(py)?;
-        let tree = tree.try_borrow().map_err(|e| {
-            InvalidArgument::new_err(format!("the cache is busy in another call: {e}"))
-        })?;
+        let tree = busy(&tree)?;
         // checked first, so that a refused call keeps the kept result; then that result's
         // memory goes back before the read allocates, to be reused warm
         tree.path_target(&node, Some(n as i64))?;
@@ -638,7 +636,7 @@ impl PySglangBase {
             (tree, env.tree_lock.clone_ref(py), env.receipt.clone_ref(py))
         };
         if let Some(tree) = tree {
-            tree_mut(&tree)?.lock(node)?;
+            busy_mut(&tree)?.lock(node)?;
         }
         lock_cls.bind(py).call1((node, receipt))
     }
@@ -657,13 +655,8 @@ impl PySglangBase {
             this.bound_tree(py)?
         };
         let node = lock.getattr(intern!(py, "node"))?;
-        tree_mut(&tree)?.unlock(&node).map(|_| ())
+        busy_mut(&tree)?.unlock(&node).map(|_| ())
     }
-}
-
-fn tree_mut<'py>(tree: &Bound<'py, PyRadixCache>) -> PyResult<PyRefMut<'py, PyRadixCache>> {
-    tree.try_borrow_mut()
-        .map_err(|e| InvalidArgument::new_err(format!("the cache is busy in another call: {e}")))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -10,10 +10,10 @@ parked count passes its bound, or at ``reset``; until then they count as evictab
 
 The calls SGLang's scheduler makes for every request (``match_prefix``, ``checkpoint``,
 ``prefix_device_indices``, ``lock``, ``unlock``) and its allocator's ``evict_for_alloc`` are the
-native base's,
-``radixkv._core.SGLangCacheBase``: they read SGLang's key and request objects from Rust and call
-back into this class only for parking duplicates (``_park_duplicates``) and for ids or tables
-of unusual types (``_slots``).
+native base's, ``radixkv._core.SGLangCacheBase``: they read SGLang's key and request objects
+from Rust and call back into this class only for parking duplicates (``_park_duplicates``),
+for an eviction while duplicates are parked (``_evict_tokens``) and for ids or tables of
+unusual types (``_slots``).
 
 Node handles are ``radixkv.Node`` objects: they survive splits made by later matches and inserts
 (the deeper half keeps the handle, as in SGLang's tree) and raise ``radixkv.StaleHandle`` once
@@ -34,7 +34,6 @@ from sglang.srt.mem_cache.base_prefix_cache import (
     IncLockRefResult,
     InsertParams,
     InsertResult,
-    MatchPrefixParams,
     MatchResult,
     TreeLock,
 )
@@ -48,7 +47,6 @@ from ._pending import PendingFrees
 from ._slots import row_copy, row_views, slots_to_device, slots_to_host, tokens_view
 
 if TYPE_CHECKING:
-    from sglang.srt.managers.schedule_batch import Req
     from sglang.srt.mem_cache.cache_init_params import CacheInitParams
     from sglang.srt.mem_cache.radix_cache import RadixKey
 
@@ -101,13 +99,12 @@ class RadixKVPrefixCache(SGLangCacheBase, BasePrefixCache):  # type: ignore[misc
         self._frees = PendingFrees(self.token_to_kv_pool_allocator, self.page_size, self.device)
         self._bind(
             match_result=MatchResult, evict_result=EvictResult, tree_lock=TreeLock,
-            receipt=_RECEIPT,
-            tokens_view=tokens_view, row_views=row_views, row_copy=row_copy,
+            receipt=_RECEIPT, tokens_view=tokens_view, row_views=row_views, row_copy=row_copy,
             from_numpy=torch.from_numpy, device=None if self._on_cpu else self.device,
             empty_indices=torch.empty((0,), dtype=torch.int64, device=self.device),
         )
         # a pool whose write is ReqToTokenPool's own (a plain table store) may be written
-        # through the host view RowReader holds of a CPU table; subclasses keep their write
+        # through the host row views of a CPU table (``row_views``); subclasses keep their write
         self._plain_write = type(self.req_to_token_pool).write is ReqToTokenPool.write
         if params.enable_metrics:
             self.init_metrics_collector()
