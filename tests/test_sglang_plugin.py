@@ -311,6 +311,58 @@ def test_side_by_side_on_seeded_traces_and_cuda_pools(device: str, page_size: in
     lc.cache.sanity_check()
 
 
+@pytest.mark.parametrize("page_size", [1, 16])
+def test_cuda_pools_ids_reach_the_gpu_without_the_host_waiting(page_size: int) -> None:
+    # A server queues its forward pass before the scheduler's cache calls; a call that copied
+    # ids from pageable memory would wait for that pass. With PyTorch's sync debug mode set to
+    # "error", any call that makes the host wait for the GPU raises: match, lock, the matched
+    # slots, unlock and eviction (leaves and parked duplicates) must not.
+    from types import SimpleNamespace
+
+    import torch
+    from sglang.srt.mem_cache.base_prefix_cache import EvictParams
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    lc = _lifecycle(page_size, device="cuda")
+    c = lc.cache
+    prompt = list(range(100, 100 + 3 * page_size + 5))
+    # two requests share the prompt and decode the same output at once: the second to finish
+    # finds the output's pages cached by the first, so its row's copies are duplicates the
+    # plugin parks (handed to the allocator by the eviction below)
+    out = list(range(7, 7 + 2 * page_size + 3))
+    r = lc.make_req("r", prompt, output_len=len(out))
+    twin = lc.make_req("twin", prompt, output_len=len(out))
+    assert lc.admit(r, len(out)) and lc.admit(twin, len(out))
+    first_row = lc.r2t.req_to_token[r.kv.req_pool_idx, :len(prompt)].tolist()
+    for q in (r, twin):
+        lc.decode(q, out)
+        lc.finish(q)
+    assert c._frees.tokens > 0
+    r2 = lc.make_req("r2", prompt, output_len=2)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        with pytest.raises(RuntimeError, match="synchroniz"):  # the mode catches a waiting copy
+            torch.arange(4).to("cuda")
+        r2.init_next_round_input(c)
+        lock = c.lock(r2.last_node)
+        got = c.prefix_device_indices(r2)
+        again = c.prefix_device_indices(SimpleNamespace(prefix_len=r2.prefix_len,
+                                                        last_node=r2.last_node))
+        c.unlock(lock)
+        evictable = c.evictable_size()
+        freed = c.evict(EvictParams(num_tokens=evictable)).num_tokens_evicted
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    assert r2.prefix_len > 0 and r2.prefix_len % page_size == 0 and c._frees.tokens == 0
+    assert got.device.type == "cuda" and got.dtype == torch.int64
+    assert got.tolist() == first_row[:r2.prefix_len] and again is got
+    assert freed == evictable > 0 and c.evictable_size() == 0
+    lc.leak_check()
+    c.sanity_check()
+
+
 def test_match_ending_inside_a_node_refreshes_its_lower_half_as_sglang() -> None:
     # A match ending inside stem 2's 2-token node splits it; SGLang stamps the whole node, so
     # the next eviction takes stem 0's older 29-token output tail, not that 1-token lower half.
@@ -641,4 +693,4 @@ def test_native_base_refuses_use_before_it_is_bound() -> None:
     with pytest.raises(radixkv.InvalidArgument, match="device_prefix_len"):
         base._bind(match_result=wrong, evict_result=tuple, tree_lock=tuple, receipt=None,
                    tokens_view=None, row_views=None, row_copy=None, from_numpy=None,
-                   device=None, empty_indices=None)
+                   to_device=None, empty_indices=None)

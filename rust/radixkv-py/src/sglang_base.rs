@@ -38,9 +38,10 @@ struct Env {
     row_views: Py<PyAny>,
     /// `row_copy(table, row, n)`: the first `n` ids of a row of any other table, on the host.
     row_copy: Py<PyAny>,
-    /// `torch.from_numpy`, and the KV device (None: the CPU, no copy).
+    /// `torch.from_numpy`, and `to_device(host_tensor)`: the host tensor's copy on the KV
+    /// device (None: the KV device is the CPU, no copy).
     from_numpy: Py<PyAny>,
-    device: Option<Py<PyAny>>,
+    to_device: Option<Py<PyAny>>,
     /// The empty int64 tensor on the KV device.
     empty_indices: Py<PyAny>,
 }
@@ -147,16 +148,18 @@ impl PySglangBase {
         tuple_new.bind(py).call1((cls, fields))
     }
 
-    /// `evict`'s work for `want` > 0 tokens; the tokens freed. With duplicates parked, the
-    /// subclass's `_evict_tokens` (which hands them over with the leaves); else the tree's
-    /// leaves straight to the allocator.
+    /// `evict`'s work for `want` > 0 tokens; the tokens freed. At page size 1 with no
+    /// duplicates parked, the tree's leaves straight to the allocator's `free`; else the
+    /// subclass's `_evict_tokens`, which hands pages over by page id (`SGLang`'s paged `free`
+    /// finds the pages of slot ids with `torch.unique`, which waits for the GPU) and parked
+    /// duplicates with the leaves.
     fn evict_tokens(slf: &Bound<'_, Self>, want: usize) -> PyResult<usize> {
         let py = slf.py();
         let parked: usize = slf
             .getattr(intern!(py, "_frees"))?
             .getattr(intern!(py, "tokens"))?
             .extract()?;
-        if parked > 0 {
+        if parked > 0 || slf.borrow().page > 1 {
             return slf
                 .call_method1(intern!(py, "_evict_tokens"), (want,))?
                 .extract();
@@ -165,18 +168,18 @@ impl PySglangBase {
         let freed = busy_mut(&tree)?.evict_slots(py, want as i64, None)?;
         let n = freed.len()?;
         if n > 0 {
-            let (from_numpy, device) = {
+            let (from_numpy, to_device) = {
                 let mut this = slf.borrow_mut();
                 this.evictions += 1;
                 let env = this.env()?;
                 (
                     env.from_numpy.clone_ref(py),
-                    env.device.as_ref().map(|d| d.clone_ref(py)),
+                    env.to_device.as_ref().map(|d| d.clone_ref(py)),
                 )
             };
             let mut ids = from_numpy.bind(py).call1((freed,))?;
-            if let Some(d) = device {
-                ids = ids.call_method1(intern!(py, "to"), (d,))?;
+            if let Some(to_device) = to_device {
+                ids = to_device.bind(py).call1((ids,))?;
             }
             slf.getattr(intern!(py, "token_to_kv_pool_allocator"))?
                 .call_method1(intern!(py, "free"), (ids,))?;
@@ -257,7 +260,7 @@ impl PySglangBase {
     /// `SGLang`'s classes and the plugin's helpers (see the module comment); once, before use.
     #[pyo3(signature = (
         *, match_result, evict_result, tree_lock, receipt, tokens_view, row_views, row_copy,
-        from_numpy, device, empty_indices
+        from_numpy, to_device, empty_indices
     ))]
     #[allow(clippy::too_many_arguments)]
     fn _bind(
@@ -271,7 +274,7 @@ impl PySglangBase {
         row_views: Py<PyAny>,
         row_copy: Py<PyAny>,
         from_numpy: Py<PyAny>,
-        device: Option<Py<PyAny>>,
+        to_device: Option<Py<PyAny>>,
         empty_indices: Py<PyAny>,
     ) -> PyResult<()> {
         let mr = match_result.bind(py);
@@ -308,7 +311,7 @@ impl PySglangBase {
             row_views,
             row_copy,
             from_numpy,
-            device,
+            to_device,
             empty_indices,
         });
         self.empty_match = None;
@@ -559,17 +562,17 @@ impl PySglangBase {
         slf.borrow_mut().kept = None;
         let slots = tree.path_slots(py, &node, None, Some(n as i64))?;
         drop(tree);
-        let (from_numpy, device) = {
+        let (from_numpy, to_device) = {
             let this = slf.borrow();
             let env = this.env()?;
             (
                 env.from_numpy.clone_ref(py),
-                env.device.as_ref().map(|d| d.clone_ref(py)),
+                env.to_device.as_ref().map(|d| d.clone_ref(py)),
             )
         };
         let mut tensor = from_numpy.bind(py).call1((slots,))?;
-        if let Some(d) = device {
-            tensor = tensor.call_method1(intern!(py, "to"), (d,))?;
+        if let Some(to_device) = to_device {
+            tensor = to_device.bind(py).call1((tensor,))?;
         }
         let mut this = slf.borrow_mut();
         let evictions = this.evictions;
@@ -583,9 +586,9 @@ impl PySglangBase {
     }
 
     /// Frees `params.num_tokens` tokens or as many as there are: the subclass's parked
-    /// duplicates first (its `_evict_tokens`, when any are parked), else unlocked leaves in
-    /// the policy's order, handed to `SGLang`'s allocator in one `free` call. `SGLang`'s
-    /// `EvictResult` with the tokens freed.
+    /// duplicates first, then unlocked leaves in the policy's order, handed to `SGLang`'s
+    /// allocator in one call (see `evict_tokens`). `SGLang`'s `EvictResult` with the tokens
+    /// freed.
     fn evict<'py>(
         slf: &Bound<'py, Self>,
         params: &Bound<'py, PyAny>,

@@ -20,6 +20,8 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from ._slots import slots_to_device
+
 # The buffer's bound as a fraction of the pool: a hand-over copies the allocator's free list
 # once (at most the pool), so with a bound of pool / 16 that copy costs at most ~16 ids per
 # parked slot whatever the pool's size, while at most 1/16 of the pool sits outside the
@@ -46,8 +48,9 @@ class PendingFrees:
         self.bound = max(page_size, size // BOUND_FRACTION)
 
     def add_segment(self, row: npt.NDArray[np.signedinteger]) -> None:
-        """Park ``row``, the slots of a row segment that starts on a page boundary and covers
-        whole pages (copied: the caller rewrites the row next)."""
+        """Park ``row``: slots in whole pages, each page's slots consecutive from its first
+        (a row segment that starts on a page boundary, or leaves the tree evicted); copied,
+        as the caller may rewrite the row next."""
         n = len(row)
         if n == 0:
             return
@@ -73,9 +76,8 @@ class PendingFrees:
             return 0
         parts, self._parts, self.tokens = self._parts, [], 0
         # a fresh array each time: SGLang's paged allocator may keep the tensor it is given
-        ids = torch.from_numpy(parts[0] if len(parts) == 1 else np.concatenate(parts))
-        if self.device.type != "cpu":
-            ids = ids.to(self.device)
+        ids = slots_to_device(parts[0] if len(parts) == 1 else np.concatenate(parts),
+                              self.device)
         if self._by_page:
             self.allocator.free_page_ids(ids)
         else:

@@ -35,13 +35,23 @@ def slots_to_host(slots: torch.Tensor) -> npt.NDArray[np.signedinteger]:
     return slots.contiguous().numpy()
 
 
-def slots_to_device(slots: npt.NDArray[np.int64], device: torch.device) -> torch.Tensor:
-    """Host int64 ids as the contiguous int64 tensor on ``device`` that SGLang's kernels read
-    (no copy on the CPU)."""
+def host_to_device(host: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A host tensor's copy on a GPU ``device``, queued on the current stream without the host
+    waiting for that stream: staged through page-locked memory from PyTorch's pinned-memory
+    cache, which holds the stage until the copy has run. A copy from pageable memory would
+    wait for every kernel already queued (a forward pass in flight) before returning."""
+    return host.pin_memory().to(device, non_blocking=True)
+
+
+def slots_to_device(slots: npt.NDArray[np.signedinteger], device: torch.device) -> torch.Tensor:
+    """Host ids as the contiguous int64 tensor on ``device`` that SGLang's kernels read (no
+    copy for int64 ids on the CPU; on a GPU through ``host_to_device``)."""
     t = torch.from_numpy(slots)
-    if device.type == "cpu" and t.dtype == torch.int64:
+    if t.dtype != torch.int64:
+        t = t.to(torch.int64)
+    if device.type == "cpu":
         return t
-    return t.to(device=device, dtype=torch.int64)
+    return host_to_device(t, device)
 
 
 _EMPTY_I64: npt.NDArray[np.int64] = np.empty(0, dtype=np.int64)

@@ -22,6 +22,7 @@ evicted.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any, List, Optional, Tuple, Union, cast
 
 import numpy as np
@@ -44,7 +45,9 @@ from radixkv._core import SGLangCacheBase
 
 from ._events import EventConverter
 from ._pending import PendingFrees
-from ._slots import row_copy, row_views, slots_to_device, slots_to_host, tokens_view
+from ._slots import (
+    host_to_device, row_copy, row_views, slots_to_device, slots_to_host, tokens_view,
+)
 
 if TYPE_CHECKING:
     from sglang.srt.mem_cache.cache_init_params import CacheInitParams
@@ -100,7 +103,9 @@ class RadixKVPrefixCache(SGLangCacheBase, BasePrefixCache):  # type: ignore[misc
         self._bind(
             match_result=MatchResult, evict_result=EvictResult, tree_lock=TreeLock,
             receipt=_RECEIPT, tokens_view=tokens_view, row_views=row_views, row_copy=row_copy,
-            from_numpy=torch.from_numpy, device=None if self._on_cpu else self.device,
+            from_numpy=torch.from_numpy,
+            to_device=None if self._on_cpu else functools.partial(host_to_device,
+                                                                  device=self.device),
             empty_indices=torch.empty((0,), dtype=torch.int64, device=self.device),
         )
         # a pool whose write is ReqToTokenPool's own (a plain table store) may be written
@@ -162,7 +167,7 @@ class RadixKVPrefixCache(SGLangCacheBase, BasePrefixCache):  # type: ignore[misc
         """Every cached slot (int64, on the KV device), in the tree's node order."""
         own = [np.asarray(s, dtype=np.int64) for _ns, _tok, s, *_ in self.tree.dump()]
         flat = np.concatenate(own) if own else np.empty(0, dtype=np.int64)
-        return torch.from_numpy(flat).to(self.device)
+        return slots_to_device(flat, self.device)
 
     # ---- lookups ---------------------------------------------------------------------------
     def _key_arrays(self, key: RadixKey) -> Tuple[np.ndarray, Namespace]:
@@ -234,16 +239,16 @@ class RadixKVPrefixCache(SGLangCacheBase, BasePrefixCache):  # type: ignore[misc
             table = self.req_to_token_pool.req_to_token
             self.req_to_token_pool.write(
                 (kv.req_pool_idx, slice(protected, present)),
-                torch.from_numpy(dups).to(table.device),
+                slots_to_device(dups, table.device),
             )
 
     # ---- eviction --------------------------------------------------------------------------
     def _evict_tokens(self, want: int) -> int:
-        """``evict``'s work for ``want`` > 0 tokens while duplicates are parked (the native
-        base's ``evict`` / ``evict_for_alloc`` call it then, and do the rest themselves): the
-        parked slots first (no cached prefix is lost for them), then unlocked leaves in the
-        policy's order, all to SGLang's allocator (in one call at page size 1); the tokens
-        freed."""
+        """``evict``'s work for ``want`` > 0 tokens at page sizes > 1, or while duplicates are
+        parked (the native base's ``evict`` / ``evict_for_alloc`` call it then): the parked
+        slots first (no cached prefix is lost for them), then unlocked leaves in the policy's
+        order, all to SGLang's allocator in one call (by page id at page sizes > 1: the
+        leaves are whole pages); the tokens freed."""
         frees = self._frees
         got = frees.tokens
         if want > got:
@@ -251,14 +256,11 @@ class RadixKVPrefixCache(SGLangCacheBase, BasePrefixCache):  # type: ignore[misc
             if len(freed):
                 self._evictions += 1
                 got += len(freed)
-                if self.page_size == 1 and frees.tokens:
-                    frees.add_owned(freed)  # one allocator call for both
+                if self.page_size == 1:
+                    frees.add_owned(freed)
                 else:
-                    ids = torch.from_numpy(freed)
-                    self.token_to_kv_pool_allocator.free(
-                        ids if self._on_cpu else ids.to(self.device))
-        if frees.tokens:
-            frees.flush()
+                    frees.add_segment(freed)
+        frees.flush()
         return got
 
     # ---- locks -----------------------------------------------------------------------------
