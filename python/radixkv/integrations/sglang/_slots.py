@@ -29,9 +29,12 @@ def tokens_view(token_ids: Any, n: int) -> npt.NDArray[np.int64]:
 def slots_to_host(slots: torch.Tensor) -> npt.NDArray[np.signedinteger]:
     """A 1-D slot tensor (int32 or int64, any device) as host ids radixkv takes as they are.
 
-    Zero-copy for a contiguous CPU tensor (a ``req_to_token`` row on CPU)."""
-    if slots.device.type != "cpu" or slots.dtype not in (torch.int32, torch.int64):
-        slots = slots.to("cpu", torch.int64)
+    Zero-copy for a contiguous CPU tensor (a ``req_to_token`` row on CPU); a GPU row of int32
+    or int64 ids is copied as it is (converting on the way would cost a kernel launch)."""
+    if slots.dtype not in (torch.int32, torch.int64) and not slots.dtype.is_floating_point:
+        slots = slots.to(torch.int64)  # narrower integers; floats go on, for radixkv to refuse
+    if slots.device.type != "cpu":
+        slots = slots.cpu()
     return slots.contiguous().numpy()
 
 
