@@ -666,6 +666,13 @@ def test_native_calls_refuse_bad_input_and_change_nothing() -> None:
         c.prefix_device_indices(SimpleNamespace(prefix_len=41, last_node=a.last_node))
     with pytest.raises(radixkv.InvalidArgument, match="Node"):
         c.prefix_device_indices(SimpleNamespace(prefix_len=3, last_node=object()))
+    # slots of a float dtype reach radixkv as they are (no silent cast to ids) and are refused
+    import torch
+    from sglang.srt.mem_cache.base_prefix_cache import InsertParams
+
+    with pytest.raises(radixkv.InvalidArgument, match="integer"):
+        c.insert(InsertParams(key=RadixKey(list(range(100, 144))),
+                              value=torch.arange(44, dtype=torch.float32)))
     # the native state's setters check what they are given
     with pytest.raises(TypeError):
         c.tree = object()
