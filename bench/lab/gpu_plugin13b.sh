@@ -1,16 +1,10 @@
 #!/usr/bin/env bash
 # Session 13, H200: host cost of the plugin's id copies (bench/lab/copy_costs.py), then cache
 # work per request on SGLang's CUDA and CPU pools with the per-call breakdown. Carry as
-# gpu_plugin13.sh (.whl/sg with shared/bench/cache_traces.py, .carry/_core.abi3.so).
+# gpu_plugin12.sh (.whl/sg with shared/bench/cache_traces.py, .carry/_core.abi3.so).
 set -uo pipefail
-rm -rf /tmp/site
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
-    .whl/sg/*.whl || exit 1
-python3 -m zipfile -e .whl/sg/sglang_slim.zip /tmp/site || exit 1
-cp .carry/_core.abi3.so python/radixkv/_core.abi3.so
 python3 bench/lab/copy_costs.py | tee $OUT/copy_costs.log
-export PYTHONPATH=$PWD/python:/tmp/site:$PWD/bench/lab/sglang_cuda_stub PYTHONUNBUFFERED=1
-export RADIXKV_PLACEHOLDERS=sgl_kernel
+source bench/lab/sglang_h200_site.sh
 python3 -m pytest -q -p no:cacheprovider tests/test_sglang_plugin.py -k "cuda_pools" 2>&1 | tail -2
 for dev in cuda cpu; do
     python3 bench/cache_bench_sglang.py --shared .whl/sg/shared --traces chat,chat_evict \
