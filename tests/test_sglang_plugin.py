@@ -699,5 +699,5 @@ def test_native_base_refuses_use_before_it_is_bound() -> None:
     wrong = namedtuple("wrong", ["length", "node", "host", "best"])
     with pytest.raises(radixkv.InvalidArgument, match="device_prefix_len"):
         base._bind(match_result=wrong, evict_result=tuple, tree_lock=tuple, receipt=None,
-                   tokens_view=None, row_views=None, row_copy=None, from_numpy=None,
-                   to_device=None, empty_indices=None)
+                   tokens_view=None, row_views=None, row_copy=None, as_tensor=None,
+                   empty_indices=None)

@@ -561,16 +561,15 @@ class SGLangCacheBase:
         tokens_view: Callable[[Any, int], npt.NDArray[np.int64]],
         row_views: Callable[[Any], Optional[list[npt.NDArray[np.integer]]]],
         row_copy: Callable[[Any, int, int], npt.NDArray[np.integer]],
-        from_numpy: Callable[[npt.NDArray[np.int64]], Any],
-        to_device: Optional[Callable[[Any], Any]],
+        as_tensor: Callable[[npt.NDArray[np.int64]], Any],
         empty_indices: Any,
     ) -> None:
         """SGLang's ``MatchResult`` (a NamedTuple whose first four fields are the device
         prefix length and three nodes; ``InvalidArgument`` otherwise), ``EvictResult`` and
         ``TreeLock`` with the receipt every lock carries; the plugin's converters for ids that
-        are no ``array.array`` and for table rows; ``torch.from_numpy``; ``to_device``, which
-        copies a host tensor to the KV device (None: the KV device is the CPU); and the empty
-        int64 tensor on that device."""
+        are no ``array.array`` and for table rows; ``as_tensor``, which makes host int64 ids a
+        tensor on the KV device (``torch.from_numpy`` on the CPU); and the empty int64 tensor
+        on that device."""
     @property
     def tree(self) -> Optional[RadixCache]:
         """The radix tree; setting one drops what was kept of the last."""

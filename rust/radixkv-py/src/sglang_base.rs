@@ -38,10 +38,9 @@ struct Env {
     row_views: Py<PyAny>,
     /// `row_copy(table, row, n)`: the first `n` ids of a row of any other table, on the host.
     row_copy: Py<PyAny>,
-    /// `torch.from_numpy`, and `to_device(host_tensor)`: the host tensor's copy on the KV
-    /// device (None: the KV device is the CPU, no copy).
-    from_numpy: Py<PyAny>,
-    to_device: Option<Py<PyAny>>,
+    /// `as_tensor(ids)`: host int64 ids as a tensor on the KV device (`torch.from_numpy`, no
+    /// copy, when that device is the CPU).
+    as_tensor: Py<PyAny>,
     /// The empty int64 tensor on the KV device.
     empty_indices: Py<PyAny>,
 }
@@ -168,19 +167,12 @@ impl PySglangBase {
         let freed = busy_mut(&tree)?.evict_slots(py, want as i64, None)?;
         let n = freed.len()?;
         if n > 0 {
-            let (from_numpy, to_device) = {
+            let as_tensor = {
                 let mut this = slf.borrow_mut();
                 this.evictions += 1;
-                let env = this.env()?;
-                (
-                    env.from_numpy.clone_ref(py),
-                    env.to_device.as_ref().map(|d| d.clone_ref(py)),
-                )
+                this.env()?.as_tensor.clone_ref(py)
             };
-            let mut ids = from_numpy.bind(py).call1((freed,))?;
-            if let Some(to_device) = to_device {
-                ids = to_device.bind(py).call1((ids,))?;
-            }
+            let ids = as_tensor.bind(py).call1((freed,))?;
             slf.getattr(intern!(py, "token_to_kv_pool_allocator"))?
                 .call_method1(intern!(py, "free"), (ids,))?;
         }
@@ -260,7 +252,7 @@ impl PySglangBase {
     /// `SGLang`'s classes and the plugin's helpers (see the module comment); once, before use.
     #[pyo3(signature = (
         *, match_result, evict_result, tree_lock, receipt, tokens_view, row_views, row_copy,
-        from_numpy, to_device, empty_indices
+        as_tensor, empty_indices
     ))]
     #[allow(clippy::too_many_arguments)]
     fn _bind(
@@ -273,8 +265,7 @@ impl PySglangBase {
         tokens_view: Py<PyAny>,
         row_views: Py<PyAny>,
         row_copy: Py<PyAny>,
-        from_numpy: Py<PyAny>,
-        to_device: Option<Py<PyAny>>,
+        as_tensor: Py<PyAny>,
         empty_indices: Py<PyAny>,
     ) -> PyResult<()> {
         let mr = match_result.bind(py);
@@ -310,8 +301,7 @@ impl PySglangBase {
             tokens_view,
             row_views,
             row_copy,
-            from_numpy,
-            to_device,
+            as_tensor,
             empty_indices,
         });
         self.empty_match = None;
@@ -562,18 +552,8 @@ impl PySglangBase {
         slf.borrow_mut().kept = None;
         let slots = tree.path_slots(py, &node, None, Some(n as i64))?;
         drop(tree);
-        let (from_numpy, to_device) = {
-            let this = slf.borrow();
-            let env = this.env()?;
-            (
-                env.from_numpy.clone_ref(py),
-                env.to_device.as_ref().map(|d| d.clone_ref(py)),
-            )
-        };
-        let mut tensor = from_numpy.bind(py).call1((slots,))?;
-        if let Some(to_device) = to_device {
-            tensor = to_device.bind(py).call1((tensor,))?;
-        }
+        let as_tensor = slf.borrow().env()?.as_tensor.clone_ref(py);
+        let tensor = as_tensor.bind(py).call1((slots,))?;
         let mut this = slf.borrow_mut();
         let evictions = this.evictions;
         this.kept = Some(Kept {

@@ -45,9 +45,7 @@ from radixkv._core import SGLangCacheBase
 
 from ._events import EventConverter
 from ._pending import PendingFrees
-from ._slots import (
-    host_to_device, row_copy, row_views, slots_to_device, slots_to_host, tokens_view,
-)
+from ._slots import row_copy, row_views, slots_to_device, slots_to_host, tokens_view
 
 if TYPE_CHECKING:
     from sglang.srt.mem_cache.cache_init_params import CacheInitParams
@@ -103,9 +101,8 @@ class RadixKVPrefixCache(SGLangCacheBase, BasePrefixCache):  # type: ignore[misc
         self._bind(
             match_result=MatchResult, evict_result=EvictResult, tree_lock=TreeLock,
             receipt=_RECEIPT, tokens_view=tokens_view, row_views=row_views, row_copy=row_copy,
-            from_numpy=torch.from_numpy,
-            to_device=None if self._on_cpu else functools.partial(host_to_device,
-                                                                  device=self.device),
+            as_tensor=torch.from_numpy if self._on_cpu else functools.partial(
+                slots_to_device, device=self.device),
             empty_indices=torch.empty((0,), dtype=torch.int64, device=self.device),
         )
         # a pool whose write is ReqToTokenPool's own (a plain table store) may be written
