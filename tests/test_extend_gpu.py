@@ -178,6 +178,24 @@ def test_rank_order_grouped():
     assert_close(out, batch.reference(), torch.bfloat16, batch.qo_indptr.tolist())
 
 
+# Long prefixes in rank order: every CTA sees 33-37 tiles of 64 keys (odd and even counts, the
+# masked tiles at different offsets, the ring of stages wrapping several times).
+LONG = [(2047, 64), (2100, 129), (1990, 96), (2200, 77)]
+
+
+@gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("page_size", [1, 16, 64])
+def test_long_prefix_rank_order(dtype, page_size):
+    batch = Batch(LONG, page_size=page_size, h_kv=2, group=4, dim=128, dtype=dtype, seed=page_size + 40)
+    out = torch.full_like(batch.q, float("nan"))
+    batch.run(out=out, max_q_len=max(e for _, e in LONG))
+    torch.cuda.synchronize()
+    assert torch.isfinite(out).all(), f"{int((~torch.isfinite(out)).sum())} non-finite outputs"
+    assert_close(out, batch.reference(), dtype, batch.qo_indptr.tolist())
+    assert radixkv.ops.take_errors() == [], "good input recorded a fault"
+
+
 @gpu
 def test_custom_scale_and_single_request():
     batch = Batch([(4095, 2048)], page_size=16, h_kv=1, group=8, dim=128, dtype=torch.float16, seed=7)
