@@ -92,9 +92,9 @@ class Batch:
             layout=self.layout)
 
 
-def _check(batch: Batch, dtype, sm_scale=None) -> None:
+def _check(batch: Batch, dtype, sm_scale=None, **run_kw) -> None:
     out = torch.full_like(batch.q, float("nan"))  # poisoned: every element must be written
-    got = batch.run(out=out, sm_scale=sm_scale)
+    got = batch.run(out=out, sm_scale=sm_scale, **run_kw)
     assert got.data_ptr() == out.data_ptr()
     torch.cuda.synchronize()
     assert torch.isfinite(out).all(), f"{int((~torch.isfinite(out)).sum())} non-finite outputs"
@@ -159,11 +159,7 @@ def test_rank_order_ragged(dtype, dim):
     page_size = {64: 1, 128: 16, 256: 64}[dim]
     batch = Batch(SIMILAR, page_size=page_size, h_kv=2, group=4, dim=dim, dtype=dtype,
                   block_tables=dim == 256, seed=dim)
-    out = torch.full_like(batch.q, float("nan"))
-    batch.run(out=out, max_q_len=max(e for _, e in SIMILAR))
-    torch.cuda.synchronize()
-    assert torch.isfinite(out).all(), f"{int((~torch.isfinite(out)).sum())} non-finite outputs"
-    assert_close(out, batch.reference(), dtype, batch.qo_indptr.tolist())
+    _check(batch, dtype, max_q_len=max(e for _, e in SIMILAR))
 
 
 @gpu
@@ -171,11 +167,7 @@ def test_rank_order_grouped():
     # 8 query heads per KV head: 21 tiles per request, so the sm_90a warp-specialised kernel
     # launches its ranks in groups of 8 (hip/extend_ws.cuh rank_group); every tile is computed once.
     batch = Batch(SIMILAR, page_size=16, h_kv=2, group=8, dim=128, dtype=torch.bfloat16, seed=21)
-    out = torch.full_like(batch.q, float("nan"))
-    batch.run(out=out, max_q_len=max(e for _, e in SIMILAR))
-    torch.cuda.synchronize()
-    assert torch.isfinite(out).all(), f"{int((~torch.isfinite(out)).sum())} non-finite outputs"
-    assert_close(out, batch.reference(), torch.bfloat16, batch.qo_indptr.tolist())
+    _check(batch, torch.bfloat16, max_q_len=max(e for _, e in SIMILAR))
 
 
 # Long prefixes in rank order: every CTA sees 33-37 tiles of 64 keys (odd and even counts, the
@@ -188,12 +180,7 @@ LONG = [(2047, 64), (2100, 129), (1990, 96), (2200, 77)]
 @pytest.mark.parametrize("page_size", [1, 16, 64])
 def test_long_prefix_rank_order(dtype, page_size):
     batch = Batch(LONG, page_size=page_size, h_kv=2, group=4, dim=128, dtype=dtype, seed=page_size + 40)
-    out = torch.full_like(batch.q, float("nan"))
-    batch.run(out=out, max_q_len=max(e for _, e in LONG))
-    torch.cuda.synchronize()
-    assert torch.isfinite(out).all(), f"{int((~torch.isfinite(out)).sum())} non-finite outputs"
-    assert_close(out, batch.reference(), dtype, batch.qo_indptr.tolist())
-    assert radixkv.ops.take_errors() == [], "good input recorded a fault"
+    _check(batch, dtype, max_q_len=max(e for _, e in LONG))
 
 
 @gpu
