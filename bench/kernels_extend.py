@@ -2,7 +2,9 @@
 
 Workload (issue 5): 8 requests, each with P in {0, 1024, 4096} cached tokens and E in {128, 512,
 2048} new tokens; Llama-3-8B attention (32 query heads, 8 KV heads, head_dim 128), bf16; page
-sizes 1 and 16. K/V live in one pool filled with random data, pages scattered at random.
+sizes 1 and 16. K/V live in one pool filled with random data, pages scattered at random. radixkv
+gets the host-side bounds an engine's metadata holds (max_q_len, max_kv_len), FlashInfer its plan
+over the same lengths.
 
 Reported per cell: median time; TFLOP/s of the unmasked work (per request
 4·E·(P + (E+1)/2)·head_dim·query_heads); that rate as a fraction of a bf16 matmul measured in the
@@ -180,14 +182,17 @@ def reference_out(pool: Pool, c: dict[str, torch.Tensor], prefix: int, extend: i
     return o.reshape(BATCH * extend, H_Q, D)
 
 
-def radixkv_runner(pool: Pool, c: dict[str, torch.Tensor], extend: int) -> Callable[[], Any]:
+def radixkv_runner(pool: Pool, c: dict[str, torch.Tensor], extend: int,
+                   max_kv_len: int = 0) -> Callable[[], Any]:
+    """The op called directly, with the host-side bounds an engine has (max_q_len, max_kv_len: the
+    metadata's max_extend_len and max_seq_len; FlashInfer's plan reads the same lengths)."""
     from radixkv.ops import _status  # noqa: PLC0415
 
     out = torch.empty_like(c["q"])
     op = torch.ops.radixkv.extend_attention.default
     scale = 1.0 / math.sqrt(D)
     args = (c["q"], pool.k, pool.v, c["qo_indptr"], c["kv_indptr"], c["kv_indices"], c["kv_lens"],
-            out, scale, 0, extend, _status.buffer(c["q"].device))
+            out, scale, 0, extend, _status.buffer(c["q"].device), None, None, max_kv_len)
     return lambda: (op(*args), out)[1]
 
 
@@ -219,7 +224,7 @@ def run_extend_bench(out_dir: Optional[Path] = None, page_sizes=PAGE_SIZES, pref
             runs = cell[3] if len(cell) > 3 else 1
             c = pool.cell(prefix, extend, seed=prefix * 7 + extend + ps, runs=runs)
             flops = unmasked_flops(prefix, extend)
-            ours = radixkv_runner(pool, c, extend)
+            ours = radixkv_runner(pool, c, extend, prefix + extend)
             row: dict[str, Any] = {"page_size": ps, "prefix": prefix, "extend": extend,
                                    "flops": flops}
             if runs > 1:

@@ -203,13 +203,13 @@ def run_fp8_extend(timer: Timer, page_sizes=(1, 16)) -> list[dict[str, Any]]:
                 out16, out8 = torch.empty_like(c["q"]), torch.empty_like(c["q"])
                 args = (c["qo_indptr"], c["kv_indptr"], c["kv_indices"], c["kv_lens"])
 
-                def bf16(out16=out16, c=c, args=args, extend=extend):
+                def bf16(out16=out16, c=c, args=args, extend=extend, prefix=prefix):
                     return ops.extend_attention(c["q"], pool.k, pool.v, *args, out=out16,
-                                                max_q_len=extend)
+                                                max_q_len=extend, max_kv_len=prefix + extend)
 
-                def fp8(out8=out8, c=c, args=args, extend=extend):
+                def fp8(out8=out8, c=c, args=args, extend=extend, prefix=prefix):
                     return ops.extend_attention(c["q"], k8, v8, *args, out=out8, max_q_len=extend,
-                                                k_scale=ks, v_scale=vs)
+                                                max_kv_len=prefix + extend, k_scale=ks, v_scale=vs)
 
                 row = {"page_size": ps, "prefix": prefix, "extend": extend,
                        "bf16_us": timer(bf16, 30), "fp8_us": timer(fp8, 30)}

@@ -36,6 +36,8 @@ struct ExtendParams {
 
   int32_t batch, num_q_tokens, num_q_heads, num_kv_heads, head_dim, page_size;
   int32_t max_q_len;           // upper bound on any L_q (sizes the grid without reading qo_indptr)
+  int32_t max_kv_len;          // the caller's bound on any L_k, 0 if unknown: picks the kernel for
+                               // short contexts (a wrong value costs speed, never correctness)
   float sm_scale;              // softmax scale in natural units (> 0); kernels fold in log2(e)
   DType dtype;                 // q's (and out's) type
   // The cache's element type: kSame (q's 16-bit type) or FP8, with float32 scales on the device

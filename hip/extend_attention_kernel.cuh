@@ -574,7 +574,8 @@ extend_attention_kernel(const ExtendParams p) {
   static_assert(!kFp8 || 2 * Fp8Copy::kStageBytes <= C::kKVElems * 2, "two FP8 stages fit a 16-bit buffer");
 
   const int G = p.num_q_heads / p.num_kv_heads;
-  if (blockIdx.x == 0 && blockIdx.y == 0) guard::check_extend_batch(p);  // records, never stops
+  // Records, never stops.
+  if (blockIdx.x == 0 && blockIdx.y == 0) guard::check_extend_batch(p, guard::kRanExtend);
   // Fast prologue (where page entries go by cp.async): the per-request values are loaded together,
   // and the walkers fetch tiles 0 and 1's page entries together, so the first K/V copy waits on
   // three dependent global round trips (indptr / lengths, page entries, K/V) instead of five.

@@ -7,7 +7,10 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 
 #include "extend_attention.h"
 #include "kv_scales.h"
@@ -62,7 +65,8 @@ void extend_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
                       const Tensor& qo_indptr, const std::optional<Tensor>& kv_indptr,
                       const Tensor& page_table, const Tensor& kv_lens, Tensor out, double sm_scale,
                       int64_t layout, int64_t max_q_len, Tensor status,
-                      const std::optional<Tensor>& k_scale, const std::optional<Tensor>& v_scale) {
+                      const std::optional<Tensor>& k_scale, const std::optional<Tensor>& v_scale,
+                      int64_t max_kv_len) {
   TORCH_CHECK_VALUE(q.dim() == 3, "radixkv extend_attention: q must be [N_q, H_q, D], got ",
                     q.sizes());
   TORCH_CHECK_VALUE(k_cache.dim() == 4, "radixkv extend_attention: caches must be 4-D, got ",
@@ -95,6 +99,8 @@ void extend_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
   TORCH_CHECK_VALUE(out.sizes() == q.sizes() && out.scalar_type() == q.scalar_type(),
                     "radixkv extend_attention: out must be ", q.sizes(), " ", q.scalar_type(),
                     ", got ", out.sizes(), " ", out.scalar_type());
+  TORCH_CHECK_VALUE(max_kv_len >= 0, "radixkv extend_attention: max_kv_len must be >= 0 (0: unknown), got ",
+                    max_kv_len);
   TORCH_CHECK_VALUE(sm_scale > 0 && std::isfinite(sm_scale),
                     "radixkv extend_attention: sm_scale must be finite and > 0, got ", sm_scale);
   check_on(status, "status", q);
@@ -157,6 +163,7 @@ void extend_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
   p.head_dim = static_cast<int32_t>(dim);
   p.page_size = static_cast<int32_t>(page_size);
   p.max_q_len = static_cast<int32_t>(std::min<int64_t>(std::max<int64_t>(max_q_len, 0), n_q));
+  p.max_kv_len = static_cast<int32_t>(std::min<int64_t>(max_kv_len, std::numeric_limits<int32_t>::max()));
   p.sm_scale = static_cast<float>(sm_scale);
   p.dtype = dtype;
   p.kv_type = kv_type;
@@ -177,7 +184,8 @@ void extend_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
 TORCH_LIBRARY_FRAGMENT(radixkv, m) {
   m.def("extend_attention(Tensor q, Tensor k_cache, Tensor v_cache, Tensor qo_indptr, "
         "Tensor? kv_indptr, Tensor page_table, Tensor kv_lens, Tensor(a!) out, float sm_scale, "
-        "int layout, int max_q_len, Tensor(b!) status, Tensor? k_scale=None, Tensor? v_scale=None) -> ()");
+        "int layout, int max_q_len, Tensor(b!) status, Tensor? k_scale=None, Tensor? v_scale=None, "
+        "int max_kv_len=0) -> ()");
 }
 
 TORCH_LIBRARY_IMPL(radixkv, CUDA, m) { m.impl("extend_attention", &extend_attention); }

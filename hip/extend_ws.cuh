@@ -65,6 +65,11 @@ struct Ring {
   static constexpr int kConsumerRegs = kF8 ? 216 : 224;
   static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= (65536 / kThreads) / 8 * 8 * kThreads,
                 "register split within the launch allocation");
+  // Batches whose contexts all hold at most this many keys (the caller's max_kv_len) run
+  // extend_attention_kernel.cuh's kernel instead: its CTAs fit two per SM, so a grid of CTAs with
+  // a few key tiles each runs in half the waves, while this kernel's faster tiles only pay on
+  // longer contexts. That kernel's FP8 tiles cost more than its 16-bit ones, hence the lower bound.
+  static constexpr int kShortContext = kF8 ? 256 : 512;
 };
 constexpr int kMaxStages = Ring<false>::kStages;  // the barrier arrays serve either ring
 // Named barriers (0 is __syncthreads): the consumers' turns, and a consumers-only barrier.
@@ -181,7 +186,8 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
   const uint32_t full0 = wgmma::smem_addr(bar_full), empty0 = wgmma::smem_addr(bar_empty);
 
   const int G = p.num_q_heads / p.num_kv_heads;
-  if (blockIdx.x == 0 && blockIdx.y == 0) guard::check_extend_batch(p);  // records, never stops
+  // Records, never stops.
+  if (blockIdx.x == 0 && blockIdx.y == 0) guard::check_extend_batch(p, guard::kRanExtendWs);
   Tile t;
   if (!resolve_tile<kRankOrder>(p, G, t)) return;
   uint16_t* out = static_cast<uint16_t*>(p.out);
@@ -623,6 +629,7 @@ template <class T, class KV, int D>
 bool try_launch_ws(const ExtendParams& p, Stream stream) {
 #if RK_NVIDIA
   if constexpr (D == ws::kD) {
+    if (p.max_kv_len > 0 && p.max_kv_len <= ws::Ring<IsFp8<KV>::value>::kShortContext) return false;
     if (!ws::image_has_body(ws::extend_ws_kernel<T, KV, true>)) return false;
     // The producer forms row addresses with 32-bit byte strides.
     if (p.kv_stride_page < 0 || p.kv_stride_slot < 0 || p.kv_stride_page > 0x3fffffff ||

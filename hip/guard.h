@@ -7,7 +7,7 @@
 // graph-safe (python/radixkv/ops/_status.py decodes it; keep its tables in step with this file).
 //
 //   status[0]  fault bits: bit 8 * op + check
-//   status[1]  kernels that ran (decode): bit per Kernel below, set by block 0 of each launch
+//   status[1]  kernels that ran: bit per Kernel below, set by block 0 of each launch
 //   status[2]  faults of no one op's byte: bit per Extra below
 //
 // Checks sit where the value is loaded anyway (per request, per page entry), never in an inner
@@ -33,8 +33,14 @@ enum Check : uint32_t {
   kSlotRange = 1u << 7,       // a store_kv slot >= num_pages * page_size
 };
 
-// Decode kernels (status[1]): which one ran, so a caller can check that a kernel choice held.
-enum Kernel : uint32_t { kRanMma = 1u << 0, kRanMmaNarrow = 1u << 1, kRanCudaCore = 1u << 2 };
+// Kernels (status[1]): which one ran, so a caller can check that a kernel choice held.
+enum Kernel : uint32_t {
+  kRanMma = 1u << 0,         // decode, matrix units
+  kRanMmaNarrow = 1u << 1,   // decode, matrix units, transposed (groups <= 8)
+  kRanCudaCore = 1u << 2,    // decode, CUDA cores
+  kRanExtend = 1u << 3,      // extend, extend_attention_kernel.cuh
+  kRanExtendWs = 1u << 4,    // extend, the warp-specialised kernel of extend_ws.cuh
+};
 
 // status[2]: a decode plan row naming no request of the batch, a range that is not a range, a
 // unit count outside [1, 256], a first unit outside the plan, or the units of a request that
@@ -124,9 +130,10 @@ __device__ __forceinline__ bool page_ok(int page, int num_pages) {
 }
 
 // Extend: every request's metadata, checked by one CTA (threads stride over the batch) so that a
-// request without a CTA of its own (L_q <= 0) is checked too. P: ExtendParams.
+// request without a CTA of its own (L_q <= 0) is checked too, and `kernel` recorded as the kernel
+// that ran. P: ExtendParams.
 template <class P>
-__device__ void check_extend_batch(const P& p) {
+__device__ void check_extend_batch(const P& p, uint32_t kernel) {
   uint32_t checks = 0;
   for (int b = threadIdx.x; b < p.batch; b += blockDim.x) {
     const int q0 = p.qo_indptr[b], q1 = p.qo_indptr[b + 1];
@@ -148,6 +155,7 @@ __device__ void check_extend_batch(const P& p) {
   }
   report(p.status, kExtend, checks);
   report_extra(p.status, extra);
+  if (p.status != nullptr && threadIdx.x == 0) atomicOr(p.status + 1, kernel);
 }
 #endif
 

@@ -301,7 +301,7 @@ def test_python_dash_m_entry_point(tmp_path: Path) -> None:
 def test_kernels_match_reference_ops_in_bf16(monkeypatch: pytest.MonkeyPatch) -> None:
     """Same engine, same trace: the kernels' logits vs the reference ops' logits (bf16). The
     kernels must really run: a failed build raises instead of falling back to the reference ops,
-    and the decode kernels' own record must show them."""
+    and the kernels' own record must show both decode and extend."""
     import radixkv.ops
     import radixkv.ops.reference
 
@@ -317,7 +317,9 @@ def test_kernels_match_reference_ops_in_bf16(monkeypatch: pytest.MonkeyPatch) ->
         runs.append({c.request.rid: c for c in engine.run(wl.requests, wl.on_finish)})
         _check_drained(engine)
         if ops is radixkv.ops:
-            assert radixkv.ops.take_kernel_log(), "no decode kernel ran (the reference ops did)"
+            log = radixkv.ops.take_kernel_log()
+            assert log & {"mma", "mma_narrow", "cuda_core"}, f"no decode kernel ran: {log}"
+            assert log & {"extend", "extend_ws"}, f"no extend kernel ran: {log}"
     compared = 0
     for rid, kernel in runs[0].items():
         ref = runs[1].get(rid)

@@ -183,6 +183,44 @@ def test_long_prefix_rank_order(dtype, page_size):
     _check(batch, dtype, max_q_len=max(e for _, e in LONG))
 
 
+# Short contexts, up to the 512 keys below which max_kv_len picks the kernel that fits two CTAs per
+# SM (on sm_90a at D = 128; elsewhere that kernel runs anyway): lengths 1, 17, 512 and page edges.
+SHORT = [(0, 1), (16, 17), (0, 128), (100, 412), (511, 1), (0, 512), (63, 64), (15, 2)]
+SHORT_BOUND = 512
+
+
+@gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("page_size", [1, 16, 64])
+def test_short_context_kernel(dtype, page_size):
+    batch = Batch(SHORT, page_size=page_size, h_kv=2, group=4, dim=128, dtype=dtype,
+                  block_tables=page_size == 64, seed=page_size + 60)
+    longest = max(p + e for p, e in SHORT)
+    assert longest == SHORT_BOUND
+    max_q = max(e for _, e in SHORT)
+    radixkv.ops.take_kernel_log()  # clear the record
+    _check(batch, dtype, max_q_len=max_q)  # no bound given: the device's kernel for any length
+    default = radixkv.ops.take_kernel_log()
+    assert default in ({"extend"}, {"extend_ws"}), default
+    _check(batch, dtype, max_q_len=max_q, max_kv_len=longest)
+    assert radixkv.ops.take_kernel_log() == {"extend"}
+    _check(batch, dtype, max_q_len=max_q, max_kv_len=longest + 1)
+    assert radixkv.ops.take_kernel_log() == default
+
+
+@gpu
+def test_max_kv_len_too_small_costs_no_accuracy():
+    # A bound below the real lengths only picks the short-context kernel; the result stays exact.
+    batch = Batch(MIXED, page_size=16, h_kv=2, group=4, dim=128, dtype=torch.bfloat16, seed=61)
+    radixkv.ops.take_kernel_log()
+    _check(batch, torch.bfloat16, max_kv_len=1, check=False)
+    assert radixkv.ops.take_kernel_log() == {"extend"}
+    with pytest.raises(radixkv.InvalidArgument, match=r"max_kv_len = 1 but kv_lens\[1\] = 10"):
+        batch.run(max_kv_len=1, check=True)
+    with pytest.raises(radixkv.InvalidArgument, match="max_kv_len must be >= 0"):
+        batch.run(max_kv_len=-1)
+
+
 @gpu
 def test_custom_scale_and_single_request():
     batch = Batch([(4095, 2048)], page_size=16, h_kv=1, group=8, dim=128, dtype=torch.float16, seed=7)
@@ -274,6 +312,7 @@ def test_opcheck():
             batch.kv_indptr, batch.kv_indices, batch.kv_lens, out, 0.125, 0, batch.q.shape[0],
             torch.zeros(2, dtype=torch.int32, device="cuda"))
     torch.library.opcheck(torch.ops.radixkv.extend_attention.default, args)
+    torch.library.opcheck(torch.ops.radixkv.extend_attention.default, args + (None, None, 64))
 
 
 # ----------------------------------------------------------------------------- CPU: metadata
@@ -289,6 +328,28 @@ def test_check_metadata_names_the_request():
     with pytest.raises(radixkv.InvalidArgument, match="decreases at request 1"):
         check_extend_metadata(torch.tensor([0, 3, 2], dtype=torch.int32),
                               torch.tensor([5, 5], dtype=torch.int32), 2)
+    lens = torch.tensor([6, 3, 6], dtype=torch.int32)
+    check_extend_metadata(qo, lens, 6, max_q_len=3, max_kv_len=6)
+    with pytest.raises(radixkv.InvalidArgument, match=r"max_kv_len = 5 but kv_lens\[0\] = 6"):
+        check_extend_metadata(qo, lens, 6, max_kv_len=5)
+    with pytest.raises(radixkv.InvalidArgument, match="max_q_len = 2 but a request has L_q = 3"):
+        check_extend_metadata(qo, lens, 6, max_q_len=2)
+
+
+def test_bad_bounds_rejected_before_any_work(monkeypatch):
+    # The reference ops on the CPU; the bounds are checked before anything else, as on a GPU.
+    monkeypatch.setenv("RADIXKV_OPS_BACKEND", "reference")
+    q = torch.randn(3, 2, 64)
+    cache = torch.randn(4, 16, 1, 64)
+    i32 = dict(dtype=torch.int32)
+    args = (q, cache, cache, torch.tensor([0, 3], **i32), torch.tensor([0, 1], **i32),
+            torch.tensor([2], **i32), torch.tensor([5], **i32))
+    for kw, what in (({"max_kv_len": -1}, "max_kv_len must be >= 0"),
+                     ({"max_q_len": -2}, "max_q_len must be >= 0")):
+        with pytest.raises(radixkv.InvalidArgument, match=what):
+            extend_attention(*args, **kw)
+    good = extend_attention(*args, max_q_len=3, max_kv_len=5, check=True)
+    assert torch.allclose(good, extend_attention(*args, check=True))
 
 
 def test_flops_formula():

@@ -225,7 +225,7 @@ def test_paged_decode_fp8_cuda_core_kernel(dim):
 
 
 def _extend_case(kv, dim, page, layout, q_dtype, per_head, lens, new, tables, group=4, seed=0,
-                 q_scale=1.0):
+                 q_scale=1.0, **op_kw):
     need(dim, page, q_dtype, kv)
     pool = Fp8Pool(lens, page, 2, dim, q_dtype, kv, layout, per_head, seed=seed)
     qo = torch.tensor([0] + list(torch.tensor(new).cumsum(0)), dtype=torch.int32, device="cuda")
@@ -238,7 +238,7 @@ def _extend_case(kv, dim, page, layout, q_dtype, per_head, lens, new, tables, gr
         idx = dict(kv_indptr=indptr, kv_indices=indices, kv_lens=pool.kv_lens())
     ref = R.extend_attention(q.float(), pool.k, pool.v, qo, layout=layout, **idx, **sc)
     out = torch.full_like(q, float("nan"))
-    ops.extend_attention(q, pool.k, pool.v, qo, layout=layout, out=out, **idx, **sc)
+    ops.extend_attention(q, pool.k, pool.v, qo, layout=layout, out=out, **idx, **sc, **op_kw)
     assert not out.isnan().any()
     err = rel_err(out, ref)
     assert err <= TOL, err
@@ -279,6 +279,23 @@ def test_extend_fp8_page_edges_csr_per_tensor(kv, dim, page):
     new = [1, 17, 300, lens[3], page + 1 if page > 1 else 2]
     _extend_case(kv, dim, page, "bshd", torch.float16 if dim == 64 else torch.bfloat16, False, lens,
                  new, tables=False, group=8, seed=3 * dim + page)
+
+
+@pytest.mark.parametrize("kv", [E4M3, E5M2], ids=NAME.get)
+@pytest.mark.parametrize("page", [1, 16])
+def test_extend_fp8_short_context_kernel(kv, page):
+    # FP8 caches: a max_kv_len of at most 256 keys picks the kernel that fits two CTAs per SM (on
+    # sm_90a at D = 128; elsewhere it runs anyway); just above, the device's kernel for any length.
+    lens, new = [1, 17, 256, 130, 64, 255], [1, 17, 40, 1, 64, 2]
+    ops.take_kernel_log()  # clear the record
+    ran = {}
+    for seed, bound in enumerate((None, 256, 257)):
+        kw = {} if bound is None else {"max_kv_len": bound}
+        _extend_case(kv, 128, page, "bshd", torch.bfloat16, True, lens, new, tables=page == 16,
+                     seed=seed + page, max_q_len=64, **kw)
+        ran[bound] = ops.take_kernel_log()
+    assert ran[None] in ({"extend"}, {"extend_ws"}), ran
+    assert ran[256] == {"extend"} and ran[257] == ran[None], ran
 
 
 def test_extend_fp8_scale_changes_output_like_reference():
@@ -329,10 +346,10 @@ def test_opcheck_fp8_signatures():
     qo = torch.tensor([0, 2, 3], dtype=torch.int32, device="cuda")
     qx = torch.randn(3, 8, 128, dtype=torch.bfloat16, device="cuda")
     outx = torch.empty_like(qx)
-    for scales in ((pool.k_scale, pool.v_scale), (one, one)):
+    for scales, bound in (((pool.k_scale, pool.v_scale), 0), ((one, one), 40)):
         torch.library.opcheck(torch.ops.radixkv.extend_attention.default,
                               (qx, pool.k, pool.v, qo, indptr, indices, lens, outx, 0.1, 0, 3,
-                               status, *scales), test_utils=utils)
+                               status, *scales, bound), test_utils=utils)
     assert int(status[0]) == 0
 
 

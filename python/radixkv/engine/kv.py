@@ -153,6 +153,7 @@ class StepAttention:
         self.decode = decode
         self.split = num_extend_rows
         self.max_q = extend.max_extend_len if extend is not None else 0
+        self.max_kv = extend.max_seq_len if extend is not None else 0
 
     def __call__(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         kc, vc = self.pool.k[layer], self.pool.v[layer]
@@ -162,7 +163,7 @@ class StepAttention:
         if e is not None and d is None:
             ops.store_kv(kc, vc, k, v, e.out_cache_loc, **sc)
             return ops.extend_attention(q, kc, vc, e.qo_indptr, e.kv_indptr, e.kv_indices,
-                                        e.seq_lens, **self._max_q(), **sc)
+                                        e.seq_lens, **self._bounds(), **sc)
         if d is not None and e is None:
             ops.store_kv(kc, vc, k, v, d.out_cache_loc, **sc)
             return ops.paged_decode(q, kc, vc, d.kv_indptr, d.kv_indices, d.seq_lens,
@@ -172,7 +173,7 @@ class StepAttention:
         ops.store_kv(kc, vc, k[:s], v[:s], e.out_cache_loc, **sc)
         ops.store_kv(kc, vc, k[s:], v[s:], d.out_cache_loc, **sc)
         out[:s] = ops.extend_attention(q[:s], kc, vc, e.qo_indptr, e.kv_indptr, e.kv_indices,
-                                       e.seq_lens, **self._max_q(), **sc)
+                                       e.seq_lens, **self._bounds(), **sc)
         out[s:] = ops.paged_decode(q[s:], kc, vc, d.kv_indptr, d.kv_indices, d.seq_lens,
                                    **self._plan(), **sc)
         return out
@@ -183,6 +184,9 @@ class StepAttention:
         plan = self.decode.decode_plan if self.decode is not None else None
         return {"plan": plan} if plan is not None else {}
 
-    def _max_q(self) -> dict[str, int]:
-        # The public ops take it (grid sizing without reading qo_indptr); the reference does not.
-        return {"max_q_len": self.max_q} if self.ops.__name__ == "radixkv.ops" else {}
+    def _bounds(self) -> dict[str, int]:
+        # The public ops take them (grid sizing without reading qo_indptr; the kernel for short
+        # contexts); the reference does not.
+        if self.ops.__name__ != "radixkv.ops":
+            return {}
+        return {"max_q_len": self.max_q, "max_kv_len": self.max_kv}

@@ -161,7 +161,11 @@ def _check_pages(
 
 
 def check_extend_metadata(
-    qo_indptr: torch.Tensor, kv_lens: torch.Tensor, num_q_tokens: int, max_q_len: Optional[int] = None
+    qo_indptr: torch.Tensor,
+    kv_lens: torch.Tensor,
+    num_q_tokens: int,
+    max_q_len: Optional[int] = None,
+    max_kv_len: Optional[int] = None,
 ) -> None:
     """Host-side checks of extend metadata (reads the tensors: synchronises with the GPU).
 
@@ -193,6 +197,9 @@ def check_extend_metadata(
         )
     if max_q_len is not None and lq.numel() and int(lq.max()) > int(max_q_len):
         _fail(f"max_q_len = {max_q_len} but a request has L_q = {int(lq.max())}")
+    if max_kv_len is not None and lk.numel() and int(lk.max()) > int(max_kv_len):
+        b = int((lk > int(max_kv_len)).nonzero()[0])
+        _fail(f"max_kv_len = {max_kv_len} but kv_lens[{b}] = {int(lk[b])}")
 
 
 def _check_query(
@@ -633,6 +640,7 @@ def extend_attention(
     layout: str = "bshd",
     out: Optional[torch.Tensor] = None,
     max_q_len: Optional[int] = None,
+    max_kv_len: Optional[int] = None,
     check: Optional[bool] = None,
     k_scale: Optional[torch.Tensor] = None,
     v_scale: Optional[torch.Tensor] = None,
@@ -644,6 +652,10 @@ def extend_attention(
     i sees key j iff ``j <= i + L_k - L_q``. Pages and caches as in :func:`paged_decode`. Returns
     ``[N_q, H_q, D]`` in q's dtype. ``max_q_len`` (optional) bounds ``L_q`` so the kernel's grid
     can be sized without reading qo_indptr on the host; by default ``N_q`` is the bound.
+    ``max_kv_len`` (optional, a host int: FlashAttention's ``max_seqlen_k``, a metadata object's
+    ``max_seq_len``) bounds every ``kv_lens`` entry; it only picks the kernel (short contexts run
+    one that fits two CTAs per SM on sm_90a), so a value below a real length costs speed, never
+    correctness.
     ``sm_scale`` must be finite and positive. ``check``: read the index tensors on the host and
     reject bad metadata naming the request (a request with more queries than keys, a ``qo_indptr``
     that decreases or does not end at ``N_q``, pages out of range), and raise after the op on any
@@ -658,6 +670,8 @@ def extend_attention(
     """
     if max_q_len is not None and int(max_q_len) < 0:
         _fail(f"max_q_len must be >= 0, got {max_q_len}")
+    if max_kv_len is not None and int(max_kv_len) < 0:
+        _fail(f"max_kv_len must be >= 0, got {max_kv_len}")
     code = _check_layout(layout)
     num_pages, page_size, h_kv, dim = _check_caches(k_cache, v_cache, layout)
     n_q, h_q = _check_query(q, "[N_q, H_q, D]", k_cache, h_kv, dim)
@@ -672,7 +686,7 @@ def extend_attention(
     _fp8.check_scales(k_cache, h_kv, k_scale, v_scale, checked)
     if checked:
         _host_check_pages(num_pages, page_size, kv_indptr, kv_indices, kv_lens, block_tables)
-        check_extend_metadata(qo_indptr, kv_lens, n_q, max_q_len)
+        check_extend_metadata(qo_indptr, kv_lens, n_q, max_q_len, max_kv_len)
     if out is not None and (out.shape != q.shape or out.dtype != q.dtype or out.device != q.device):
         _fail(f"out must be {tuple(q.shape)} {q.dtype} on {q.device}")
     if backend(q.device) == "reference" or not hasattr(torch.ops.radixkv, "extend_attention"):
@@ -693,10 +707,10 @@ def extend_attention(
     table = block_tables if block_tables is not None else kv_indices
     assert table is not None
     bound = n_q if max_q_len is None else int(max_q_len)
-    scale_args = (k_scale, v_scale) if _fp8.is_fp8(k_cache.dtype) else ()
+    scales = (k_scale, v_scale) if _fp8.is_fp8(k_cache.dtype) else (None, None)
     _call(torch.ops.radixkv.extend_attention,
           q.contiguous(), k_cache, v_cache, qo_indptr, kv_indptr, table, kv_lens, out, scale, code, bound,
-          _status.buffer(q.device), *scale_args)
+          _status.buffer(q.device), *scales, 0 if max_kv_len is None else int(max_kv_len))
     if checked:
         _raise_recorded(q.device)
     return out

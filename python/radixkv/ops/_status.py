@@ -2,9 +2,9 @@
 
 Every op takes a small int32 buffer, one per device, cached here. The kernels set one bit per
 (op, check) in word 0 by ``atomicOr`` when they meet bad metadata (which they clamp or skip, so
-nothing outside the cache is read), the decode kernels set a bit per kernel kind in word 1, and
-word 2 holds checks outside the per-op bytes (a bad decode plan; an FP8 ``k_scale`` / ``v_scale``
-that is not finite and positive, read on the device).
+nothing outside the cache is read), the decode and extend kernels set a bit per kernel kind in
+word 1, and word 2 holds checks outside the per-op bytes (a bad decode plan; an FP8 ``k_scale`` /
+``v_scale`` that is not finite and positive, read on the device).
 Writing it costs the op path nothing: no allocation, no synchronisation, a fixed buffer (CUDA-graph
 safe; warm it up, i.e. make one call on the device, before capture). :func:`take_errors` reads and
 clears it; that call synchronises. The reference ops report the same faults into a host-side word.
@@ -34,8 +34,8 @@ CHECKS = (
 )
 CHECK_BIT = {name: 1 << i for i, (name, _) in enumerate(CHECKS)}
 
-# word 1: decode kernels that ran
-KERNELS = ("mma", "mma_narrow", "cuda_core")
+# word 1: kernels that ran (decode's three, then extend's two)
+KERNELS = ("mma", "mma_narrow", "cuda_core", "extend", "extend_ws")
 
 # word 2: checks of no one op's byte (the op bytes of word 0 are full), bit -> (op, name, what it
 # means)
@@ -141,7 +141,8 @@ def take_errors(device: Optional[torch.device] = None) -> list[KernelFault]:
 
 
 def take_kernel_log(device: Optional[torch.device] = None) -> set[str]:
-    """Decode kernels (``"mma"``, ``"mma_narrow"``, ``"cuda_core"``) that ran on ``device`` since the
-    last call, as recorded by the kernels themselves; clears the record. Synchronises."""
+    """Kernels that ran on ``device`` since the last call, as recorded by the kernels themselves
+    (decode: ``"mma"``, ``"mma_narrow"``, ``"cuda_core"``; extend: ``"extend"``, and ``"extend_ws"``
+    for the warp-specialised kernel of sm_90a); clears the record. Synchronises."""
     word = _take(device, 1)
     return {name for i, name in enumerate(KERNELS) if word >> i & 1}
