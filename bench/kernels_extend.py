@@ -16,9 +16,13 @@ dirty lines are written back inside the timed call; session 1 and the runs befor
 final validation used the write alone), median of many. ``--check`` also compares each cell with
 a float32 reference.
 
+``--ragged``: instead, batches whose requests differ (RAGGED: chunked prefill, multi-turn, fresh
+and short prompts) against fa2 / fa3.
+
 Usage (GPU machine; FlashInfer as bench/README.md describes and SGLang's Triton
 modules in .anchors/sglang_triton, made by bench/setup_sglang_extend.sh; both optional):
     PYTHONPATH=python python3 bench/kernels_extend.py --out bench/results --check
+    PYTHONPATH=python python3 bench/kernels_extend.py --ragged --out bench/results
 ``bench/kernels.py`` imports :func:`run_extend_bench`.
 """
 
@@ -66,12 +70,14 @@ def matmul_tflops(timer: Timer, n: int = 8192) -> float:
 
 
 class Pool:
-    """One paged KV pool per page size, big enough for the largest cell, random contents."""
+    """One paged KV pool per page size, big enough for the largest cell (``BATCH`` requests of
+    ``max_tokens_per_req``, or ``num_pages`` pages when given), random contents."""
 
-    def __init__(self, page_size: int, max_tokens_per_req: int, seed: int = 0):
+    def __init__(self, page_size: int, max_tokens_per_req: int, seed: int = 0,
+                 num_pages: Optional[int] = None):
         self.page_size = page_size
         per_req = math.ceil(max_tokens_per_req / page_size)
-        self.num_pages = int(BATCH * per_req * 1.25) + 1
+        self.num_pages = num_pages if num_pages is not None else int(BATCH * per_req * 1.25) + 1
         g = torch.Generator(device="cuda").manual_seed(seed)
         shape = (self.num_pages, page_size, H_KV, D)
         self.k = torch.randn(shape, device="cuda", dtype=torch.bfloat16, generator=g)
@@ -99,6 +105,90 @@ class Pool:
             "kv_lens": torch.full((BATCH,), kv_len, **i32),
             "kv_last_page_len": torch.full((BATCH,), last, **i32),
         }
+
+
+    def ragged_cell(self, specs: list[tuple[int, int]], seed: int) -> dict[str, torch.Tensor]:
+        """A batch of requests with their own (prefix, extend); pages scattered at random."""
+        g = torch.Generator().manual_seed(seed)
+        lens = [p + e for p, e in specs]
+        n_pages = [math.ceil(n / self.page_size) for n in lens]
+        perm = torch.randperm(self.num_pages, generator=g)[: sum(n_pages)]
+        i32 = dict(dtype=torch.int32, device="cuda")
+        ext = torch.tensor([e for _, e in specs])
+        return {
+            "q": torch.randn(int(ext.sum()), H_Q, D, generator=g).to("cuda", torch.bfloat16),
+            "qo_indptr": torch.cat([torch.zeros(1, dtype=torch.int64), ext.cumsum(0)]).to(**i32),
+            "kv_indptr": torch.tensor([0] + list(torch.tensor(n_pages).cumsum(0)), **i32),
+            "kv_indices": perm.to(**i32),
+            "kv_lens": torch.tensor(lens, **i32),
+            "kv_last_page_len": torch.tensor([(n - 1) % self.page_size + 1 for n in lens], **i32),
+        }
+
+
+# Ragged batches: (name, requests, prefix range, extend range), each length drawn log-uniform
+# from its range with the cell's seed (a range (0, 0): no prefix). "chunked" is chunked prefill:
+# long prompts continuing in 512-token chunks beside fresh prompts; "short" stays within 512 keys
+# (the short-context kernel's range).
+RAGGED = (
+    ("chunked", ((4, (2048, 16384), (512, 512)), (4, (0, 0), (64, 1024)))),
+    ("multi-turn", ((16, (256, 8192), (16, 512)),)),
+    ("fresh", ((32, (0, 0), (16, 2048)),)),
+    ("short", ((64, (0, 0), (16, 512)),)),
+)
+
+
+def ragged_specs(groups: tuple[Any, ...], seed: int) -> list[tuple[int, int]]:
+    import random  # noqa: PLC0415
+
+    rng = random.Random(seed)
+
+    def draw(lo: int, hi: int) -> int:
+        return 0 if hi == 0 else int(round(math.exp(rng.uniform(math.log(lo), math.log(hi)))))
+
+    return [(draw(*pr), draw(*er)) for n, pr, er in groups for _ in range(n)]
+
+
+def run_ragged_extend(page_sizes=PAGE_SIZES, reps: int = 30, seed: int = 5) -> list[dict[str, Any]]:
+    """radixkv against FlashInfer fa2 / fa3 on the RAGGED batches (printed, returned)."""
+    from radixkv.ops import loader  # noqa: PLC0415
+
+    loader.load()
+    timer = Timer()
+    fi = load_flashinfer()
+    workspace = torch.empty(512 << 20, dtype=torch.uint8, device="cuda") if fi else None
+    rows: list[dict[str, Any]] = []
+    for ps in page_sizes:
+        for i, (name, groups) in enumerate(RAGGED):
+            specs = ragged_specs(groups, seed + i)
+            pages = sum(math.ceil((p + e) / ps) for p, e in specs)
+            pool = Pool(ps, 0, seed=i, num_pages=int(pages * 1.25) + 1)
+            c = pool.ragged_cell(specs, seed + i)
+            flops = sum(4.0 * e * (p + (e + 1) / 2.0) * D * H_Q for p, e in specs)
+            max_q, max_kv = max(e for _, e in specs), max(p + e for p, e in specs)
+            ours = radixkv_runner(pool, c, max_q, max_kv)
+            row: dict[str, Any] = {"page_size": ps, "batch": name, "requests": len(specs),
+                                   "new_tokens": sum(e for _, e in specs),
+                                   "cached_tokens": sum(p for p, _ in specs), "max_kv": max_kv,
+                                   "radixkv_us": timer(ours, reps=reps)}
+            row["tflops"] = flops / (row["radixkv_us"] * 1e-6) / 1e12
+            for backend in ("fa2", "fa3") if fi is not None else ():
+                try:
+                    run = flashinfer_runner(fi, backend, pool, c, workspace)
+                    row[f"{backend}_us"] = timer(run, reps=reps)
+                    row[f"vs_{backend}"] = row[f"{backend}_us"] / row["radixkv_us"]
+                    ref = run().float()
+                    row[f"rel_err_vs_{backend}"] = float((ours().float() - ref).norm() / ref.norm())
+                except Exception as exc:  # noqa: BLE001
+                    row[f"{backend}_error"] = repr(exc)[:200]
+            rows.append(row)
+            print(f"[ragged extend] ps={ps:>2} {name:<10} B={len(specs):>2} new={row['new_tokens']:>6} "
+                  f"cached={row['cached_tokens']:>6} max_kv={max_kv:>5} | radixkv {row['radixkv_us']:8.1f} us "
+                  f"{row['tflops']:5.0f} TF/s | fa2 x{row.get('vs_fa2', float('nan')):.2f} | "
+                  f"fa3 x{row.get('vs_fa3', float('nan')):.2f} | err vs fa3 "
+                  f"{row.get('rel_err_vs_fa3', float('nan')):.1e}", flush=True)
+            del pool, c
+            torch.cuda.empty_cache()
+    return rows
 
 
 def load_flashinfer() -> Optional[Any]:
@@ -348,10 +438,21 @@ def main() -> None:
     ap.add_argument("--cells", default=None,
                     help="ps:P:E[:runs],... (default: the full grid; runs: see Pool.cell)")
     ap.add_argument("--no-anchors", action="store_true", help="skip FlashInfer")
+    ap.add_argument("--ragged", action="store_true",
+                    help="only the ragged batches (RAGGED) against FlashInfer fa2 / fa3")
     ap.add_argument("--check", action="store_true", help="compare with a float32 reference")
     ap.add_argument("--sglang-src", default=os.environ.get("RADIXKV_SGLANG_SRC", ".anchors/sglang_triton"),
                     help="folder with an importable sglang Triton-kernel tree (anchor; optional)")
     args = ap.parse_args()
+    if args.ragged:
+        rows = run_ragged_extend(tuple(int(s) for s in args.page_sizes.split(",")), args.reps)
+        if args.out is not None:
+            args.out.mkdir(parents=True, exist_ok=True)
+            (args.out / "extend_ragged.json").write_text(json.dumps(
+                {"bench": "extend_ragged", "device": torch.cuda.get_device_name(),
+                 "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rows": rows},
+                indent=1))
+        return
     cells = None
     if args.cells:
         cells = [tuple(int(x) for x in c.split(":")) for c in args.cells.split(",")]
