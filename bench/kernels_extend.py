@@ -84,35 +84,23 @@ class Pool:
         self.v = torch.randn(shape, device="cuda", dtype=torch.bfloat16, generator=g)
 
     def cell(self, prefix: int, extend: int, seed: int, runs: int = 1) -> dict[str, torch.Tensor]:
-        """One cell's inputs. ``runs`` > 1 (diagnostics): the pages come in runs of ``runs``
-        consecutive indices starting at random multiples of ``runs``, so page size 1 with runs 16
-        touches exactly the memory pattern of page size 16 through page 1's per-row table."""
-        g = torch.Generator().manual_seed(seed)
-        kv_len = prefix + extend
-        n_pages = math.ceil(kv_len / self.page_size)
-        if runs > 1:
-            starts = torch.randperm(self.num_pages // runs, generator=g) * runs
-            perm = (starts[:, None] + torch.arange(runs)[None, :]).reshape(-1)[: BATCH * n_pages]
-        else:
-            perm = torch.randperm(self.num_pages, generator=g)[: BATCH * n_pages]
-        i32 = dict(dtype=torch.int32, device="cuda")
-        last = (kv_len - 1) % self.page_size + 1
-        return {
-            "q": torch.randn(BATCH * extend, H_Q, D, generator=g).to("cuda", torch.bfloat16),
-            "qo_indptr": torch.arange(0, BATCH + 1, **i32) * extend,
-            "kv_indptr": torch.arange(0, BATCH + 1, **i32) * n_pages,
-            "kv_indices": perm.to(**i32),
-            "kv_lens": torch.full((BATCH,), kv_len, **i32),
-            "kv_last_page_len": torch.full((BATCH,), last, **i32),
-        }
+        """One uniform cell's inputs: ``BATCH`` requests of (prefix, extend). ``runs`` > 1
+        (diagnostics): the pages come in runs of ``runs`` consecutive indices starting at random
+        multiples of ``runs``, so page size 1 with runs 16 touches exactly the memory pattern of
+        page size 16 through page 1's per-row table."""
+        return self.batch([(prefix, extend)] * BATCH, seed, runs)
 
-
-    def ragged_cell(self, specs: list[tuple[int, int]], seed: int) -> dict[str, torch.Tensor]:
-        """A batch of requests with their own (prefix, extend); pages scattered at random."""
+    def batch(self, specs: list[tuple[int, int]], seed: int, runs: int = 1) -> dict[str, torch.Tensor]:
+        """A batch of requests with their own (prefix, extend); pages scattered at random (in runs
+        of ``runs``, see ``cell``)."""
         g = torch.Generator().manual_seed(seed)
         lens = [p + e for p, e in specs]
         n_pages = [math.ceil(n / self.page_size) for n in lens]
-        perm = torch.randperm(self.num_pages, generator=g)[: sum(n_pages)]
+        if runs > 1:
+            starts = torch.randperm(self.num_pages // runs, generator=g) * runs
+            perm = (starts[:, None] + torch.arange(runs)[None, :]).reshape(-1)[: sum(n_pages)]
+        else:
+            perm = torch.randperm(self.num_pages, generator=g)[: sum(n_pages)]
         i32 = dict(dtype=torch.int32, device="cuda")
         ext = torch.tensor([e for _, e in specs])
         return {
@@ -125,8 +113,8 @@ class Pool:
         }
 
 
-# Ragged batches: (name, requests, prefix range, extend range), each length drawn log-uniform
-# from its range with the cell's seed (a range (0, 0): no prefix). "chunked" is chunked prefill:
+# Ragged batches: (name, groups), a group being (requests, prefix range, extend range); each
+# length is drawn log-uniform from its range with the batch's seed (a range (0, 0): no prefix). "chunked" is chunked prefill:
 # long prompts continuing in 512-token chunks beside fresh prompts; "short" stays within 512 keys
 # (the short-context kernel's range).
 RAGGED = (
@@ -162,7 +150,7 @@ def run_ragged_extend(page_sizes=PAGE_SIZES, reps: int = 30, seed: int = 5) -> l
             specs = ragged_specs(groups, seed + i)
             pages = sum(math.ceil((p + e) / ps) for p, e in specs)
             pool = Pool(ps, 0, seed=i, num_pages=int(pages * 1.25) + 1)
-            c = pool.ragged_cell(specs, seed + i)
+            c = pool.batch(specs, seed + i)
             flops = sum(4.0 * e * (p + (e + 1) / 2.0) * D * H_Q for p, e in specs)
             max_q, max_kv = max(e for _, e in specs), max(p + e for p, e in specs)
             ours = radixkv_runner(pool, c, max_q, max_kv)
@@ -171,15 +159,8 @@ def run_ragged_extend(page_sizes=PAGE_SIZES, reps: int = 30, seed: int = 5) -> l
                                    "cached_tokens": sum(p for p, _ in specs), "max_kv": max_kv,
                                    "radixkv_us": timer(ours, reps=reps)}
             row["tflops"] = flops / (row["radixkv_us"] * 1e-6) / 1e12
-            for backend in ("fa2", "fa3") if fi is not None else ():
-                try:
-                    run = flashinfer_runner(fi, backend, pool, c, workspace)
-                    row[f"{backend}_us"] = timer(run, reps=reps)
-                    row[f"vs_{backend}"] = row[f"{backend}_us"] / row["radixkv_us"]
-                    ref = run().float()
-                    row[f"rel_err_vs_{backend}"] = float((ours().float() - ref).norm() / ref.norm())
-                except Exception as exc:  # noqa: BLE001
-                    row[f"{backend}_error"] = repr(exc)[:200]
+            if fi is not None:
+                time_flashinfer(fi, pool, c, workspace, timer, reps, ours, row)
             rows.append(row)
             print(f"[ragged extend] ps={ps:>2} {name:<10} B={len(specs):>2} new={row['new_tokens']:>6} "
                   f"cached={row['cached_tokens']:>6} max_kv={max_kv:>5} | radixkv {row['radixkv_us']:8.1f} us "
@@ -189,6 +170,23 @@ def run_ragged_extend(page_sizes=PAGE_SIZES, reps: int = 30, seed: int = 5) -> l
             del pool, c
             torch.cuda.empty_cache()
     return rows
+
+
+def time_flashinfer(fi: Any, pool: Pool, c: dict[str, torch.Tensor], workspace: torch.Tensor,
+                    timer: Timer, reps: int, ours: Callable[[], Any], row: dict[str, Any]) -> None:
+    """Times FlashInfer's fa2 and fa3 backends on ``c`` into ``row``: ``{backend}_us``,
+    ``vs_{backend}`` (its time over radixkv's ``radixkv_us``) and ``rel_err_vs_{backend}`` (radixkv's
+    output against that backend's), or ``{backend}_error`` when the backend fails."""
+    mine = ours().float()
+    for backend in ("fa2", "fa3"):
+        try:
+            run = flashinfer_runner(fi, backend, pool, c, workspace)
+            row[f"{backend}_us"] = timer(run, reps=reps)
+            row[f"vs_{backend}"] = row[f"{backend}_us"] / row["radixkv_us"]
+            ref = run().float()
+            row[f"rel_err_vs_{backend}"] = float((mine - ref).norm() / ref.norm())
+        except Exception as exc:  # noqa: BLE001
+            row[f"{backend}_error"] = repr(exc)[:200]
 
 
 def load_flashinfer() -> Optional[Any]:
@@ -323,20 +321,10 @@ def run_extend_bench(out_dir: Optional[Path] = None, page_sizes=PAGE_SIZES, pref
             row["tflops"] = flops / (row["radixkv_us"] * 1e-6) / 1e12
             row["frac_matmul"] = row["tflops"] / mm
             if fi is not None:
-                ref_out = None
-                for backend in ("fa2", "fa3"):
-                    try:
-                        run = flashinfer_runner(fi, backend, pool, c, workspace)
-                        t = timer(run, reps=reps)
-                        row[f"{backend}_us"] = t
-                        row[f"vs_{backend}"] = t / row["radixkv_us"]
-                        if ref_out is None:
-                            ref_out = run().float()
-                    except Exception as exc:  # noqa: BLE001
-                        row[f"{backend}_error"] = repr(exc)[:200]
-                if ref_out is not None:
-                    mine = ours().float()
-                    row["rel_err_vs_flashinfer"] = float((mine - ref_out).norm() / ref_out.norm())
+                time_flashinfer(fi, pool, c, workspace, timer, reps, ours, row)
+                errs = [row[k] for k in ("rel_err_vs_fa2", "rel_err_vs_fa3") if k in row]
+                if errs:
+                    row["rel_err_vs_flashinfer"] = errs[0]
             if sg is not None:
                 try:
                     run = sglang_runner(sg, pool, c, prefix, extend)

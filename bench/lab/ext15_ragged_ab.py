@@ -30,7 +30,7 @@ def main() -> None:
             specs = ke.ragged_specs(groups, 5 + i)
             pages = sum(math.ceil((p + e) / ps) for p, e in specs)
             pool = ke.Pool(ps, 0, seed=i, num_pages=int(pages * 1.25) + 1)
-            c = pool.ragged_cell(specs, 5 + i)
+            c = pool.batch(specs, 5 + i)
             max_q, max_kv = max(e for _, e in specs), max(p + e for p, e in specs)
             t = {}
             for rnd in range(2):
