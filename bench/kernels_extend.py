@@ -17,7 +17,8 @@ final validation used the write alone), median of many. ``--check`` also compare
 a float32 reference.
 
 ``--ragged``: instead, batches whose requests differ (RAGGED: chunked prefill, multi-turn, fresh
-and short prompts) against fa2 / fa3.
+and short prompts) against fa2 / fa3, each timed with and without the extend plan the engine
+passes (``no_plan_us``, ``plan_speedup``).
 
 Usage (GPU machine; FlashInfer as bench/README.md describes and SGLang's Triton
 modules in .anchors/sglang_triton, made by bench/setup_sglang_extend.sh; both optional):
@@ -153,18 +154,22 @@ def run_ragged_extend(page_sizes=PAGE_SIZES, reps: int = 30, seed: int = 5) -> l
             c = pool.batch(specs, seed + i)
             flops = sum(4.0 * e * (p + (e + 1) / 2.0) * D * H_Q for p, e in specs)
             max_q, max_kv = max(e for _, e in specs), max(p + e for p, e in specs)
-            ours = radixkv_runner(pool, c, max_q, max_kv)
+            ours = radixkv_runner(pool, c, max_q, max_kv, specs)
             row: dict[str, Any] = {"page_size": ps, "batch": name, "requests": len(specs),
                                    "new_tokens": sum(e for _, e in specs),
                                    "cached_tokens": sum(p for p, _ in specs), "max_kv": max_kv,
                                    "radixkv_us": timer(ours, reps=reps)}
             row["tflops"] = flops / (row["radixkv_us"] * 1e-6) / 1e12
+            # The same op without the extend plan (the kernels' own tile order).
+            row["no_plan_us"] = timer(radixkv_runner(pool, c, max_q, max_kv, specs, plan=False), reps=reps)
+            row["plan_speedup"] = row["no_plan_us"] / row["radixkv_us"]
             if fi is not None:
                 time_flashinfer(fi, pool, c, workspace, timer, reps, ours, row)
             rows.append(row)
             print(f"[ragged extend] ps={ps:>2} {name:<10} B={len(specs):>2} new={row['new_tokens']:>6} "
                   f"cached={row['cached_tokens']:>6} max_kv={max_kv:>5} | radixkv {row['radixkv_us']:8.1f} us "
-                  f"{row['tflops']:5.0f} TF/s | fa2 x{row.get('vs_fa2', float('nan')):.2f} | "
+                  f"{row['tflops']:5.0f} TF/s, x{row['plan_speedup']:.2f} of no plan | "
+                  f"fa2 x{row.get('vs_fa2', float('nan')):.2f} | "
                   f"fa3 x{row.get('vs_fa3', float('nan')):.2f} | err vs fa3 "
                   f"{row.get('rel_err_vs_fa3', float('nan')):.1e}", flush=True)
             del pool, c
@@ -271,16 +276,23 @@ def reference_out(pool: Pool, c: dict[str, torch.Tensor], prefix: int, extend: i
 
 
 def radixkv_runner(pool: Pool, c: dict[str, torch.Tensor], extend: int,
-                   max_kv_len: int = 0) -> Callable[[], Any]:
-    """The op called directly, with the host-side bounds an engine has (max_q_len, max_kv_len: the
-    metadata's max_extend_len and max_seq_len; FlashInfer's plan reads the same lengths)."""
-    from radixkv.ops import _status  # noqa: PLC0415
+                   max_kv_len: int = 0, specs: Optional[list[tuple[int, int]]] = None,
+                   plan: bool = True) -> Callable[[], Any]:
+    """The op called directly, with what an engine's metadata gives it: max_q_len and max_kv_len
+    (max_extend_len and max_seq_len) and, for a batch of ``specs`` (prefix, extend) pairs, the
+    extend plan (``plan=False``: none). FlashInfer's plan reads the same lengths on the host."""
+    from radixkv.ops import _status, extend_plan  # noqa: PLC0415
 
     out = torch.empty_like(c["q"])
     op = torch.ops.radixkv.extend_attention.default
     scale = 1.0 / math.sqrt(D)
-    args = (c["q"], pool.k, pool.v, c["qo_indptr"], c["kv_indptr"], c["kv_indices"], c["kv_lens"],
-            out, scale, 0, extend, _status.buffer(c["q"].device), None, None, max_kv_len)
+    args: tuple[Any, ...] = (c["q"], pool.k, pool.v, c["qo_indptr"], c["kv_indptr"], c["kv_indices"],
+                             c["kv_lens"], out, scale, 0, extend, _status.buffer(c["q"].device), None,
+                             None, max_kv_len)
+    if specs is not None and plan:
+        tiles, rows = extend_plan([e for _, e in specs], [p + e for p, e in specs], H_Q, H_KV, D)
+        if tiles.shape[0] > 0:
+            args += (tiles, rows)
     return lambda: (op(*args), out)[1]
 
 
@@ -312,7 +324,7 @@ def run_extend_bench(out_dir: Optional[Path] = None, page_sizes=PAGE_SIZES, pref
             runs = cell[3] if len(cell) > 3 else 1
             c = pool.cell(prefix, extend, seed=prefix * 7 + extend + ps, runs=runs)
             flops = unmasked_flops(prefix, extend)
-            ours = radixkv_runner(pool, c, extend, prefix + extend)
+            ours = radixkv_runner(pool, c, extend, prefix + extend, [(prefix, extend)] * BATCH)
             row: dict[str, Any] = {"page_size": ps, "prefix": prefix, "extend": extend,
                                    "flops": flops}
             if runs > 1:

@@ -20,4 +20,10 @@ void launch_extend_attention(const ExtendParams& p, Stream stream) {
   throw_unsupported("KV cache dtype code", static_cast<int>(p.kv_type), "0, 1, 2");
 }
 
+int extend_tile_rows(int head_dim) {
+  int rows = 0;
+  RK_DISPATCH_HEAD_DIM(head_dim, kD, [&] { rows = extend_detail::Cfg<kD>::kBM; });
+  return rows;
+}
+
 }  // namespace rk

@@ -40,6 +40,14 @@ struct ExtendParams {
                                // short contexts (a wrong value costs speed, never correctness)
   float sm_scale;              // softmax scale in natural units (> 0); kernels fold in log2(e)
   DType dtype;                 // q's (and out's) type
+  // Optional work list built on the host (the extend plan): entry e = (tile_plan[2e], tile_plan[2e+1])
+  // = (request, rank of the query tile counted from the request's last, which sees the most keys);
+  // CTA x runs entry x / H_kv on KV head x % H_kv, so the plan's order is the launch order. Built
+  // for tiles of plan_rows rows: a launcher whose tile height differs ignores it and uses its own
+  // order (a plan costs or saves speed, never correctness). 8-byte aligned; nullptr: no plan.
+  const int32_t* tile_plan = nullptr;
+  int32_t plan_len = 0;        // entries
+  int32_t plan_rows = 0;       // the tile height the plan was built for
   // The cache's element type: kSame (q's 16-bit type) or FP8, with float32 scales on the device
   // (stored x scale = real); cache strides count elements of the cache's type either way.
   KVType kv_type = KVType::kSame;
@@ -49,5 +57,10 @@ struct ExtendParams {
 // Throws rk::Unsupported for a head_dim / dtype without a compiled kernel, and rk::LaunchError if
 // the launch fails. Enqueues work on `stream` only: no sync, no allocation (CUDA-graph safe).
 void launch_extend_attention(const ExtendParams& p, Stream stream);
+
+// Rows of a query tile of this build's extend kernels at `head_dim` (what an extend plan is built
+// for; every kernel of one head_dim uses the same). Throws rk::Unsupported for a head_dim without
+// a compiled kernel.
+int extend_tile_rows(int head_dim);
 
 }  // namespace rk

@@ -245,6 +245,31 @@ RK_DEVICE bool find_tile(const ExtendParams& p, int group, int x, int& req, int&
   return false;
 }
 
+// Rank order: (request, rank) of the t-th (request, rank) slot. Without a plan, slot t is rank
+// t / B of request t % B (every request's heaviest tile first); with one, it is plan entry t. False:
+// the entry names no request (recorded; the CTA has nothing to do).
+RK_DEVICE bool plan_entry(const ExtendParams& p, int t, int& req, int& rank) {
+  if (p.tile_plan == nullptr) {
+    rank = t / p.batch;
+    req = t - rank * p.batch;
+    return true;
+  }
+  const int2 e = *reinterpret_cast<const int2*>(p.tile_plan + 2 * int64_t(t));
+  req = e.x;
+  rank = e.y;
+  if (static_cast<unsigned>(req) < static_cast<unsigned>(p.batch) && rank >= 0) return true;
+  guard::report_extra(p.status, guard::kExtendPlan);
+  return false;
+}
+
+// Whether a request of n_tiles query tiles has a tile of this rank. Rank order's grid holds slots
+// for requests shorter than the longest (no tile: the CTA exits); a plan entry must name a tile.
+RK_DEVICE bool rank_in_request(const ExtendParams& p, int rank, int n_tiles) {
+  if (rank < n_tiles) return true;
+  if (p.tile_plan != nullptr) guard::report_extra(p.status, guard::kExtendPlan);
+  return false;
+}
+
 // ----------------------------------------------------------------------------- page walker
 
 // Per-request page-table view: CSR row or block-table row, with the number of pages it may hold.
@@ -575,7 +600,7 @@ extend_attention_kernel(const ExtendParams p) {
 
   const int G = p.num_q_heads / p.num_kv_heads;
   // Records, never stops.
-  if (blockIdx.x == 0 && blockIdx.y == 0) guard::check_extend_batch(p, guard::kRanExtend);
+  if (blockIdx.x == 0 && blockIdx.y == 0) guard::check_extend_batch(p, guard::kRanExtend, kBM);
   // Fast prologue (where page entries go by cp.async): the per-request values are loaded together,
   // and the walkers fetch tiles 0 and 1's page entries together, so the first K/V copy waits on
   // three dependent global round trips (indptr / lengths, page entries, K/V) instead of five.
@@ -585,15 +610,15 @@ extend_attention_kernel(const ExtendParams p) {
     const int lin = blockIdx.x;
     kvh = lin % p.num_kv_heads;
     const int t = lin / p.num_kv_heads;
-    const int rank = t / p.batch;
-    req = t - rank * p.batch;
+    int rank;
+    if (!plan_entry(p, t, req, rank)) return;
     if (kFastPrologue) {  // req < batch: all in bounds, none depends on another
       lk = load_early(p.kv_lens + req);
       if (p.kv_indptr != nullptr) kv_start = load_early(p.kv_indptr + req);
     }
     lq = p.qo_indptr[req + 1] - p.qo_indptr[req];
     const int n_tiles_req = (lq * G + kBM - 1) / kBM;
-    if (rank >= n_tiles_req) return;  // this request has fewer tiles
+    if (!rank_in_request(p, rank, n_tiles_req)) return;
     tile = n_tiles_req - 1 - rank;
   } else {
     int tile_in_req;
@@ -1018,6 +1043,16 @@ extend_attention_kernel(const ExtendParams p) {
 template <class T, class KV, int D>
 bool try_launch_ws(const ExtendParams& p, Stream stream);
 
+// p without its plan unless the plan was built for tiles of kBM rows and fits a rank-order grid
+// (a plan for another tile height would not cover the tiles).
+inline ExtendParams with_plan_for(const ExtendParams& p, int kBM) {
+  ExtendParams q = p;
+  const bool fits = p.plan_len > 0 && int64_t(p.plan_len) * p.num_kv_heads <= 0x7fffffff;
+  if (p.plan_rows != kBM || !fits) q.tile_plan = nullptr;
+  if (q.tile_plan == nullptr) q.plan_len = 0;
+  return q;
+}
+
 template <class T, class KV, int D>
 void launch(const ExtendParams& p, Stream stream) {
   using C = Cfg<D>;
@@ -1032,14 +1067,16 @@ void launch(const ExtendParams& p, Stream stream) {
   const int64_t b = int64_t(p.batch) * per_req;
   const int64_t gx = a < b ? a : b;
   if (gx <= 0) return;
+  const ExtendParams pp = with_plan_for(p, kBM);
   // Rank order launches B * per_req tiles per head; take it unless that is more than twice the
-  // tiles that exist (then most of its CTAs would only exit).
-  const bool rank = b <= 2 * a && b * p.num_kv_heads <= 0x7fffffff;
+  // tiles that exist (then most of its CTAs would only exit). A plan launches its entries.
+  const int64_t slots = pp.tile_plan != nullptr ? pp.plan_len : b;
+  const bool rank = (pp.tile_plan != nullptr || b <= 2 * a) && slots * p.num_kv_heads <= 0x7fffffff;
   if (!rank && gx > 0x7fffffff) throw LaunchError("radixkv extend_attention: grid too large");
   auto kernel = rank ? extend_attention_kernel<T, KV, D, true> : extend_attention_kernel<T, KV, D, false>;
-  const dim3 grid = rank ? dim3(unsigned(b * p.num_kv_heads)) : dim3(unsigned(gx), p.num_kv_heads);
+  const dim3 grid = rank ? dim3(unsigned(slots * p.num_kv_heads)) : dim3(unsigned(gx), p.num_kv_heads);
   allow_dynamic_smem(kernel, C::kSmemBytes);
-  kernel<<<grid, dim3(C::kThreads), C::kSmemBytes, static_cast<stream_t>(stream)>>>(p);
+  kernel<<<grid, dim3(C::kThreads), C::kSmemBytes, static_cast<stream_t>(stream)>>>(pp);
   const error_t e = last_error();
   if (e != kSuccess)
     throw LaunchError(std::string("radixkv extend_attention launch failed: ") + error_string(e));

@@ -66,7 +66,7 @@ void extend_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
                       const Tensor& page_table, const Tensor& kv_lens, Tensor out, double sm_scale,
                       int64_t layout, int64_t max_q_len, Tensor status,
                       const std::optional<Tensor>& k_scale, const std::optional<Tensor>& v_scale,
-                      int64_t max_kv_len) {
+                      int64_t max_kv_len, const std::optional<Tensor>& tile_plan, int64_t plan_rows) {
   TORCH_CHECK_VALUE(q.dim() == 3, "radixkv extend_attention: q must be [N_q, H_q, D], got ",
                     q.sizes());
   TORCH_CHECK_VALUE(k_cache.dim() == 4, "radixkv extend_attention: caches must be 4-D, got ",
@@ -137,6 +137,22 @@ void extend_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
     p.table_stride = page_table.stride(0);
     p.table_cols = static_cast<int32_t>(page_table.size(1));
   }
+  if (tile_plan.has_value()) {
+    check_int32(*tile_plan, "tile_plan", 2, q);
+    TORCH_CHECK_VALUE(tile_plan->size(1) == 2 && tile_plan->is_contiguous() &&
+                          reinterpret_cast<uintptr_t>(tile_plan->data_ptr()) % 8 == 0,
+                      "radixkv extend_attention: tile_plan must be a contiguous, 8-byte aligned int32 "
+                      "[n, 2] tensor of (request, rank) entries, got shape ", tile_plan->sizes());
+    TORCH_CHECK_VALUE(plan_rows >= 1 && plan_rows <= (int64_t(1) << 30) &&
+                          tile_plan->size(0) < (int64_t(1) << 31),
+                      "radixkv extend_attention: plan_rows must be the plan's tile height (>= 1), got ",
+                      plan_rows);
+    if (tile_plan->size(0) > 0) {
+      p.tile_plan = tile_plan->data_ptr<int32_t>();
+      p.plan_len = static_cast<int32_t>(tile_plan->size(0));
+      p.plan_rows = static_cast<int32_t>(plan_rows);
+    }
+  }
   TORCH_CHECK_VALUE(n_q < (int64_t(1) << 31) && k_cache.size(0) < (int64_t(1) << 31),
                     "radixkv extend_attention: more than 2^31 query tokens or pages");
   if (n_q == 0 || batch == 0) return;
@@ -179,13 +195,22 @@ void extend_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
   }
 }
 
+int64_t extend_tile_rows(int64_t head_dim) {
+  try {
+    return rk::extend_tile_rows(static_cast<int>(head_dim));
+  } catch (const rk::Unsupported& e) {
+    TORCH_CHECK_VALUE(false, e.what());
+  }
+}
+
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(radixkv, m) {
   m.def("extend_attention(Tensor q, Tensor k_cache, Tensor v_cache, Tensor qo_indptr, "
         "Tensor? kv_indptr, Tensor page_table, Tensor kv_lens, Tensor(a!) out, float sm_scale, "
         "int layout, int max_q_len, Tensor(b!) status, Tensor? k_scale=None, Tensor? v_scale=None, "
-        "int max_kv_len=0) -> ()");
+        "int max_kv_len=0, Tensor? tile_plan=None, int plan_rows=0) -> ()");
+  m.def("extend_tile_rows(int head_dim) -> int", &extend_tile_rows);
 }
 
 TORCH_LIBRARY_IMPL(radixkv, CUDA, m) { m.impl("extend_attention", &extend_attention); }

@@ -40,6 +40,9 @@ namespace ws {
 
 constexpr int kD = 128;
 constexpr int kBM = 128;          // rows per CTA tile (two consumer warpgroups of 64)
+#if RK_NVIDIA
+static_assert(kBM == Cfg<kD>::kBM, "one tile height per head_dim (extend_tile_rows, extend plans)");
+#endif
 constexpr int kBN = 64;           // keys per stage
 constexpr int kThreads = 384;     // producer + two consumers
 constexpr int kQShift = 8;  // FP8 caches, bf16 q: q enters the fp16 products times 2^-kQShift
@@ -141,17 +144,24 @@ template <bool kRankOrder>
 RK_DEVICE bool resolve_tile(const ExtendParams& p, int G, Tile& t) {
   int tile;
   if (kRankOrder) {
-    const int group = rank_group((int64_t(p.max_q_len) * G + kBM - 1) / kBM);
-    const int lin = blockIdx.x;
-    const int y = lin / group;
-    t.kvh = y % p.num_kv_heads;
-    const int x = y / p.num_kv_heads;
-    const int g = x / p.batch;
-    t.req = x - g * p.batch;
-    const int rank = g * group + (lin - y * group);
+    int rank;
+    if (p.tile_plan != nullptr) {  // the plan's order (extend_attention.h)
+      const int lin = blockIdx.x;
+      t.kvh = lin % p.num_kv_heads;
+      if (!plan_entry(p, lin / p.num_kv_heads, t.req, rank)) return false;
+    } else {
+      const int group = rank_group((int64_t(p.max_q_len) * G + kBM - 1) / kBM);
+      const int lin = blockIdx.x;
+      const int y = lin / group;
+      t.kvh = y % p.num_kv_heads;
+      const int x = y / p.num_kv_heads;
+      const int g = x / p.batch;
+      t.req = x - g * p.batch;
+      rank = g * group + (lin - y * group);
+    }
     t.lq = p.qo_indptr[t.req + 1] - p.qo_indptr[t.req];
     const int n_tiles_req = (t.lq * G + kBM - 1) / kBM;
-    if (rank >= n_tiles_req) return false;
+    if (!rank_in_request(p, rank, n_tiles_req)) return false;
     tile = n_tiles_req - 1 - rank;
   } else {
     int tile_in_req;
@@ -187,7 +197,7 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
 
   const int G = p.num_q_heads / p.num_kv_heads;
   // Records, never stops.
-  if (blockIdx.x == 0 && blockIdx.y == 0) guard::check_extend_batch(p, guard::kRanExtendWs);
+  if (blockIdx.x == 0 && blockIdx.y == 0) guard::check_extend_batch(p, guard::kRanExtendWs, kBM);
   Tile t;
   if (!resolve_tile<kRankOrder>(p, G, t)) return;
   uint16_t* out = static_cast<uint16_t*>(p.out);
@@ -644,13 +654,15 @@ bool try_launch_ws(const ExtendParams& p, Stream stream) {
     const int64_t b_grid = int64_t(p.batch) * ((per_req + group - 1) / group) * group;  // resolve_tile
     const int64_t gx = a < b ? a : b;
     if (gx <= 0) return true;
-    const bool rank = b <= 2 * a && b_grid * p.num_kv_heads <= 0x7fffffff;
+    const ExtendParams pp = with_plan_for(p, kBM);
+    const int64_t slots = pp.tile_plan != nullptr ? pp.plan_len : b_grid;  // a plan launches its entries
+    const bool rank = (pp.tile_plan != nullptr || b <= 2 * a) && slots * p.num_kv_heads <= 0x7fffffff;
     if (!rank && gx > 0x7fffffff) throw LaunchError("radixkv extend_attention: grid too large");
     auto kernel = rank ? ws::extend_ws_kernel<T, KV, true> : ws::extend_ws_kernel<T, KV, false>;
-    const dim3 grid = rank ? dim3(unsigned(b_grid * p.num_kv_heads)) : dim3(unsigned(gx), p.num_kv_heads);
+    const dim3 grid = rank ? dim3(unsigned(slots * p.num_kv_heads)) : dim3(unsigned(gx), p.num_kv_heads);
     constexpr int kSmem = ws::Ring<IsFp8<KV>::value>::kSmemBytes;
     allow_dynamic_smem(kernel, kSmem);
-    kernel<<<grid, dim3(ws::kThreads), kSmem, static_cast<stream_t>(stream)>>>(p);
+    kernel<<<grid, dim3(ws::kThreads), kSmem, static_cast<stream_t>(stream)>>>(pp);
     const error_t e = last_error();
     if (e != kSuccess)
       throw LaunchError(std::string("radixkv extend_attention launch failed: ") + error_string(e));

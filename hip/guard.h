@@ -44,7 +44,9 @@ enum Kernel : uint32_t {
 
 // status[2]: a decode plan row naming no request of the batch, a range that is not a range, a
 // unit count outside [1, 256], a first unit outside the plan, or the units of a request that
-// disagree (the row is skipped or clamped, or its request's units are not merged); and an FP8
+// disagree (the row is skipped or clamped, or its request's units are not merged); an extend plan
+// entry naming no tile of the batch (skipped), or a plan whose entry count is not the batch's
+// tile count (kExtendPlan); and an FP8
 // k_scale / v_scale read on the device that is not finite and > 0 (the op then writes NaN: store_kv
 // NaN codes, the attention ops NaN rows), one bit per (op, scale). The op bytes of status[0] are
 // full, hence here.
@@ -56,6 +58,7 @@ enum Extra : uint32_t {
   kDecodeVScale = 1u << 4,
   kExtendKScale = 1u << 5,
   kExtendVScale = 1u << 6,
+  kExtendPlan = 1u << 7,
 };
 
 constexpr int kStatusWords = 3;
@@ -131,10 +134,14 @@ __device__ __forceinline__ bool page_ok(int page, int num_pages) {
 
 // Extend: every request's metadata, checked by one CTA (threads stride over the batch) so that a
 // request without a CTA of its own (L_q <= 0) is checked too, and `kernel` recorded as the kernel
-// that ran. P: ExtendParams.
+// that ran. With an extend plan (p.tile_plan), also that it has one entry per query tile of
+// `tile_rows` rows (each entry's range is checked by the CTA that reads it). Every thread of the
+// CTA must call it (it synchronises the CTA when a plan is given). P: ExtendParams.
 template <class P>
-__device__ void check_extend_batch(const P& p, uint32_t kernel) {
+__device__ void check_extend_batch(const P& p, uint32_t kernel, int tile_rows) {
   uint32_t checks = 0;
+  int tiles = 0;  // query tiles of this thread's requests
+  const int group = p.num_q_heads / p.num_kv_heads;
   for (int b = threadIdx.x; b < p.batch; b += blockDim.x) {
     const int q0 = p.qo_indptr[b], q1 = p.qo_indptr[b + 1];
     const bool q_ok = q0 >= 0 && q1 >= q0 && q1 <= p.num_q_tokens;  // else: request skipped
@@ -143,10 +150,19 @@ __device__ void check_extend_batch(const P& p, uint32_t kernel) {
     if (p.kv_indptr != nullptr) pages = csr_row(p.kv_indptr, b, p.table_len, checks).count;
     const int lk = clamp_len(p.kv_lens[b], pages, p.page_size, checks);
     if (q_ok && p.kv_lens[b] >= 0 && q1 - q0 > lk) checks |= kQueriesExceedKeys;
+    if (q1 > q0) tiles += static_cast<int>((int64_t(q1 - q0) * group + tile_rows - 1) / tile_rows);
+  }
+  uint32_t extra = 0;
+  if (p.tile_plan != nullptr) {
+    __shared__ int plan_tiles;
+    if (threadIdx.x == 0) plan_tiles = 0;
+    __syncthreads();
+    if (tiles != 0) atomicAdd(&plan_tiles, tiles);
+    __syncthreads();
+    if (threadIdx.x == 0 && plan_tiles != p.plan_len) extra |= kExtendPlan;
   }
   // FP8 caches: every KV head's scales (16-bit caches have none), read here once rather than in
   // the kernel's tiles.
-  uint32_t extra = 0;
   if (p.scales.k != nullptr && p.scales.v != nullptr) {
     for (int h = threadIdx.x; h < p.num_kv_heads; h += blockDim.x) {
       extra |= scale_fault(p.scales.k[h * p.scales.stride], kExtendKScale);

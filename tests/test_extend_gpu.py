@@ -221,6 +221,129 @@ def test_max_kv_len_too_small_costs_no_accuracy():
         batch.run(max_kv_len=-1)
 
 
+# ----------------------------------------------------------------------------- extend plans
+
+
+def _plan(batch: Batch, **kw) -> radixkv.ops.ExtendPlan:
+    h_q, dim = batch.q.shape[1], batch.q.shape[2]
+    h_kv = batch.k_cache.shape[2 if batch.layout == "bshd" else 1]
+    return radixkv.ops.extend_plan([e for _, e in batch.specs], [p + e for p, e in batch.specs],
+                                   h_q, h_kv, dim, **kw)
+
+
+@gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("page_size", [1, 16, 64])
+@pytest.mark.parametrize("specs,bound", [(MIXED, None), (SHORT, SHORT_BOUND)], ids=["mixed", "short"])
+def test_plan_order_is_exact(dtype, page_size, specs, bound):
+    # The plan only reorders the CTAs: each tile is computed as without it, so the output is the
+    # same bits (and within the reference's tolerance), with both kernels of sm_90a.
+    batch = Batch(specs, page_size=page_size, h_kv=2, group=4, dim=128, dtype=dtype,
+                  block_tables=page_size == 64, seed=page_size + 80)
+    plan = _plan(batch)
+    assert plan.tiles.shape[0] > 0 and plan.tile_rows == radixkv.ops.extend_tile_rows(128)
+    max_q = max(e for _, e in specs)
+    radixkv.ops.take_kernel_log()
+    plain = batch.run(max_q_len=max_q, max_kv_len=bound).clone()
+    kernels = radixkv.ops.take_kernel_log()
+    _check(batch, dtype, max_q_len=max_q, max_kv_len=bound, plan=plan)
+    assert radixkv.ops.take_kernel_log() == kernels
+    assert torch.equal(batch.run(max_q_len=max_q, max_kv_len=bound, plan=plan), plain)
+
+
+@gpu
+@pytest.mark.parametrize("dim", [64, 256])
+def test_plan_other_head_dims(dim):
+    batch = Batch(MIXED, page_size=16, h_kv=2, group=4, dim=dim, dtype=torch.bfloat16,
+                  block_tables=dim == 256, seed=dim + 81)
+    _check(batch, torch.bfloat16, plan=_plan(batch))
+
+
+@gpu
+def test_plan_of_uniform_batch_is_empty():
+    batch = Batch([(100, 64)] * 5, page_size=16, h_kv=2, group=4, dim=128, dtype=torch.bfloat16, seed=82)
+    plan = _plan(batch)
+    assert tuple(plan.tiles.shape) == (0, 2)
+    _check(batch, torch.bfloat16, plan=plan)
+
+
+@gpu
+def test_plan_for_another_tile_height_is_ignored():
+    batch = Batch(MIXED, page_size=16, h_kv=2, group=4, dim=128, dtype=torch.bfloat16, seed=83)
+    rows = radixkv.ops.extend_tile_rows(128)
+    other = _plan(batch, tile_rows=rows // 2)  # lists twice the tiles of half the height
+    _check(batch, torch.bfloat16, plan=other)  # check=True verifies it covers its own tiles
+
+
+@gpu
+def test_bad_plan_is_recorded_or_rejected():
+    batch = Batch(SMALL, page_size=16, h_kv=2, group=4, dim=128, dtype=torch.bfloat16, seed=84)
+    plan = _plan(batch)
+    tiles = plan.tiles.clone()
+    ref = batch.run(plan=plan).clone()
+    # An entry naming no request: skipped on the device and recorded; the other tiles exact.
+    bad = tiles.clone()
+    bad[0, 0] = len(SMALL) + 7
+    with pytest.raises(radixkv.InvalidArgument, match="plan entry 0 .* names no query tile"):
+        batch.run(plan=radixkv.ops.ExtendPlan(bad, plan.tile_rows), check=True)
+    out = batch.run(plan=radixkv.ops.ExtendPlan(bad, plan.tile_rows), check=False)
+    torch.cuda.synchronize()
+    assert radixkv.ops.take_errors() == [radixkv.ops.KernelFault("extend_attention", "plan")]
+    skipped = int(tiles[0, 0])
+    qo = batch.qo_indptr.tolist()
+    for b in range(len(SMALL)):
+        if b != skipped:
+            assert torch.equal(out[qo[b]:qo[b + 1]], ref[qo[b]:qo[b + 1]]), f"request {b}"
+    # A rank beyond its request's tiles: the same.
+    bad = tiles.clone()
+    bad[-1, 1] = 1000
+    batch.run(plan=radixkv.ops.ExtendPlan(bad, plan.tile_rows), check=False)
+    assert radixkv.ops.take_errors() == [radixkv.ops.KernelFault("extend_attention", "plan")]
+    # A tile left out (its entry dropped): rejected when checked, recorded when not.
+    short = tiles[1:].contiguous()
+    with pytest.raises(radixkv.InvalidArgument, match="every tile exactly once"):
+        batch.run(plan=radixkv.ops.ExtendPlan(short, plan.tile_rows), check=True)
+    batch.run(plan=radixkv.ops.ExtendPlan(short, plan.tile_rows), check=False)
+    assert radixkv.ops.take_errors() == [radixkv.ops.KernelFault("extend_attention", "plan")]
+    # A tile listed twice in place of another: the count holds, so only the host check sees it.
+    dup = tiles.clone()
+    dup[1] = dup[0]
+    with pytest.raises(radixkv.InvalidArgument, match="every tile exactly once"):
+        batch.run(plan=radixkv.ops.ExtendPlan(dup, plan.tile_rows), check=True)
+    # Wrong shapes and types never reach the kernel.
+    with pytest.raises(radixkv.InvalidArgument, match="ExtendPlan"):
+        batch.run(plan=tiles)
+    with pytest.raises(radixkv.InvalidArgument, match=r"\[m, 2\]"):
+        batch.run(plan=radixkv.ops.ExtendPlan(tiles.reshape(-1, 1).repeat(1, 3).contiguous(), plan.tile_rows))
+    with pytest.raises(radixkv.InvalidArgument, match="int32"):
+        batch.run(plan=radixkv.ops.ExtendPlan(tiles.long(), plan.tile_rows))
+    with pytest.raises(radixkv.InvalidArgument, match="tile_rows must be >= 1"):
+        batch.run(plan=radixkv.ops.ExtendPlan(tiles, 0))
+    assert torch.equal(batch.run(plan=plan), ref), "a good plan after bad ones"
+    assert radixkv.ops.take_errors() == []
+
+
+@gpu
+def test_plan_cuda_graph_replay():
+    # The plan's length sizes the grid at capture; its contents are read at every replay.
+    batch = Batch(SMALL, page_size=16, h_kv=2, group=4, dim=128, dtype=torch.bfloat16, seed=85)
+    plan = _plan(batch)
+    out = torch.empty_like(batch.q)
+    batch.run(out=out, plan=plan)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        batch.run(out=out, max_q_len=2048, plan=plan, check=False)
+    plan.tiles.copy_(plan.tiles.flip(0))  # another order of the same tiles
+    batch.q.copy_(torch.randn_like(batch.q, dtype=torch.float32).to(batch.q.dtype))
+    out.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.isfinite(out).all()
+    assert_close(out, batch.reference(), torch.bfloat16, batch.qo_indptr.tolist())
+    assert radixkv.ops.take_errors() == []
+
+
 @gpu
 def test_custom_scale_and_single_request():
     batch = Batch([(4095, 2048)], page_size=16, h_kv=1, group=8, dim=128, dtype=torch.float16, seed=7)
@@ -313,6 +436,9 @@ def test_opcheck():
             torch.zeros(2, dtype=torch.int32, device="cuda"))
     torch.library.opcheck(torch.ops.radixkv.extend_attention.default, args)
     torch.library.opcheck(torch.ops.radixkv.extend_attention.default, args + (None, None, 64))
+    plan = _plan(batch, tile_rows=radixkv.ops.extend_tile_rows(64))
+    torch.library.opcheck(torch.ops.radixkv.extend_attention.default,
+                          args + (None, None, 64, plan.tiles, plan.tile_rows))
 
 
 # ----------------------------------------------------------------------------- CPU: metadata
@@ -356,3 +482,34 @@ def test_flops_formula():
     # one request, E = 2, P = 4: 2 queries see 5 and 6 keys = 11 pairs = E*P + E(E+1)/2
     assert extend_flops([2], [4], heads_q=1, head_dim=1) == 4 * 11
     assert math.isclose(extend_flops([128] * 8, [0] * 8, 32, 128), 8 * 4 * 128 * 64.5 * 128 * 32)
+
+
+def test_plan_checked_on_the_host(monkeypatch):
+    # CPU, reference ops: the plan's type, shape and coverage are checked as on a GPU (the
+    # reference computes every tile in its own order, so a good plan changes nothing).
+    monkeypatch.setenv("RADIXKV_OPS_BACKEND", "reference")
+    specs = [(3, 5), (0, 9), (40, 1)]
+    g = torch.Generator().manual_seed(86)
+    q = torch.randn(15, 4, 64, generator=g)
+    cache = torch.randn(8, 16, 2, 64, generator=g)
+    i32 = dict(dtype=torch.int32)
+    args = (q, cache, cache, torch.tensor([0, 5, 14, 15], **i32), torch.tensor([0, 1, 2, 5], **i32),
+            torch.tensor([4, 1, 2, 6, 7], **i32), torch.tensor([p + e for p, e in specs], **i32))
+    plan = radixkv.ops.extend_plan([e for _, e in specs], [p + e for p, e in specs], 4, 2, 64,
+                                   tile_rows=4, device=torch.device("cpu"))
+    # tiles of 4 rows, group 2: requests have 3, 5 and 1 tiles
+    assert sorted(map(tuple, plan.tiles.tolist())) == [(0, r) for r in range(3)] + [(1, r) for r in range(5)] + [(2, 0)]
+    base = extend_attention(*args, check=True)
+    assert torch.equal(extend_attention(*args, check=True, plan=plan), base)
+    with pytest.raises(radixkv.InvalidArgument, match="every tile exactly once"):
+        extend_attention(*args, check=True, plan=radixkv.ops.ExtendPlan(plan.tiles[1:].contiguous(), 4))
+    with pytest.raises(radixkv.InvalidArgument, match=r"plan entry 2 = \(3, 0\) names no query tile"):
+        bad = plan.tiles.clone()
+        bad[2] = torch.tensor([3, 0])
+        extend_attention(*args, check=True, plan=radixkv.ops.ExtendPlan(bad, 4))
+    with pytest.raises(radixkv.InvalidArgument, match="ExtendPlan"):
+        extend_attention(*args, plan=(plan.tiles, 4))
+    with pytest.raises(radixkv.InvalidArgument, match="multiple of num_kv_heads"):
+        radixkv.ops.extend_plan([1], [1], 3, 2, 64, tile_rows=4, device=torch.device("cpu"))
+    with pytest.raises(radixkv.InvalidArgument, match="more queries than|queries but only"):
+        radixkv.ops.extend_plan([5], [4], 4, 2, 64, tile_rows=4, device=torch.device("cpu"))

@@ -471,25 +471,42 @@ class BlockAllocator:
         ``InvariantViolation`` names the first one broken."""
 
 def build_extend_metadata(
-    prefix_slots: _PerRequest, new_slots: _PerRequest
+    prefix_slots: _PerRequest,
+    new_slots: _PerRequest,
+    plan_group: Optional[int] = None,
+    plan_tile_rows: Optional[int] = None,
 ) -> ExtendMetadata[_Int32Array]:
     """Extend (prefix-prefill) metadata, one entry per request: ``prefix_slots[b]`` are cached,
     ``new_slots[b]`` receive the new tokens. Fields (int32, views of one buffer): ``qo_indptr``
     [n+1], ``kv_indptr`` [n+1], ``seq_lens``, ``extend_seq_lens``, ``extend_prefix_lens``,
     ``extend_start_loc``, ``kv_last_page_len`` (all 1) [n], ``kv_indices`` [sum seq_lens],
-    ``out_cache_loc`` and ``positions`` [sum extend_seq_lens]. ``InvalidArgument`` for unequal
-    lengths, negative slots or totals beyond int32."""
+    ``out_cache_loc`` and ``positions`` [sum extend_seq_lens]. With ``plan_group`` (query heads
+    per KV head) and ``plan_tile_rows`` (``radixkv.ops.extend_tile_rows``), also ``extend_plan``
+    (see :func:`build_extend_plan`) and the scalar ``plan_tile_rows``. ``InvalidArgument`` for
+    unequal lengths, negative slots, totals beyond int32, or only one of the plan arguments."""
 
 def build_paged_extend_metadata(
     pages: _PerRequest,
     kv_lens: _IntSeq,
     extend_lens: _IntSeq,
     page_size: Optional[int] = None,
+    plan_group: Optional[int] = None,
+    plan_tile_rows: Optional[int] = None,
 ) -> ExtendMetadata[_Int32Array]:
     """Extend metadata over pages: request b holds ``kv_lens[b]`` tokens in ``pages[b]``
     (``ceil(kv_len / page_size)`` pages), the last ``extend_lens[b]`` of them new. Same fields as
-    :func:`build_extend_metadata`, with ``kv_indptr`` / ``kv_indices`` over pages; with
-    ``page_size`` 1 (the default) the result equals it."""
+    :func:`build_extend_metadata` (the plan arguments too), with ``kv_indptr`` / ``kv_indices``
+    over pages; with ``page_size`` 1 (the default) the result equals it."""
+
+def build_extend_plan(
+    q_lens: _IntSeq, kv_lens: _IntSeq, group: int, tile_rows: int
+) -> _Int32Array:
+    """extend_attention's work list for requests of ``q_lens`` queries over ``kv_lens`` keys
+    (new tokens included), ``group`` query heads per KV head, query tiles of ``tile_rows`` rows:
+    flat int32 ``[2 * n]`` of ``(request, rank)`` entries (rank 0 = a request's last tile),
+    heaviest tiles first; empty when every request with queries has the same lengths (the
+    kernels' own order is heaviest-first then). ``InvalidArgument`` for unequal counts, a negative
+    length, more queries than keys, a ``group`` or ``tile_rows`` of 0, or sizes beyond int32."""
 
 def build_decode_metadata(
     pages: _PerRequest,

@@ -163,7 +163,8 @@ class ExtendMetadata(BatchMetadata[ArrayT]):
     ============================ ======= =====================================================
 
     Scalars: ``batch_size``, ``num_tokens`` (Q), ``page_size``, ``max_seq_len``,
-    ``max_extend_len``, ``max_prefix_len``, ``max_pages``.
+    ``max_extend_len``, ``max_prefix_len``, ``max_pages``. Built with ``plan_group`` and
+    ``plan_tile_rows``, also ``extend_plan`` ``[m, 2]`` and the scalar ``plan_tile_rows``.
     """
 
     __slots__ = ()
@@ -171,6 +172,19 @@ class ExtendMetadata(BatchMetadata[ArrayT]):
     @property
     def qo_indptr(self) -> ArrayT:
         return self._fields["qo_indptr"]
+
+    @property
+    def extend_plan(self) -> Optional[ArrayT]:
+        """int32 ``[m, 2]``: the extend plan (``extend_attention(plan=...)``, with
+        ``plan_tile_rows``), present when the builder was given ``plan_group`` and
+        ``plan_tile_rows``; else None. ``m`` = 0 for a batch whose requests all have the same
+        lengths."""
+        return self._fields.get("extend_plan")
+
+    @property
+    def plan_tile_rows(self) -> Optional[int]:
+        """The tile height the extend plan was built for, or None without a plan."""
+        return self.scalars.get("plan_tile_rows")
 
     @property
     def kv_indptr(self) -> ArrayT:

@@ -165,13 +165,17 @@ def decode_inputs(decodes: list[Seq]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def build_step(plan: StepPlan, copies: list[tuple[int, int]], page_size: int,
-               staging: Staging, plan_slots: Optional[int] = None) -> StepBatch:
-    """Eager step inputs: Rust metadata for each kind of work, packed and copied once."""
+               staging: Staging, plan_slots: Optional[int] = None,
+               extend_plan: Optional[tuple[int, int]] = None) -> StepBatch:
+    """Eager step inputs: Rust metadata for each kind of work, packed and copied once.
+    ``plan_slots``: see :func:`decode_metadata`. ``extend_plan``: ``(query heads per KV head,
+    extend_attention's tile rows)``: the extend metadata then carries extend_attention's plan."""
     ext = dec = None
     if plan.extends:
+        group, rows = extend_plan if extend_plan is not None else (None, None)
         ext = rk.build_paged_extend_metadata(
             [pages_of(w, page_size) for w in plan.extends], [w.end for w in plan.extends],
-            [len(w.tokens) for w in plan.extends], page_size)
+            [len(w.tokens) for w in plan.extends], page_size, plan_group=group, plan_tile_rows=rows)
     dec_tokens, dec_pos = decode_inputs(plan.decodes)
     if plan.decodes:
         dec = decode_metadata(plan.decodes, page_size, dec_pos, plan_slots)

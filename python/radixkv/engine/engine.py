@@ -71,6 +71,14 @@ class Engine:
         self._plan_slots: Optional[int] = (
             self.ops.decode_slots(mc0.num_q_heads, mc0.num_kv_heads, self.device)
             if self.device.type == "cuda" and hasattr(self.ops, "decode_slots") else None)
+        # extend_attention's tile height here: the extend metadata carries a plan built for it.
+        self._extend_plan: Optional[tuple[int, int]] = None
+        if self.device.type == "cuda" and hasattr(self.ops, "extend_tile_rows"):
+            try:
+                rows = self.ops.extend_tile_rows(mc0.head_dim)
+                self._extend_plan = (mc0.num_q_heads // mc0.num_kv_heads, rows)
+            except rk.InvalidArgument:
+                pass  # no extend kernel for this head_dim: extend_attention will say so
         use_graphs = config.cuda_graphs if config.cuda_graphs is not None else self.device.type == "cuda"
         self.graphs: Optional[DecodeGraphs] = None
         # On the CPU (or with the reference ops) the graph layouts run eagerly: the same packing
@@ -155,7 +163,8 @@ class Engine:
             if graph is not None:
                 logits, entries, temps, lo, hi, any_t, copies_t = self._pack_graph(plan, copies, graph)
             else:
-                batch = build_step(plan, copies, self.kv.page_size, self.staging, self._plan_slots)
+                batch = build_step(plan, copies, self.kv.page_size, self.staging, self._plan_slots,
+                                   self._extend_plan)
                 entries, copies_t = batch.sample.entries, batch.copies
             if prof:
                 torch.cuda.synchronize()

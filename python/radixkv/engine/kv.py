@@ -184,9 +184,13 @@ class StepAttention:
         plan = self.decode.decode_plan if self.decode is not None else None
         return {"plan": plan} if plan is not None else {}
 
-    def _bounds(self) -> dict[str, int]:
+    def _bounds(self) -> dict[str, Any]:
         # The public ops take them (grid sizing without reading qo_indptr; the kernel for short
-        # contexts); the reference does not.
+        # contexts; the extend plan, built with the metadata on a GPU); the reference does not.
         if self.ops.__name__ != "radixkv.ops":
             return {}
-        return {"max_q_len": self.max_q, "max_kv_len": self.max_kv}
+        out: dict[str, Any] = {"max_q_len": self.max_q, "max_kv_len": self.max_kv}
+        e = self.extend
+        if e is not None and e.extend_plan is not None and e.plan_tile_rows is not None:
+            out["plan"] = self.ops.ExtendPlan(e.extend_plan, e.plan_tile_rows)
+        return out

@@ -26,6 +26,7 @@ from __future__ import annotations
 from radixkv.ops import reference
 from radixkv.ops._status import KernelFault, take_errors, take_kernel_log
 from radixkv.ops._api import (
+    ExtendPlan,
     SUPPORTED_DTYPES,
     SUPPORTED_HEAD_DIMS,
     SUPPORTED_KV_DTYPES,
@@ -36,11 +37,14 @@ from radixkv.ops._api import (
     decode_plan,
     decode_slots,
     extend_attention,
+    extend_plan,
+    extend_tile_rows,
     paged_decode,
     store_kv,
 )
 
 __all__ = [
+    "ExtendPlan",
     "KernelFault",
     "SUPPORTED_DTYPES",
     "SUPPORTED_HEAD_DIMS",
@@ -52,6 +56,8 @@ __all__ = [
     "decode_plan",
     "decode_slots",
     "extend_attention",
+    "extend_plan",
+    "extend_tile_rows",
     "paged_decode",
     "reference",
     "store_kv",

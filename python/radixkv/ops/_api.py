@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import os
 import warnings
-from typing import Any, NoReturn, Optional
+from typing import Any, NamedTuple, NoReturn, Optional
 
 import numpy as np
 import torch
@@ -626,6 +626,97 @@ def paged_decode(
     return out
 
 
+# ----------------------------------------------------------------------------- extend plan
+
+
+class ExtendPlan(NamedTuple):
+    """The order in which :func:`extend_attention`'s CTAs take a batch's query tiles (built on the
+    host by :func:`extend_plan` or the extend metadata builders). ``tiles``: int32 ``[m, 2]`` on
+    the GPU, ``(request, rank)`` per tile, rank 0 = a request's last tile; ``tile_rows``: the tile
+    height it was built for (:func:`extend_tile_rows`). A plan for another height is ignored."""
+
+    tiles: torch.Tensor
+    tile_rows: int
+
+
+def extend_tile_rows(head_dim: int) -> int:
+    """Rows of a query tile of the extend kernels built for ``head_dim`` (a row is one query
+    position of one query head): what an extend plan must be built for. Raises
+    :class:`radixkv.InvalidArgument` when the kernels are not built or lack ``head_dim``."""
+    from radixkv.ops import loader  # noqa: PLC0415
+
+    loader.load()
+    if not hasattr(torch.ops.radixkv, "extend_tile_rows"):
+        _fail("extend_tile_rows: the extend kernels are not built")
+    try:
+        return int(torch.ops.radixkv.extend_tile_rows(int(head_dim)))
+    except (ValueError, RuntimeError) as exc:
+        raise InvalidArgument(str(exc).split("\n")[0]) from exc
+
+
+def extend_plan(q_lens: Any, kv_lens: Any, num_q_heads: int, num_kv_heads: int, head_dim: int,
+                *, device: Optional[torch.device] = None,
+                tile_rows: Optional[int] = None) -> ExtendPlan:
+    """The extend plan of a batch whose request b has ``q_lens[b]`` queries over ``kv_lens[b]``
+    keys (new tokens included), host sequences of ints (lists, NumPy arrays or CPU tensors),
+    built by the Rust core (``radixkv._core.build_extend_plan``): every query tile once, the
+    heaviest first, a long request's consecutive tiles in runs that share its K/V stream. An
+    engine's metadata builders produce the same array (``plan_group=``, ``plan_tile_rows=``).
+    ``tile_rows``: default :func:`extend_tile_rows` of ``head_dim``. Returns an
+    :class:`ExtendPlan` on ``device`` (default the current GPU); its ``tiles`` are ``[0, 2]`` for
+    a batch whose requests all have the same lengths, where the kernels' own order serves."""
+    from radixkv import _core  # noqa: PLC0415
+
+    if int(num_kv_heads) < 1 or int(num_q_heads) % int(num_kv_heads) != 0:
+        _fail(f"num_q_heads ({num_q_heads}) must be a multiple of num_kv_heads ({num_kv_heads})")
+    rows = extend_tile_rows(head_dim) if tile_rows is None else int(tile_rows)
+    flat = _core.build_extend_plan(_host_ints(q_lens), _host_ints(kv_lens),
+                                   int(num_q_heads) // int(num_kv_heads), rows)
+    dev = device if device is not None else torch.device("cuda", torch.cuda.current_device())
+    return ExtendPlan(torch.from_numpy(np.asarray(flat).reshape(-1, 2)).to(dev), rows)
+
+
+def _host_ints(x: Any) -> Any:
+    if isinstance(x, torch.Tensor):
+        return x.detach().to("cpu", torch.int32).numpy()
+    return x
+
+
+def _check_extend_plan(plan: Any, qo_indptr: torch.Tensor, group: int, device: torch.device,
+                       checked: bool) -> Optional[tuple[torch.Tensor, int]]:
+    """Checks an extend plan's type, shape and device (and with ``checked``, that it lists every
+    query tile of the batch exactly once: reads it on the host); returns ``(tiles, tile_rows)``,
+    or None for an empty plan."""
+    if not isinstance(plan, ExtendPlan):
+        _fail(f"plan must be a radixkv.ops.ExtendPlan (see extend_plan), got {type(plan).__name__}")
+    tiles, rows = plan
+    _check_index("plan.tiles", tiles, 2, device)
+    if tiles.shape[1] != 2 or not tiles.is_contiguous() or tiles.data_ptr() % 8 != 0:
+        _fail(f"plan.tiles must be a contiguous, 8-byte aligned int32 [m, 2] tensor, got shape "
+              f"{tuple(tiles.shape)}")
+    if int(rows) < 1:
+        _fail(f"plan.tile_rows must be >= 1, got {rows}")
+    if tiles.shape[0] == 0:
+        return None
+    if checked:
+        qo = qo_indptr.detach().to("cpu", torch.int64)
+        n_tiles = ((qo[1:] - qo[:-1]).clamp(min=0) * group + int(rows) - 1) // int(rows)
+        got = tiles.detach().to("cpu", torch.int64)
+        req, rank = got[:, 0], got[:, 1]
+        bad = (req < 0) | (req >= n_tiles.numel()) | (rank < 0)
+        if not bad.any():
+            bad = rank >= n_tiles[req]
+        if bad.any():
+            e = int(bad.nonzero()[0])
+            _fail(f"plan entry {e} = ({int(req[e])}, {int(rank[e])}) names no query tile of the batch")
+        key = req * (int(n_tiles.max()) + 1) + rank
+        if key.unique().numel() != key.numel() or key.numel() != int(n_tiles.sum()):
+            _fail(f"plan lists {key.unique().numel()} distinct of the batch's {int(n_tiles.sum())} "
+                  f"query tiles ({key.numel()} entries): every tile exactly once (built for "
+                  f"tile_rows = {rows})")
+    return tiles, int(rows)
+
+
 def extend_attention(
     q: torch.Tensor,
     k_cache: torch.Tensor,
@@ -644,6 +735,7 @@ def extend_attention(
     check: Optional[bool] = None,
     k_scale: Optional[torch.Tensor] = None,
     v_scale: Optional[torch.Tensor] = None,
+    plan: Optional[ExtendPlan] = None,
 ) -> torch.Tensor:
     """Prefix-prefill ("extend") attention over paged KV with the shifted causal mask.
 
@@ -667,6 +759,12 @@ def extend_attention(
     dtype in shared memory (exact), folding the K scale into the softmax scale and the V scale into
     the output normalisation. Unchecked, a bad scale value makes NaN rows and is recorded
     (:func:`take_errors`).
+    ``plan`` (an :class:`ExtendPlan`: :func:`extend_plan`, or the ``extend_plan`` field of
+    metadata built with ``plan_group=`` / ``plan_tile_rows=``): the order in which the kernel
+    takes the query tiles, heaviest first across the batch, which keeps a ragged batch's GPU busy
+    to the end. Built for another tile height, it is ignored; entries naming no tile are skipped
+    and recorded, and ``check`` verifies that it lists every tile exactly once. The reference
+    ignores it.
     """
     if max_q_len is not None and int(max_q_len) < 0:
         _fail(f"max_q_len must be >= 0, got {max_q_len}")
@@ -687,6 +785,7 @@ def extend_attention(
     if checked:
         _host_check_pages(num_pages, page_size, kv_indptr, kv_indices, kv_lens, block_tables)
         check_extend_metadata(qo_indptr, kv_lens, n_q, max_q_len, max_kv_len)
+    planned = None if plan is None else _check_extend_plan(plan, qo_indptr, h_q // h_kv, q.device, checked)
     if out is not None and (out.shape != q.shape or out.dtype != q.dtype or out.device != q.device):
         _fail(f"out must be {tuple(q.shape)} {q.dtype} on {q.device}")
     if backend(q.device) == "reference" or not hasattr(torch.ops.radixkv, "extend_attention"):
@@ -710,7 +809,8 @@ def extend_attention(
     scales = (k_scale, v_scale) if _fp8.is_fp8(k_cache.dtype) else (None, None)
     _call(torch.ops.radixkv.extend_attention,
           q.contiguous(), k_cache, v_cache, qo_indptr, kv_indptr, table, kv_lens, out, scale, code, bound,
-          _status.buffer(q.device), *scales, 0 if max_kv_len is None else int(max_kv_len))
+          _status.buffer(q.device), *scales, 0 if max_kv_len is None else int(max_kv_len),
+          *(planned if planned is not None else (None, 0)))
     if checked:
         _raise_recorded(q.device)
     return out

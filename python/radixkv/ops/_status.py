@@ -3,7 +3,7 @@
 Every op takes a small int32 buffer, one per device, cached here. The kernels set one bit per
 (op, check) in word 0 by ``atomicOr`` when they meet bad metadata (which they clamp or skip, so
 nothing outside the cache is read), the decode and extend kernels set a bit per kernel kind in
-word 1, and word 2 holds checks outside the per-op bytes (a bad decode plan; an FP8 ``k_scale`` /
+word 1, and word 2 holds checks outside the per-op bytes (a bad decode or extend plan; an FP8 ``k_scale`` /
 ``v_scale`` that is not finite and positive, read on the device).
 Writing it costs the op path nothing: no allocation, no synchronisation, a fixed buffer (CUDA-graph
 safe; warm it up, i.e. make one call on the device, before capture). :func:`take_errors` reads and
@@ -50,6 +50,8 @@ EXTRA_CHECKS = (
     ("paged_decode", "v_scale", f"v_scale {_SCALE}"),
     ("extend_attention", "k_scale", f"k_scale {_SCALE}"),
     ("extend_attention", "v_scale", f"v_scale {_SCALE}"),
+    ("extend_attention", "plan", "an extend plan entry naming no query tile of the batch (skipped), "
+     "or a plan whose entry count is not the batch's tile count"),
 )
 
 STATUS_WORDS = 3
@@ -65,7 +67,8 @@ class KernelFault:
     check: str
 
     def __str__(self) -> str:
-        what = dict(CHECKS + tuple((c, w) for _, c, w in EXTRA_CHECKS))[self.check]
+        extra = {(o, c): w for o, c, w in EXTRA_CHECKS}
+        what = extra.get((self.op, self.check)) or dict(CHECKS)[self.check]
         return f"{self.op}: {self.check}: {what}"
 
 

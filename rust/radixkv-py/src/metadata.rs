@@ -96,17 +96,22 @@ fn slices<'a>(v: &'a [I32Input<'_>]) -> Vec<&'a [i32]> {
 /// `new_slots[b]` the slots its new tokens go to. Returns `radixkv.ExtendMetadata` (`qo_indptr`,
 /// `kv_indptr`, `kv_indices`, `seq_lens`, `extend_seq_lens`, `extend_prefix_lens`,
 /// `extend_start_loc`, `out_cache_loc`, `positions`, ...: `NumPy` int32 views of one buffer).
+/// With `plan_group` and `plan_tile_rows`, also the extend plan (`extend_plan`).
 #[pyfunction]
+#[pyo3(signature = (prefix_slots, new_slots, plan_group = None, plan_tile_rows = None))]
 fn build_extend_metadata<'py>(
     py: Python<'py>,
     prefix_slots: &Bound<'py, PyAny>,
     new_slots: &Bound<'py, PyAny>,
+    plan_group: Option<&Bound<'py, PyAny>>,
+    plan_tile_rows: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let prefix = per_request(prefix_slots, "prefix_slots")?;
     let new = per_request(new_slots, "new_slots")?;
     let (p, n) = (slices(&prefix), slices(&new));
     let work = p.iter().chain(&n).map(|s| s.len()).sum();
-    let m = maybe_detach(py, work, || metadata::extend_metadata(&p, &n)).py()?;
+    let mut m = maybe_detach(py, work, || metadata::extend_metadata(&p, &n)).py()?;
+    add_extend_plan(&mut m, plan_group, plan_tile_rows)?;
     wrap_metadata(py, "ExtendMetadata", m)
 }
 
@@ -239,16 +244,56 @@ fn build_block_table_metadata<'py>(
     wrap_metadata(py, "BlockTableMetadata", m)
 }
 
+/// Appends the extend plan (`extend_plan`) when `plan_group` or `plan_tile_rows` is given (both
+/// are then needed).
+fn add_extend_plan(
+    m: &mut MetadataBuf,
+    plan_group: Option<&Bound<'_, PyAny>>,
+    plan_tile_rows: Option<&Bound<'_, PyAny>>,
+) -> PyResult<()> {
+    let group = args::opt_count(plan_group, "plan_group")?;
+    let rows = args::opt_count(plan_tile_rows, "plan_tile_rows")?;
+    match (group, rows) {
+        (Some(g), Some(r)) => m.with_extend_plan(g, r).py(),
+        (None, None) => Ok(()),
+        _ => Err(InvalidArgument::new_err(
+            "the extend plan needs both plan_group (query heads per KV head) and plan_tile_rows",
+        )),
+    }
+}
+
+/// The extend plan alone (`extend_attention`'s `plan=`): the flat int32 `NumPy` array of
+/// `radixkv_core::metadata::extend_plan`'s `(request, rank)` entries for requests of `q_lens`
+/// queries over `kv_lens` keys, `group` query heads per KV head, tiles of `tile_rows` rows.
+#[pyfunction]
+fn build_extend_plan<'py>(
+    py: Python<'py>,
+    q_lens: &Bound<'py, PyAny>,
+    kv_lens: &Bound<'py, PyAny>,
+    group: &Bound<'py, PyAny>,
+    tile_rows: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyArray1<i32>>> {
+    let q = ints(q_lens, "q_lens")?;
+    let k = ints(kv_lens, "kv_lens")?;
+    let group = args::count(group, "group")?;
+    let rows = args::count(tile_rows, "tile_rows")?;
+    let v = metadata::extend_plan(q.as_slice(), k.as_slice(), group, rows).py()?;
+    Ok(to_numpy(py, v))
+}
+
 /// Extend metadata over pages (`radixkv.ExtendMetadata`): request b holds `kv_lens[b]` tokens
 /// in `pages[b]`, the last `extend_lens[b]` of them new; `kv_indptr` / `kv_indices` list pages.
+/// With `plan_group` and `plan_tile_rows`, also the extend plan (`extend_plan`).
 #[pyfunction]
-#[pyo3(signature = (pages, kv_lens, extend_lens, page_size = None))]
+#[pyo3(signature = (pages, kv_lens, extend_lens, page_size = None, plan_group = None, plan_tile_rows = None))]
 fn build_paged_extend_metadata<'py>(
     py: Python<'py>,
     pages: &Bound<'py, PyAny>,
     kv_lens: &Bound<'py, PyAny>,
     extend_lens: &Bound<'py, PyAny>,
     page_size: Option<&Bound<'py, PyAny>>,
+    plan_group: Option<&Bound<'py, PyAny>>,
+    plan_tile_rows: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let page_size = page_size_arg(page_size)?;
     let pages = per_request(pages, "pages")?;
@@ -257,10 +302,11 @@ fn build_paged_extend_metadata<'py>(
     let p = slices(&pages);
     let (l, e) = (lens.as_slice(), ext.as_slice());
     let work = p.iter().map(|s| s.len()).sum::<usize>() * page_size;
-    let m = maybe_detach(py, work, || {
+    let mut m = maybe_detach(py, work, || {
         metadata::paged_extend_metadata(&p, l, e, page_size)
     })
     .py()?;
+    add_extend_plan(&mut m, plan_group, plan_tile_rows)?;
     wrap_metadata(py, "ExtendMetadata", m)
 }
 
@@ -270,6 +316,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(build_block_table_metadata, m)?)?;
     m.add_function(wrap_pyfunction!(build_paged_extend_metadata, m)?)?;
     m.add_function(wrap_pyfunction!(build_decode_plan, m)?)?;
+    m.add_function(wrap_pyfunction!(build_extend_plan, m)?)?;
     m.add_function(wrap_pyfunction!(decode_plan_capacity, m)?)?;
     Ok(())
 }

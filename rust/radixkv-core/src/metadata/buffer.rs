@@ -59,20 +59,56 @@ impl MetadataBuf {
         let page_size = usize::try_from(self.scalar("page_size").unwrap_or(1)).unwrap_or(1);
         let mut plan = Vec::new();
         let info = super::plan::decode_plan_into(&lens, page_size, slots, capacity, &mut plan)?;
-        let offset = self.data.len().next_multiple_of(FIELD_ALIGN);
-        self.data
-            .try_reserve(offset - self.data.len() + plan.len())
-            .map_err(|_| crate::CoreError::invalid("cannot allocate the decode plan"))?;
-        self.data.resize(offset, 0);
-        self.data.extend_from_slice(&plan);
-        self.fields.push(Field {
-            name: "decode_plan",
-            offset,
-            shape: vec![plan.len()],
-        });
+        self.append("decode_plan", &plan, vec![plan.len()])?;
         self.scalars.push(("plan_units", info.units as i64));
         self.scalars.push(("plan_capacity", info.capacity as i64));
         self.scalars.push(("plan_chunk", info.chunk as i64));
+        Ok(())
+    }
+}
+
+impl MetadataBuf {
+    /// Appends field `extend_plan` (int32 `[n, 2]`, [`super::extend_plan`]'s layout; `n` = 0 for a
+    /// batch whose requests all have the same lengths) built from this extend batch's
+    /// `extend_seq_lens` and `seq_lens`, for `group` query heads per KV head and tiles of
+    /// `tile_rows` rows, and the scalar `plan_tile_rows`, so the plan travels to the device in the
+    /// batch's one copy.
+    pub fn with_extend_plan(&mut self, group: usize, tile_rows: usize) -> crate::Result<()> {
+        let missing =
+            || crate::CoreError::invalid("metadata has no extend_seq_lens / seq_lens to plan from");
+        let q = self.field("extend_seq_lens").ok_or_else(missing)?;
+        let k = self.field("seq_lens").ok_or_else(missing)?;
+        let plan = super::extend_plan::extend_plan(q, k, group, tile_rows)?;
+        self.append(
+            "extend_plan",
+            &plan,
+            vec![
+                plan.len() / super::EXTEND_PLAN_COLS,
+                super::EXTEND_PLAN_COLS,
+            ],
+        )?;
+        self.scalars.push(("plan_tile_rows", tile_rows as i64));
+        Ok(())
+    }
+
+    /// Appends `values` as field `name` of `shape`, at the next aligned offset.
+    fn append(
+        &mut self,
+        name: &'static str,
+        values: &[i32],
+        shape: Vec<usize>,
+    ) -> crate::Result<()> {
+        let offset = self.data.len().next_multiple_of(FIELD_ALIGN);
+        self.data
+            .try_reserve(offset - self.data.len() + values.len())
+            .map_err(|_| crate::CoreError::invalid(format!("cannot allocate {name}")))?;
+        self.data.resize(offset, 0);
+        self.data.extend_from_slice(values);
+        self.fields.push(Field {
+            name,
+            offset,
+            shape,
+        });
         Ok(())
     }
 }

@@ -10,12 +10,15 @@
 //! - [`block_table_metadata`]: decode batches as a zero-padded `[batch, max_blocks]` block table.
 //! - [`decode_plan`] / [`MetadataBuf::with_decode_plan`]: the balanced work partition of a decode
 //!   batch that `paged_decode` reads (which KV range of which request each block covers).
+//! - [`extend_plan`] / [`MetadataBuf::with_extend_plan`]: the order in which `extend_attention`'s
+//!   CTAs take an extend batch's query tiles (heaviest first).
 //!
 //! The builders only read their inputs: an error means nothing was built, nothing else changed.
 
 mod buffer;
 mod decode;
 mod extend;
+mod extend_plan;
 mod paged;
 mod plan;
 
@@ -24,6 +27,7 @@ pub use buffer::{Field, MetadataBuf, FIELD_ALIGN};
 pub(crate) use decode::table_width;
 pub use decode::{block_table_metadata, decode_metadata, fill_block_table};
 pub use extend::{extend_metadata, paged_extend_metadata};
+pub use extend_plan::{extend_plan, EXTEND_PLAN_COLS, KEEP_TOGETHER_KEYS, RUN_TILES};
 pub use plan::{
     decode_plan, decode_plan_capacity, decode_plan_fixed, decode_plan_fixed_into, decode_plan_into,
     decode_plan_len, plan_chunk, PlanInfo, MAX_UNITS_PER_REQUEST, MAX_WAVES, MIN_CHUNK_TOKENS,

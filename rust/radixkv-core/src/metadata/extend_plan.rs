@@ -1,0 +1,240 @@
+//! The extend work list: the order in which `extend_attention`'s CTAs take a batch's query tiles.
+//!
+//! Extend attention cuts request `b`'s `L_q * G` query rows (query positions x the `G` query heads
+//! of one KV head) into tiles of `tile_rows` rows; a tile of rank `r` is the request's `r`-th
+//! from its last, so rank 0 sees the most keys. Without a plan the kernels order tiles by rank
+//! across the batch, which is heaviest-first only when every request has the same lengths (in a
+//! ragged batch a long request's heavy tiles wait behind every short request's rank 0), or by
+//! request when that grid would be mostly empty, which finds each CTA's tile by a scan.
+//!
+//! The plan lists `(request, rank)` entries, one per tile, heaviest first: the kernels launch one
+//! CTA per entry and KV head, in the plan's order, so the last CTAs to start are the lightest and
+//! each CTA reads its tile in one load. Tiles of a request with more than [`KEEP_TOGETHER_KEYS`]
+//! keys go in runs of up to [`RUN_TILES`] consecutive ranks (a run sorts by its heaviest tile), so
+//! CTAs that read the same long K/V stream run at about the same time and share it in L2; tiles
+//! of shorter requests sort one by one. A batch whose requests all have the same lengths gets an
+//! empty plan: rank order is already heaviest-first for it and keeps more of each stream shared.
+//!
+//! Layout: int32 `[n, 2]` row-major, row `e` = `(request, rank)`.
+
+use crate::{CoreError, Result};
+
+/// int32 per plan entry.
+pub const EXTEND_PLAN_COLS: usize = 2;
+/// Longest run of consecutive ranks of one request kept together.
+pub const RUN_TILES: usize = 8;
+/// Requests with more keys than this have their tiles kept together in runs.
+pub const KEEP_TOGETHER_KEYS: usize = 512;
+
+/// One query tile: its request, rank and the keys its last row sees (its cost, roughly).
+#[derive(Debug, Clone, Copy)]
+struct Tile {
+    req: usize,
+    rank: usize,
+    keys: usize,
+}
+
+/// Tiles of a request of `lq` queries over `lk` keys (`lq <= lk`), rank 0 first.
+fn request_tiles(
+    req: usize,
+    lq: usize,
+    lk: usize,
+    group: usize,
+    tile_rows: usize,
+) -> impl Iterator<Item = Tile> {
+    let total_rows = lq * group;
+    let n = total_rows.div_ceil(tile_rows);
+    let prefix = lk - lq;
+    (0..n).map(move |rank| {
+        let first_row = (n - 1 - rank) * tile_rows;
+        let last_row = (first_row + tile_rows).min(total_rows) - 1;
+        Tile {
+            req,
+            rank,
+            keys: prefix + last_row / group + 1,
+        }
+    })
+}
+
+/// The extend plan of a batch whose request `b` has `q_lens[b]` queries (`L_q`) and
+/// `kv_lens[b]` keys (`L_k`, the new tokens included), for `group` query heads per KV head and
+/// tiles of `tile_rows` rows. Returns the flat `[n * 2]` entries (see the module notes; empty
+/// for a uniform batch). Requests with no queries have no tiles.
+///
+/// Errors (`InvalidArgument`): lengths of different counts, a negative length, a request with
+/// more queries than keys, `group` or `tile_rows` of 0, or more than `i32::MAX` rows or entries.
+pub fn extend_plan(
+    q_lens: &[i32],
+    kv_lens: &[i32],
+    group: usize,
+    tile_rows: usize,
+) -> Result<Vec<i32>> {
+    if q_lens.len() != kv_lens.len() {
+        return Err(CoreError::invalid(format!(
+            "q_lens has {} requests but kv_lens has {}",
+            q_lens.len(),
+            kv_lens.len()
+        )));
+    }
+    if group == 0 || tile_rows == 0 {
+        return Err(CoreError::invalid(format!(
+            "extend plan: group ({group}) and tile_rows ({tile_rows}) must be >= 1"
+        )));
+    }
+    let limit = i32::MAX as usize;
+    let mut lens = Vec::with_capacity(q_lens.len());
+    let mut total = 0usize;
+    for (b, (&q, &k)) in q_lens.iter().zip(kv_lens).enumerate() {
+        let (Ok(lq), Ok(lk)) = (usize::try_from(q), usize::try_from(k)) else {
+            return Err(CoreError::invalid(format!(
+                "request {b}: negative length (q_len {q}, kv_len {k})"
+            )));
+        };
+        if lq > lk {
+            return Err(CoreError::invalid(format!(
+                "request {b}: {lq} queries but only {lk} keys (queries are the last keys)"
+            )));
+        }
+        let rows = lq
+            .checked_mul(group)
+            .filter(|&r| r <= limit)
+            .ok_or_else(|| {
+                CoreError::invalid(format!(
+                    "request {b}: {lq} queries x group {group} exceeds int32"
+                ))
+            })?;
+        total += rows.div_ceil(tile_rows);
+        if total > limit / EXTEND_PLAN_COLS {
+            return Err(CoreError::invalid(
+                "extend plan: more entries than int32 holds",
+            ));
+        }
+        lens.push((lq, lk));
+    }
+    let first = lens.iter().find(|(lq, _)| *lq > 0);
+    if lens.iter().all(|l| l.0 == 0 || Some(l) == first) {
+        return Ok(Vec::new());
+    }
+    // Runs of consecutive ranks, each listed rank 0 first, sorted by their first (heaviest) tile.
+    let mut runs: Vec<Vec<Tile>> = Vec::new();
+    for (b, &(lq, lk)) in lens.iter().enumerate() {
+        let run = if lk > KEEP_TOGETHER_KEYS {
+            RUN_TILES
+        } else {
+            1
+        };
+        let tiles: Vec<Tile> = request_tiles(b, lq, lk, group, tile_rows).collect();
+        runs.extend(tiles.chunks(run).map(<[Tile]>::to_vec));
+    }
+    runs.sort_by_key(|r| (std::cmp::Reverse(r[0].keys), r[0].req, r[0].rank));
+    let mut out = Vec::new();
+    out.try_reserve_exact(total * EXTEND_PLAN_COLS)
+        .map_err(|_| CoreError::invalid("cannot allocate the extend plan"))?;
+    for t in runs.iter().flatten() {
+        // Both fit: req < batch <= int32 entries, rank < tiles <= int32 entries.
+        out.push(t.req as i32);
+        out.push(t.rank as i32);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Checks a plan against a direct reading of the batch: every tile exactly once; runs of
+    /// consecutive ranks only within one long request, at most `RUN_TILES`, starting at a
+    /// multiple of `RUN_TILES`; runs heaviest first.
+    fn check(q: &[i32], k: &[i32], group: usize, rows: usize) -> Vec<(usize, usize)> {
+        let v = extend_plan(q, k, group, rows).unwrap();
+        assert_eq!(v.len() % EXTEND_PLAN_COLS, 0);
+        let got: Vec<(usize, usize)> = v
+            .chunks(2)
+            .map(|e| (e[0] as usize, e[1] as usize))
+            .collect();
+        let lens: Vec<(usize, usize)> = q
+            .iter()
+            .zip(k)
+            .map(|(&a, &b)| (a as usize, b as usize))
+            .collect();
+        let first = lens.iter().find(|l| l.0 > 0);
+        if lens.iter().all(|l| l.0 == 0 || Some(l) == first) {
+            assert!(got.is_empty(), "a uniform batch gets no plan");
+            return got;
+        }
+        let mut want: Vec<(usize, usize)> = Vec::new();
+        let mut keys = std::collections::HashMap::new();
+        for (b, &(lq, lk)) in lens.iter().enumerate() {
+            for t in request_tiles(b, lq, lk, group, rows) {
+                want.push((b, t.rank));
+                keys.insert((b, t.rank), t.keys);
+            }
+        }
+        let mut sorted = got.clone();
+        sorted.sort_unstable();
+        want.sort_unstable();
+        assert_eq!(sorted, want, "every tile exactly once");
+        let mut last_start = usize::MAX;
+        for (i, &(b, r)) in got.iter().enumerate() {
+            // A long request's run holds its ranks 8j .. 8j + 7, in order; a short request's
+            // tiles are runs of one.
+            let long = lens[b].1 > KEEP_TOGETHER_KEYS;
+            if long && r % RUN_TILES != 0 {
+                assert_eq!(got[i - 1], (b, r - 1), "a run holds consecutive ranks");
+            } else {
+                assert!(keys[&(b, r)] <= last_start, "runs heaviest first");
+                last_start = keys[&(b, r)];
+            }
+        }
+        got
+    }
+
+    #[test]
+    fn ragged_batch_golden() {
+        // Request 0: 2 queries over 600 keys (long: runs); request 1: 3 queries over 3 keys.
+        // group 4, tiles of 4 rows: request 0 has 2 tiles (keys 600, 599), request 1 has 3
+        // (keys 3, 2, 1).
+        let got = check(&[2, 3], &[600, 3], 4, 4);
+        assert_eq!(got, [(0, 0), (0, 1), (1, 0), (1, 1), (1, 2)]);
+        // Short requests sort tile by tile across requests.
+        let got = check(&[2, 2], &[2, 3], 1, 1);
+        assert_eq!(got, [(1, 0), (0, 0), (1, 1), (0, 1)]);
+    }
+
+    #[test]
+    fn uniform_and_empty_batches_have_no_plan() {
+        assert!(extend_plan(&[128; 8], &[4224; 8], 4, 128)
+            .unwrap()
+            .is_empty());
+        assert!(extend_plan(&[], &[], 4, 128).unwrap().is_empty());
+        // Requests without queries do not break uniformity.
+        assert!(extend_plan(&[0, 5, 5, 0], &[9, 7, 7, 0], 2, 64)
+            .unwrap()
+            .is_empty());
+    }
+
+    #[test]
+    fn bad_input_is_rejected() {
+        let msg = |r: Result<Vec<i32>>| r.unwrap_err().to_string();
+        assert!(msg(extend_plan(&[1], &[1, 2], 4, 128)).contains("requests"));
+        assert!(msg(extend_plan(&[-1], &[2], 4, 128)).contains("negative"));
+        assert!(msg(extend_plan(&[3], &[2], 4, 128)).contains("queries"));
+        assert!(msg(extend_plan(&[1], &[2], 0, 128)).contains("group"));
+        assert!(msg(extend_plan(&[1], &[2], 4, 0)).contains("tile_rows"));
+        assert!(msg(extend_plan(&[i32::MAX], &[i32::MAX], 4, 128)).contains("int32"));
+    }
+
+    proptest! {
+        #[test]
+        fn plan_invariants(
+            reqs in prop::collection::vec((0i32..3000, 0i32..5000), 0..40),
+            group in prop::sample::select(vec![1usize, 2, 4, 7, 8]),
+            rows in prop::sample::select(vec![16usize, 64, 128]),
+        ) {
+            let q: Vec<i32> = reqs.iter().map(|r| r.0).collect();
+            let k: Vec<i32> = reqs.iter().map(|r| r.0 + r.1).collect();
+            check(&q, &k, group, rows);
+        }
+    }
+}
