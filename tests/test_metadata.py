@@ -356,3 +356,30 @@ def test_kv_lens_is_a_deprecated_alias_of_seq_lens(kind: str) -> None:
         assert md.field("kv_lens").tolist() == [3]
     with pytest.raises(KeyError):
         md.field("no_such_field")
+
+
+def test_extend_plan_rides_in_the_metadata() -> None:
+    # Request 0: 3 new of 600 tokens (a long request: its tiles stay in runs); request 1: 5 new of
+    # 9. group 2, tiles of 4 rows: request 0 has 2 tiles (rank 0 sees 600 keys, rank 1 598),
+    # request 1 has 3 (9, 7, 5 keys).
+    pages = [list(range(38)), [50]]
+    m = rk.build_paged_extend_metadata(pages, [600, 9], [3, 5], 16, plan_group=2, plan_tile_rows=4)
+    assert m.plan_tile_rows == 4
+    assert m.extend_plan.shape == (5, 2)
+    assert m.extend_plan.tolist() == [[0, 0], [0, 1], [1, 0], [1, 1], [1, 2]]
+    flat = rk._core.build_extend_plan([3, 5], [600, 9], 2, 4)
+    assert flat.tolist() == m.extend_plan.reshape(-1).tolist()
+    # Through .to: one copy, the plan a [m, 2] tensor view like the other fields.
+    t = m.to("cpu")
+    assert tuple(t.extend_plan.shape) == (5, 2) and t.extend_plan.dtype.is_floating_point is False
+    assert t.extend_plan.tolist() == m.extend_plan.tolist()
+    # Without the plan arguments: no plan; with one of them: an error naming both.
+    plain = rk.build_paged_extend_metadata(pages, [600, 9], [3, 5], 16)
+    assert plain.extend_plan is None and plain.plan_tile_rows is None
+    with pytest.raises(rk.InvalidArgument, match="plan_group .* plan_tile_rows"):
+        rk.build_paged_extend_metadata(pages, [600, 9], [3, 5], 16, plan_tile_rows=4)
+    # A uniform batch: an empty plan (the kernels' rank order serves it).
+    u = rk.build_extend_metadata([[1, 2], [3, 4]], [[5], [6]], plan_group=4, plan_tile_rows=128)
+    assert u.extend_plan.shape == (0, 2)
+    with pytest.raises(rk.InvalidArgument, match="group"):
+        rk._core.build_extend_plan([1], [2], 0, 4)
