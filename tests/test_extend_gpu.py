@@ -324,27 +324,6 @@ def test_bad_plan_is_recorded_or_rejected():
 
 
 @gpu
-def test_plan_cuda_graph_replay():
-    # The plan's length sizes the grid at capture; its contents are read at every replay.
-    batch = Batch(SMALL, page_size=16, h_kv=2, group=4, dim=128, dtype=torch.bfloat16, seed=85)
-    plan = _plan(batch)
-    out = torch.empty_like(batch.q)
-    batch.run(out=out, plan=plan)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        batch.run(out=out, max_q_len=2048, plan=plan, check=False)
-    plan.tiles.copy_(plan.tiles.flip(0))  # another order of the same tiles
-    batch.q.copy_(torch.randn_like(batch.q, dtype=torch.float32).to(batch.q.dtype))
-    out.fill_(float("nan"))
-    graph.replay()
-    torch.cuda.synchronize()
-    assert torch.isfinite(out).all()
-    assert_close(out, batch.reference(), torch.bfloat16, batch.qo_indptr.tolist())
-    assert radixkv.ops.take_errors() == []
-
-
-@gpu
 def test_custom_scale_and_single_request():
     batch = Batch([(4095, 2048)], page_size=16, h_kv=1, group=8, dim=128, dtype=torch.float16, seed=7)
     _check(batch, torch.float16, sm_scale=0.05)
@@ -399,14 +378,20 @@ def test_page_outside_pool_d128(tables):
 
 
 @gpu
-def test_cuda_graph_replay():
-    batch = Batch(SMALL, page_size=1, h_kv=2, group=4, dim=128, dtype=torch.bfloat16, seed=11)
+@pytest.mark.parametrize("planned", [False, True], ids=["no_plan", "plan"])
+def test_cuda_graph_replay(planned):
+    batch = Batch(SMALL, page_size=1 if not planned else 16, h_kv=2, group=4, dim=128,
+                  dtype=torch.bfloat16, seed=11 if not planned else 85)
+    # A plan's length sizes the grid at capture; its contents are read at every replay.
+    kw = {"plan": _plan(batch)} if planned else {}
     out = torch.empty_like(batch.q)
-    batch.run(out=out)  # warm up (build, lazy init) outside capture
+    batch.run(out=out, **kw)  # warm up (build, lazy init) outside capture
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        batch.run(out=out, max_q_len=2048)
+        batch.run(out=out, max_q_len=2048, check=False, **kw)
+    if planned:
+        kw["plan"].tiles.copy_(kw["plan"].tiles.flip(0))  # another order of the same tiles
     # New values in the same buffers: the replay must read them.
     batch.q.copy_(torch.randn_like(batch.q, dtype=torch.float32).to(batch.q.dtype))
     out.fill_(float("nan"))
@@ -414,6 +399,7 @@ def test_cuda_graph_replay():
     torch.cuda.synchronize()
     assert torch.isfinite(out).all()
     assert_close(out, batch.reference(), torch.bfloat16, batch.qo_indptr.tolist())
+    assert radixkv.ops.take_errors() == []
 
 
 @gpu
