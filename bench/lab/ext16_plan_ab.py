@@ -51,6 +51,14 @@ def plan(specs: list[tuple[int, int]], order: str) -> torch.Tensor:
         ent = [(b, r) for b, r, _ in t]
     elif order == "lpt":
         ent = [(b, r) for b, r, _ in sorted(t, key=lambda x: (-x[2], x[0], x[1]))]
+    elif order == "hyb":  # the product's rule (metadata::extend_plan) without its uniform shortcut
+        runs = []
+        for b, (p, e) in enumerate(specs):
+            mine = [x for x in t if x[0] == b]
+            size = 8 if p + e > 512 else 1
+            runs += [mine[i:i + size] for i in range(0, len(mine), size)]
+        runs.sort(key=lambda r: (-r[0][2], r[0][0], r[0][1]))
+        ent = [(b, r) for run in runs for b, r, _ in run]
     elif order == "lpt8":
         runs = [[x for x in t if x[0] == b and x[1] // 8 == k] for b, k in sorted({(x[0], x[1] // 8) for x in t})]
         runs.sort(key=lambda r: (-r[0][2], r[0][0], r[0][1]))
@@ -87,8 +95,8 @@ def runner(pool: ke.Pool, c: dict[str, torch.Tensor], max_q: int, bound: int,
     return lambda: (op(*args), out)[1]
 
 
-def batches():
-    for i, (name, groups) in enumerate(ke.RAGGED):
+def batches(uniform_only: bool = False):
+    for i, (name, groups) in enumerate(() if uniform_only else ke.RAGGED):
         yield name, ke.ragged_specs(groups, 5 + i), 5 + i
     for p, e in UNIFORM:
         yield f"P={p} E={e}", [(p, e)] * ke.BATCH, p * 7 + e
@@ -100,6 +108,8 @@ def main() -> None:
     ap.add_argument("--tag", default="")
     ap.add_argument("--orders", default="req,lpt,lpt8")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--uniform", action="store_true", help="only the uniform cells")
+    ap.add_argument("--kernels", default="ws,two", help="ws (max_kv_len 0), two (1), bound (the real one)")
     args = ap.parse_args()
     from radixkv.ops import _status, loader  # noqa: PLC0415
 
@@ -107,15 +117,16 @@ def main() -> None:
     timer = ke.Timer()
     orders = () if args.no_plan_only else tuple(args.orders.split(","))
     for ps in (1, 16):
-        for name, specs, seed in batches():
+        for name, specs, seed in batches(args.uniform):
             pages = sum(math.ceil((p + e) / ps) for p, e in specs)
             pool = ke.Pool(ps, 0, seed=seed, num_pages=int(pages * 1.25) + 1)
             c = pool.batch(specs, seed)
             max_q, max_kv = max(e for _, e in specs), max(p + e for p, e in specs)
             line = []
             sms = torch.cuda.get_device_properties(0).multi_processor_count
-            for kname, bound in (("ws", 0), ("two", 1)):
-                SLOTS[0] = sms * (2 if kname == "two" else 1) // ke.H_KV
+            for kname in args.kernels.split(","):
+                bound = {"ws": 0, "two": 1, "bound": max_kv}[kname]
+                SLOTS[0] = sms * (2 if kname == "two" or bound <= 512 else 1) // ke.H_KV
                 plans = {o: plan(specs, o) for o in orders}
                 base = runner(pool, c, max_q, bound, None)
                 ref = base().clone()
@@ -130,9 +141,10 @@ def main() -> None:
                         print(f"  MISMATCH {name} ps={ps} {kname} {o}: max diff {diff} faults {faults}")
                     runs[o] = run
                 cells: dict[str, list[float]] = {}
-                for _ in range(args.rounds):  # interleaved, so drift hits every order alike
-                    for o, run in runs.items():
-                        cells.setdefault(o, []).append(timer(run, reps=30))
+                names = list(runs)
+                for i in range(args.rounds):  # interleaved and rotated, so drift hits every order alike
+                    for o in names[i % len(names):] + names[: i % len(names)]:
+                        cells.setdefault(o, []).append(timer(runs[o], reps=30))
                 line.append(f"{kname}: " + " ".join(f"{k} {min(v):7.1f}" for k, v in cells.items()))
             print(f"[plan ab{args.tag}] ps={ps:>2} {name:<12} max_kv={max_kv:>5} | " + " | ".join(line),
                   flush=True)

@@ -18,4 +18,9 @@ if [[ "${GRID:-1}" == 1 ]]; then
   run_logged grid "$OUT/extend.log" 150 python3 bench/kernels_extend.py --out "$OUT"
   grep -E "^\| " "$OUT/extend.log" | tail -19
 fi
+# The product's plan rule on the uniform cells (where the builder now returns no plan), each
+# order timed 4 times, rotated: does a plan help or hurt them?
+RADIXKV_PREBUILT_LIB="$RADIXKV_PREBUILT_LIB" run_logged uniform "$OUT/uniform.log" 200 \
+  python3 bench/lab/ext16_plan_ab.py --uniform --orders hyb,req --rounds 4 --kernels bound --tag " uniform"
+grep -E "^\[|MISMATCH" "$OUT/uniform.log"
 stamp done
