@@ -136,7 +136,7 @@ struct Tile : TileSpan {
 // `group` consecutive ranks of fewer (request, head) pairs, which read the same K/V tiles at about
 // the same time (fewer DRAM reads), and groups still go longest first. Launch grid: ceil(per_req /
 // group) * group * batch * H_kv blocks.
-constexpr int kRankGroup = 8;
+constexpr int kRankGroup = 8;  // metadata::extend_plan's RUN_TILES, RANK_GROUP_TILES = 2 x this
 // Requests of fewer than 2 groups of tiles keep plain rank order (group 1: longest first).
 RK_HOST_DEVICE int rank_group(int64_t per_req) { return per_req >= 2 * kRankGroup ? kRankGroup : 1; }
 

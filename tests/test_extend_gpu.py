@@ -260,11 +260,14 @@ def test_plan_other_head_dims(dim):
 
 
 @gpu
-def test_plan_of_uniform_batch_is_empty():
-    batch = Batch([(100, 64)] * 5, page_size=16, h_kv=2, group=4, dim=128, dtype=torch.bfloat16, seed=82)
+@pytest.mark.parametrize("spec,empty", [((100, 64), True), ((1000, 100), False), ((1000, 600), True)],
+                         ids=["short", "long_few_tiles", "long_many_tiles"])
+def test_plan_of_uniform_batch(spec, empty):
+    # Empty where the kernels' rank order already is the plan's (short requests; 16+ tiles each).
+    batch = Batch([spec] * 5, page_size=16, h_kv=2, group=4, dim=128, dtype=torch.bfloat16, seed=82)
     plan = _plan(batch)
-    assert tuple(plan.tiles.shape) == (0, 2)
-    _check(batch, torch.bfloat16, plan=plan)
+    assert (plan.tiles.shape[0] == 0) == empty and plan.tiles.shape[1] == 2
+    _check(batch, torch.bfloat16, max_q_len=spec[1], plan=plan)
 
 
 @gpu

@@ -504,8 +504,9 @@ def build_extend_plan(
     """extend_attention's work list for requests of ``q_lens`` queries over ``kv_lens`` keys
     (new tokens included), ``group`` query heads per KV head, query tiles of ``tile_rows`` rows:
     flat int32 ``[2 * n]`` of ``(request, rank)`` entries (rank 0 = a request's last tile),
-    heaviest tiles first; empty when every request with queries has the same lengths (the
-    kernels' own order is heaviest-first then). ``InvalidArgument`` for unequal counts, a negative
+    heaviest tiles first; empty for a batch whose requests all have the same lengths when the
+    kernels' own order already is the plan's (requests of at most 512 keys, or of 16+ tiles).
+    ``InvalidArgument`` for unequal counts, a negative
     length, more queries than keys, a ``group`` or ``tile_rows`` of 0, or sizes beyond int32."""
 
 def build_decode_metadata(

@@ -178,7 +178,8 @@ class ExtendMetadata(BatchMetadata[ArrayT]):
         """int32 ``[m, 2]``: the extend plan (``extend_attention(plan=...)``, with
         ``plan_tile_rows``), present when the builder was given ``plan_group`` and
         ``plan_tile_rows``; else None. ``m`` = 0 for a batch whose requests all have the same
-        lengths."""
+        lengths when the kernels' own order already is the plan's (see
+        ``radixkv._core.build_extend_plan``)."""
         return self._fields.get("extend_plan")
 
     @property

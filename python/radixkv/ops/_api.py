@@ -664,7 +664,8 @@ def extend_plan(q_lens: Any, kv_lens: Any, num_q_heads: int, num_kv_heads: int, 
     engine's metadata builders produce the same array (``plan_group=``, ``plan_tile_rows=``).
     ``tile_rows``: default :func:`extend_tile_rows` of ``head_dim``. Returns an
     :class:`ExtendPlan` on ``device`` (default the current GPU); its ``tiles`` are ``[0, 2]`` for
-    a batch whose requests all have the same lengths, where the kernels' own order serves."""
+    a batch whose requests all have the same lengths when the kernels' own order already is the
+    plan's (requests of at most 512 keys, or of 16 tiles or more)."""
     from radixkv import _core  # noqa: PLC0415
 
     if int(num_kv_heads) < 1 or int(num_q_heads) % int(num_kv_heads) != 0:

@@ -12,8 +12,13 @@
 //! each CTA reads its tile in one load. Tiles of a request with more than [`KEEP_TOGETHER_KEYS`]
 //! keys go in runs of up to [`RUN_TILES`] consecutive ranks (a run sorts by its heaviest tile), so
 //! CTAs that read the same long K/V stream run at about the same time and share it in L2; tiles
-//! of shorter requests sort one by one. A batch whose requests all have the same lengths gets an
-//! empty plan: rank order is already heaviest-first for it and keeps more of each stream shared.
+//! of shorter requests sort one by one.
+//!
+//! A batch whose requests all have the same lengths gets an empty plan when the kernels' own rank
+//! order already is this order: for short requests (rank order is heaviest-first) and for
+//! requests of at least [`RANK_GROUP_TILES`] tiles (the warp-specialised kernel then launches
+//! ranks in groups of [`RUN_TILES`], as runs; `hip/extend_ws.cuh`, `rank_group`). Uniform long
+//! requests of fewer tiles get a plan: rank order would spread each stream's tiles over the grid.
 //!
 //! Layout: int32 `[n, 2]` row-major, row `e` = `(request, rank)`.
 
@@ -25,6 +30,9 @@ pub const EXTEND_PLAN_COLS: usize = 2;
 pub const RUN_TILES: usize = 8;
 /// Requests with more keys than this have their tiles kept together in runs.
 pub const KEEP_TOGETHER_KEYS: usize = 512;
+/// Tiles per request from which the kernels' rank order groups ranks by themselves (kept equal to
+/// `2 * kRankGroup` of `hip/extend_ws.cuh`; a difference would cost speed, never correctness).
+pub const RANK_GROUP_TILES: usize = 2 * RUN_TILES;
 
 /// One query tile: its request, rank and the keys its last row sees (its cost, roughly).
 #[derive(Debug, Clone, Copy)]
@@ -56,10 +64,16 @@ fn request_tiles(
     })
 }
 
+/// The lengths every request with queries has, if they all have the same (and some have queries).
+fn uniform(lens: &[(usize, usize)]) -> Option<&(usize, usize)> {
+    let first = lens.iter().find(|(lq, _)| *lq > 0)?;
+    lens.iter().all(|l| l.0 == 0 || l == first).then_some(first)
+}
+
 /// The extend plan of a batch whose request `b` has `q_lens[b]` queries (`L_q`) and
 /// `kv_lens[b]` keys (`L_k`, the new tokens included), for `group` query heads per KV head and
 /// tiles of `tile_rows` rows. Returns the flat `[n * 2]` entries (see the module notes; empty
-/// for a uniform batch). Requests with no queries have no tiles.
+/// for most uniform batches). Requests with no queries have no tiles.
 ///
 /// Errors (`InvalidArgument`): lengths of different counts, a negative length, a request with
 /// more queries than keys, `group` or `tile_rows` of 0, or more than `i32::MAX` rows or entries.
@@ -111,9 +125,11 @@ pub fn extend_plan(
         }
         lens.push((lq, lk));
     }
-    let first = lens.iter().find(|(lq, _)| *lq > 0);
-    if lens.iter().all(|l| l.0 == 0 || Some(l) == first) {
-        return Ok(Vec::new());
+    if let Some(&(lq, lk)) = uniform(&lens) {
+        let tiles = (lq * group).div_ceil(tile_rows);
+        if lk <= KEEP_TOGETHER_KEYS || tiles >= RANK_GROUP_TILES {
+            return Ok(Vec::new());
+        }
     }
     // Runs of consecutive ranks, each listed rank 0 first, sorted by their first (heaviest) tile.
     let mut runs: Vec<Vec<Tile>> = Vec::new();
@@ -158,10 +174,19 @@ mod tests {
             .zip(k)
             .map(|(&a, &b)| (a as usize, b as usize))
             .collect();
-        let first = lens.iter().find(|l| l.0 > 0);
-        if lens.iter().all(|l| l.0 == 0 || Some(l) == first) {
-            assert!(got.is_empty(), "a uniform batch gets no plan");
+        if lens.iter().all(|l| l.0 == 0) {
+            assert!(got.is_empty(), "no queries, no tiles");
             return got;
+        }
+        if let Some(&(lq, lk)) = uniform(&lens) {
+            let tiles = (lq * group).div_ceil(rows);
+            if lk <= KEEP_TOGETHER_KEYS || tiles >= RANK_GROUP_TILES {
+                assert!(
+                    got.is_empty(),
+                    "a uniform batch the kernels order themselves gets no plan"
+                );
+                return got;
+            }
         }
         let mut want: Vec<(usize, usize)> = Vec::new();
         let mut keys = std::collections::HashMap::new();
@@ -203,8 +228,12 @@ mod tests {
     }
 
     #[test]
-    fn uniform_and_empty_batches_have_no_plan() {
-        assert!(extend_plan(&[128; 8], &[4224; 8], 4, 128)
+    fn uniform_batches() {
+        // Short requests, or long ones of 16+ tiles: the kernels' rank order is the plan's.
+        assert!(extend_plan(&[512; 8], &[512; 8], 4, 128)
+            .unwrap()
+            .is_empty());
+        assert!(extend_plan(&[2048; 8], &[6144; 8], 4, 128)
             .unwrap()
             .is_empty());
         assert!(extend_plan(&[], &[], 4, 128).unwrap().is_empty());
@@ -212,6 +241,10 @@ mod tests {
         assert!(extend_plan(&[0, 5, 5, 0], &[9, 7, 7, 0], 2, 64)
             .unwrap()
             .is_empty());
+        // Long requests of 4 tiles: each request's tiles in one run, requests in order.
+        let got = check(&[128; 3], &[4224; 3], 4, 128);
+        let want: Vec<(usize, usize)> = (0..3).flat_map(|b| (0..4).map(move |r| (b, r))).collect();
+        assert_eq!(got, want);
     }
 
     #[test]
