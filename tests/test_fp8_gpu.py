@@ -411,3 +411,17 @@ def test_bad_scales_rejected_on_gpu(monkeypatch):
     assert {(f.op, f.check) for f in ops.take_errors()} == {
         ("paged_decode", "v_scale"), ("extend_attention", "v_scale"), ("extend_attention", "k_scale"),
         ("store_kv", "k_scale")}
+
+
+@pytest.mark.parametrize("kv", [E4M3, E5M2], ids=NAME.get)
+@pytest.mark.parametrize("bound", [None, 256], ids=["ws", "short"])
+def test_extend_fp8_with_plan(kv, bound):
+    # An extend plan reorders the FP8 kernels' CTAs too (both kernels of sm_90a at D = 128).
+    lens, new = ([1003, 17, 130, 64, 600], [40, 17, 1, 64, 300]) if bound is None else \
+        ([1, 17, 256, 130, 64, 255], [1, 17, 40, 1, 64, 2])
+    plan = ops.extend_plan(new, lens, 8, 2, 128)
+    assert plan.tiles.shape[0] > 0
+    kw = {} if bound is None else {"max_kv_len": bound}
+    _extend_case(kv, 128, 16, "bshd", torch.bfloat16, True, lens, new, tables=False, seed=9,
+                 plan=plan, check=True, **kw)
+    assert ops.take_errors() == []
