@@ -498,6 +498,9 @@ def test_plan_checked_on_the_host(monkeypatch):
         extend_attention(*args, check=True, plan=radixkv.ops.ExtendPlan(bad, 4))
     with pytest.raises(radixkv.InvalidArgument, match="ExtendPlan"):
         extend_attention(*args, plan=(plan.tiles, 4))
+    if not GPU:  # no kernels to ask: a clear error, and tile_rows= builds the plan anyway
+        with pytest.raises(radixkv.InvalidArgument, match="extend kernels are not available"):
+            radixkv.ops.extend_tile_rows(64)
     with pytest.raises(radixkv.InvalidArgument, match="multiple of num_kv_heads"):
         radixkv.ops.extend_plan([1], [1], 3, 2, 64, tile_rows=4, device=torch.device("cpu"))
     with pytest.raises(radixkv.InvalidArgument, match="more queries than|queries but only"):

@@ -645,7 +645,11 @@ def extend_tile_rows(head_dim: int) -> int:
     :class:`radixkv.InvalidArgument` when the kernels are not built or lack ``head_dim``."""
     from radixkv.ops import loader  # noqa: PLC0415
 
-    loader.load()
+    try:
+        loader.load()
+    except (RuntimeError, OSError) as exc:
+        raise InvalidArgument(f"extend_tile_rows: the extend kernels are not available here ({exc}); "
+                              "pass tile_rows= to build a plan without them") from exc
     if not hasattr(torch.ops.radixkv, "extend_tile_rows"):
         _fail("extend_tile_rows: the extend kernels are not built")
     try:
