@@ -367,8 +367,7 @@ def decode_plan(kv_lens: Any, page_size: int, slots: Optional[int] = None, *,
     CPU)."""
     from radixkv import _core
 
-    if isinstance(kv_lens, torch.Tensor):
-        kv_lens = kv_lens.detach().to("cpu", torch.int64).numpy()
+    kv_lens = _host_ints(kv_lens, torch.int64)
     # A negative length plans as an empty request: the kernels clamp it and record the fault.
     kv_lens = np.maximum(np.asarray(kv_lens, dtype=np.int64).reshape(-1), 0)
     if num_splits is not None:
@@ -681,9 +680,11 @@ def extend_plan(q_lens: Any, kv_lens: Any, num_q_heads: int, num_kv_heads: int, 
     return ExtendPlan(torch.from_numpy(np.asarray(flat).reshape(-1, 2)).to(dev), rows)
 
 
-def _host_ints(x: Any) -> Any:
+def _host_ints(x: Any, dtype: torch.dtype = torch.int32) -> Any:
+    """``x`` as the Rust core's host lengths: a tensor read back as a NumPy array of ``dtype`` (a
+    GPU tensor synchronises); anything else (list, NumPy array) unchanged."""
     if isinstance(x, torch.Tensor):
-        return x.detach().to("cpu", torch.int32).numpy()
+        return x.detach().to("cpu", dtype).numpy()
     return x
 
 

@@ -22,6 +22,9 @@
 //!
 //! Layout: int32 `[n, 2]` row-major, row `e` = `(request, rank)`.
 
+use std::cmp::Reverse;
+use std::ops::Range;
+
 use crate::{CoreError, Result};
 
 /// int32 per plan entry.
@@ -68,6 +71,15 @@ fn request_tiles(
 fn uniform(lens: &[(usize, usize)]) -> Option<&(usize, usize)> {
     let first = lens.iter().find(|(lq, _)| *lq > 0)?;
     lens.iter().all(|l| l.0 == 0 || l == first).then_some(first)
+}
+
+/// Whether the kernels' own rank order already is the plan's order, so the plan is empty (module
+/// notes): every request with queries has the same lengths, and they are short (at most
+/// [`KEEP_TOGETHER_KEYS`] keys) or have at least [`RANK_GROUP_TILES`] tiles.
+fn rank_order_suffices(lens: &[(usize, usize)], group: usize, tile_rows: usize) -> bool {
+    uniform(lens).is_some_and(|&(lq, lk)| {
+        lk <= KEEP_TOGETHER_KEYS || (lq * group).div_ceil(tile_rows) >= RANK_GROUP_TILES
+    })
 }
 
 /// The extend plan of a batch whose request `b` has `q_lens[b]` queries (`L_q`) and
@@ -125,28 +137,36 @@ pub fn extend_plan(
         }
         lens.push((lq, lk));
     }
-    if let Some(&(lq, lk)) = uniform(&lens) {
-        let tiles = (lq * group).div_ceil(tile_rows);
-        if lk <= KEEP_TOGETHER_KEYS || tiles >= RANK_GROUP_TILES {
-            return Ok(Vec::new());
-        }
+    if rank_order_suffices(&lens, group, tile_rows) {
+        return Ok(Vec::new());
     }
-    // Runs of consecutive ranks, each listed rank 0 first, sorted by their first (heaviest) tile.
-    let mut runs: Vec<Vec<Tile>> = Vec::new();
+    // Every tile, request by request, rank 0 first; runs of consecutive ranks over them, each
+    // sorted by its first (heaviest) tile.
+    let mut tiles: Vec<Tile> = Vec::new();
+    tiles
+        .try_reserve_exact(total)
+        .map_err(|_| CoreError::invalid("cannot allocate the extend plan"))?;
+    let mut runs: Vec<Range<usize>> = Vec::new();
     for (b, &(lq, lk)) in lens.iter().enumerate() {
         let run = if lk > KEEP_TOGETHER_KEYS {
             RUN_TILES
         } else {
             1
         };
-        let tiles: Vec<Tile> = request_tiles(b, lq, lk, group, tile_rows).collect();
-        runs.extend(tiles.chunks(run).map(<[Tile]>::to_vec));
+        let start = tiles.len();
+        tiles.extend(request_tiles(b, lq, lk, group, tile_rows));
+        let end = tiles.len();
+        runs.extend((start..end).step_by(run).map(|s| s..(s + run).min(end)));
     }
-    runs.sort_by_key(|r| (std::cmp::Reverse(r[0].keys), r[0].req, r[0].rank));
+    // Keys are distinct ((req, rank) names one tile), so an unstable sort gives the one order.
+    runs.sort_unstable_by_key(|r| {
+        let t = &tiles[r.start];
+        (Reverse(t.keys), t.req, t.rank)
+    });
     let mut out = Vec::new();
     out.try_reserve_exact(total * EXTEND_PLAN_COLS)
         .map_err(|_| CoreError::invalid("cannot allocate the extend plan"))?;
-    for t in runs.iter().flatten() {
+    for t in runs.iter().flat_map(|r| &tiles[r.clone()]) {
         // Both fit: req < batch <= int32 entries, rank < tiles <= int32 entries.
         out.push(t.req as i32);
         out.push(t.rank as i32);
@@ -178,15 +198,12 @@ mod tests {
             assert!(got.is_empty(), "no queries, no tiles");
             return got;
         }
-        if let Some(&(lq, lk)) = uniform(&lens) {
-            let tiles = (lq * group).div_ceil(rows);
-            if lk <= KEEP_TOGETHER_KEYS || tiles >= RANK_GROUP_TILES {
-                assert!(
-                    got.is_empty(),
-                    "a uniform batch the kernels order themselves gets no plan"
-                );
-                return got;
-            }
+        if rank_order_suffices(&lens, group, rows) {
+            assert!(
+                got.is_empty(),
+                "a uniform batch the kernels order themselves gets no plan"
+            );
+            return got;
         }
         let mut want: Vec<(usize, usize)> = Vec::new();
         let mut keys = std::collections::HashMap::new();
