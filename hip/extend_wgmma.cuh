@@ -71,6 +71,11 @@ RK_DEVICE void fence_operands(Acc (&a)[N]) {
 #pragma unroll
     for (int i = 0; i < 8; ++i) fence_operand(a[b].x[i]);
 }
+template <class Acc, int M, int N>
+RK_DEVICE void fence_operands(Acc (&a)[M][N]) {
+#pragma unroll
+  for (int m = 0; m < M; ++m) fence_operands(a[m]);
+}
 
 
 // Accumulator operands of the products below: blocks of 8 floats, bound read-write ("+f") or,

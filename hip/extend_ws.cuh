@@ -64,6 +64,10 @@ struct Ring {
   // converts them. setmaxnreg.inc only takes registers that .dec released in the same CTA: the
   // split must fit the launch allocation (__launch_bounds__(kThreads, 1): 65536 / 384 rounded
   // down to 8 = 168 each).
+  // Stages per consumer step in the pair-step instance (extend_ws_kernel's kPairSteps): FP8's
+  // consumers have 8 registers fewer, too few for the S of two stages at once (ptxas would
+  // serialise the products), so they keep single tiles.
+  static constexpr int kPair = kF8 ? 1 : 2;
   static constexpr int kProducerRegs = kF8 ? 72 : 56;
   static constexpr int kConsumerRegs = kF8 ? 216 : 224;
   static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= (65536 / kThreads) / 8 * 8 * kThreads,
@@ -174,7 +178,13 @@ RK_DEVICE bool resolve_tile(const ExtendParams& p, int G, Tile& t) {
   return tile_span<kBM>(p, G, t.req, t.lq, tile, p.kv_lens[t.req], p.kv_indptr != nullptr ? p.kv_indptr[t.req] : 0, t);
 }
 
-template <class T, class KV, bool kRankOrder>
+// Launches whose contexts may exceed this many keys (the caller's max_kv_len) run the pair-step
+// instance of the rank-order kernel (kPairSteps: Ring::kPair tiles per consumer step), which saves
+// a turn hand-over, a row-max reduction and a rescale decision per pair of tiles; shorter ones
+// run the single-tile instance, whose smaller code a short CTA fetches (cold) faster.
+constexpr int kPairStepContext = 2048;
+
+template <class T, class KV, bool kRankOrder, bool kPairSteps = false>
 __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendParams p) {
 #if RK_HAS_WGMMA
   constexpr bool kF8 = IsFp8<KV>::value;
@@ -445,50 +455,80 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
     mbar_wait(full0 + 8 * (n % kStages), (n / kStages) & 1);
     wgmma::fence_proxy_async();
   };
-  Acc sc[kBN / 16];  // S of a tile, then its exponentials
-  Frag pf[kBN / 16];  // P operand of the tile whose P * V is next
+  // Groups of tiles: the pair-step instance steps over groups of kPair tiles (the turn hand-over,
+  // the waits, the row maxima and O's rescale come once per group), the other over single tiles.
+  // When the tile count is not a multiple of the group size, the last group holds one tile. Each
+  // group size has its own instance of the steps, so that every product sequence is straight-line
+  // code, which ptxas needs to keep the products asynchronous.
+  constexpr int kPair = kPairSteps ? R::kPair : 1;
+  using One = std::integral_constant<int, 1>;
+  using Full = std::integral_constant<int, kPair>;
+  Acc sc[kPair][kBN / 16];   // S of a group, then its exponentials
+  Frag pf[kPair][kBN / 16];  // P operand of the group whose P * V is next
   // Descriptors as base + offset: the start-address field holds address / 16 (shared addresses
   // below 2^18, offsets multiples of 16, so the sum never carries out of the field), which leaves
   // one add per product instead of re-encoding each address.
   const uint64_t k_desc = wgmma::desc_sw128(k_base, 16, 1024);
   const uint64_t v_desc = wgmma::desc_sw128(v_base, kBN * 128, 1024);
-  auto issue_s = [&](int n) {
-    const uint64_t ks = k_desc + uint32_t((n % kStages) * (kTileBytes / 16));
+  // The helpers below act on the group of tiles t .. t + kN - 1 (kN from the tag).
+  auto issue_s = [&](int t, auto n_tag) {
+    constexpr int kN = decltype(n_tag)::value;
 #pragma unroll
-    for (int kk = 0; kk < kD / 16; ++kk) {
-      const uint32_t ko = ((kk >> 2) * (kBN * 128) + (kk & 3) * 32) / 16;
-      wgmma::rs_m64n64k16<TC>(sc, qf[kk].x, ks + ko, kk > 0);
+    for (int h = 0; h < kN; ++h) {
+      const uint64_t ks = k_desc + uint32_t(((t + h) % kStages) * (kTileBytes / 16));
+#pragma unroll
+      for (int kk = 0; kk < kD / 16; ++kk) {
+        const uint32_t ko = ((kk >> 2) * (kBN * 128) + (kk & 3) * 32) / 16;
+        wgmma::rs_m64n64k16<TC>(sc[h], qf[kk].x, ks + ko, kk > 0);
+      }
     }
     wgmma::commit();
   };
-  auto issue_pv = [&](int n) {  // O += P V (V MN-major: 16 keys per step, both column halves)
-    const uint64_t vs = v_desc + uint32_t((n % kStages) * (kTileBytes / 16));
+  auto issue_pv = [&](int t, auto n_tag) {  // O += P V (V MN-major: 16 keys per step, both column halves)
+    constexpr int kN = decltype(n_tag)::value;
 #pragma unroll
-    for (int kb = 0; kb < kBN / 16; ++kb) wgmma::rs_m64n128k16<TC>(o, pf[kb].x, vs + uint32_t(kb * (16 * 128) / 16));
+    for (int h = 0; h < kN; ++h) {
+      const uint64_t vs = v_desc + uint32_t(((t + h) % kStages) * (kTileBytes / 16));
+#pragma unroll
+      for (int kb = 0; kb < kBN / 16; ++kb)
+        wgmma::rs_m64n128k16<TC>(o, pf[h][kb].x, vs + uint32_t(kb * (16 * 128) / 16));
+    }
     wgmma::commit();
   };
-  auto release = [&](int n) {  // this warp is done with tile n's stage
+  auto release = [&](int t, auto n_tag) {  // this warp is done with the group's stages
+    constexpr int kN = decltype(n_tag)::value;
     __syncwarp();
-    if (lane == 0) mbar_arrive(empty0 + 8 * (n % kStages));
+    if (lane == 0) {
+#pragma unroll
+      for (int h = 0; h < kN; ++h) mbar_arrive(empty0 + 8 * ((t + h) % kStages));
+    }
   };
-  // Tile n's S (in sc) -> mask, running max, l rescaled and extended, exponentials in sc
+  auto wait_group = [&](int t, auto n_tag) {
+    constexpr int kN = decltype(n_tag)::value;
+#pragma unroll
+    for (int h = 0; h < kN; ++h) wait_full(t + h);
+  };
+  // The group's S (in sc) -> mask, running max, l rescaled and extended, exponentials in sc
   // (extend_attention_kernel.cuh's stats and p_block). Returns whether O needs rescaling by corr.
   float corr[kSlots];
-  auto softmax = [&](int n, auto masked_tag) {
+  auto softmax = [&](int t, auto n_tag, auto masked_tag) {
+    constexpr int kN = decltype(n_tag)::value;
     constexpr bool kMasked = decltype(masked_tag)::value;
     float mx[kSlots];
 #pragma unroll
     for (int sl = 0; sl < kSlots; ++sl) mx[sl] = kNegInf;
 #pragma unroll
-    for (int kb = 0; kb < kBN / 16; ++kb)
+    for (int h = 0; h < kN; ++h)
 #pragma unroll
-      for (int i = 0; i < mma::kAccElems; ++i) {
-        if (kMasked) {
-          const int key = n * kBN + kb * 16 + mma::acc_other(i);
-          if (key > lim[mma::acc_slot(i)]) sc[kb].x[i] = kNegInf;
+      for (int kb = 0; kb < kBN / 16; ++kb)
+#pragma unroll
+        for (int i = 0; i < mma::kAccElems; ++i) {
+          if (kMasked) {
+            const int key = (t + h) * kBN + kb * 16 + mma::acc_other(i);
+            if (key > lim[mma::acc_slot(i)]) sc[h][kb].x[i] = kNegInf;
+          }
+          mx[mma::acc_slot(i)] = fmaxf(mx[mma::acc_slot(i)], sc[h][kb].x[i]);
         }
-        mx[mma::acc_slot(i)] = fmaxf(mx[mma::acc_slot(i)], sc[kb].x[i]);
-      }
     float m_use[kSlots];
     bool grew = false;
 #pragma unroll
@@ -502,13 +542,15 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
       l[sl] *= corr[sl];
     }
 #pragma unroll
-    for (int kb = 0; kb < kBN / 16; ++kb)
+    for (int h = 0; h < kN; ++h)
 #pragma unroll
-      for (int i = 0; i < mma::kAccElems; ++i) {
-        const float pv = fast_exp2(fmaf(sc[kb].x[i], cs, -m_use[mma::acc_slot(i)]));
-        sc[kb].x[i] = pv;
-        l[mma::acc_slot(i)] += pv;
-      }
+      for (int kb = 0; kb < kBN / 16; ++kb)
+#pragma unroll
+        for (int i = 0; i < mma::kAccElems; ++i) {
+          const float pv = fast_exp2(fmaf(sc[h][kb].x[i], cs, -m_use[mma::acc_slot(i)]));
+          sc[h][kb].x[i] = pv;
+          l[mma::acc_slot(i)] += pv;
+        }
     return warp_any(grew);
   };
   auto rescale = [&] {
@@ -517,52 +559,74 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
 #pragma unroll
       for (int i = 0; i < mma::kAccElems; ++i) o[db].x[i] *= corr[mma::acc_slot(i)];
   };
-  auto pack = [&] {
+  auto pack = [&](auto n_tag) {
+    constexpr int kN = decltype(n_tag)::value;
 #pragma unroll
-    for (int kb = 0; kb < kBN / 16; ++kb) mma::p_from_acc<TC>(pf[kb], sc[kb]);
+    for (int h = 0; h < kN; ++h)
+#pragma unroll
+      for (int kb = 0; kb < kBN / 16; ++kb) mma::p_from_acc<TC>(pf[h][kb], sc[h][kb]);
   };
-
-  // Tile 0: its S on this consumer's turn, its softmax.
-  wait_full(0);
-  bar_sync(kBarTurn + c, 256);
-  wgmma::fence();
-  issue_s(0);
-  bar_arrive(kBarTurn + (1 - c), 256);
-  wgmma::wait<0>();
-  wgmma::fence_operands(sc);
-  if (n_dense > 0 ? softmax(0, MaskTag<false>{}) : softmax(0, MaskTag<true>{})) rescale();
-  pack();
-  // Step n (on this consumer's turn): issue S of tile n + 1 and P V of tile n; tile n + 1's
-  // softmax starts while P V of tile n is in flight (ptxas places the wait for it after the row
-  // maxima, before the exponentials); O is rescaled once that product is done. wgmma groups
-  // complete in order: [S(n + 1), PV(n)].
-  auto step = [&](int n, auto masked_tag) {
-    wait_full(n + 1);
-    bar_sync(kBarTurn + c, 256);
-    wgmma::fence_operands(o);
-    wgmma::fence();
-    issue_s(n + 1);
-    issue_pv(n);
-    bar_arrive(kBarTurn + (1 - c), 256);
-    wgmma::wait<1>();
-    wgmma::fence_operands(sc);
-    const bool grew = softmax(n + 1, masked_tag);
-    wgmma::wait<0>();
-    wgmma::fence_operands(o);
-    release(n);
-    if (grew) rescale();
-    pack();
+  // Every tile in groups of kG (from the tag); group j is tiles kG j .. kG j + kG - 1.
+  auto run = [&](auto g_tag) {
+    constexpr int kG = decltype(g_tag)::value;
+    const bool odd = n_kv_tiles % kG != 0;
+    const int n_groups = (n_kv_tiles + kG - 1) / kG;
+    const int n_full = n_groups - (odd ? 1 : 0);  // groups of kG tiles
+    const int n_dense_groups = n_dense / kG;      // groups whose every key every row sees
+    // Group 0: its S on this consumer's turn, its softmax.
+    auto first = [&](auto n_tag) {
+      wait_group(0, n_tag);
+      bar_sync(kBarTurn + c, 256);
+      wgmma::fence();
+      issue_s(0, n_tag);
+      bar_arrive(kBarTurn + (1 - c), 256);
+      wgmma::wait<0>();
+      wgmma::fence_operands(sc);
+      if (n_dense_groups > 0 ? softmax(0, n_tag, MaskTag<false>{}) : softmax(0, n_tag, MaskTag<true>{})) rescale();
+      pack(n_tag);
+    };
+    // Step j (on this consumer's turn): issue S of group j + 1 (n_tag tiles) and P V of group j;
+    // group j + 1's softmax starts while P V of group j is in flight (ptxas places the wait for it
+    // after the row maxima, before the exponentials); O is rescaled once that product is done.
+    // wgmma groups complete in order: [S(j + 1), PV(j)].
+    auto step = [&](int j, auto n_tag, auto masked_tag) {
+      wait_group(kG * (j + 1), n_tag);
+      bar_sync(kBarTurn + c, 256);
+      wgmma::fence_operands(o);
+      wgmma::fence();
+      issue_s(kG * (j + 1), n_tag);
+      issue_pv(kG * j, g_tag);
+      bar_arrive(kBarTurn + (1 - c), 256);
+      wgmma::wait<1>();
+      wgmma::fence_operands(sc);
+      const bool grew = softmax(kG * (j + 1), n_tag, masked_tag);
+      wgmma::wait<0>();
+      wgmma::fence_operands(o);
+      release(kG * j, g_tag);
+      if (grew) rescale();
+      pack(n_tag);
+    };
+    auto last = [&](int j, auto n_tag) {  // P V of the last group
+      wgmma::fence_operands(o);
+      wgmma::fence();
+      issue_pv(kG * j, n_tag);
+      wgmma::wait<0>();
+      wgmma::fence_operands(o);
+      release(kG * j, n_tag);
+    };
+    if (n_full > 0) first(g_tag);
+    else first(One{});
+    int j = 0;
+    for (; j + 1 < min(n_dense_groups, n_full); ++j) step(j, g_tag, MaskTag<false>{});  // a short last group is never dense
+    for (; j + 1 < n_full; ++j) step(j, g_tag, MaskTag<true>{});
+    if (odd && j + 1 < n_groups) {
+      step(j, One{}, MaskTag<true>{});
+      ++j;
+    }
+    if (odd) last(j, One{});
+    else last(j, g_tag);
   };
-  int n = 0;
-  for (; n + 1 < min(n_dense, n_kv_tiles); ++n) step(n, MaskTag<false>{});
-  for (; n + 1 < n_kv_tiles; ++n) step(n, MaskTag<true>{});
-  // P V of the last tile.
-  wgmma::fence_operands(o);
-  wgmma::fence();
-  issue_pv(n);
-  wgmma::wait<0>();
-  wgmma::fence_operands(o);
-  release(n);
+  run(Full{});
   if (c == 0) bar_sync(kBarTurn + 0, 256);  // consumer 1's last turn hand-over
 
   // Normalise, stage through the Q tile (both consumers are done reading it: the barrier), store
@@ -659,6 +723,11 @@ bool try_launch_ws(const ExtendParams& p, Stream stream) {
     const bool rank = (pp.tile_plan != nullptr || b <= 2 * a) && slots * p.num_kv_heads <= 0x7fffffff;
     if (!rank && gx > 0x7fffffff) throw LaunchError("radixkv extend_attention: grid too large");
     auto kernel = rank ? ws::extend_ws_kernel<T, KV, true> : ws::extend_ws_kernel<T, KV, false>;
+    // Long contexts step over pairs of tiles (rank order only: request order, find_tile, leaves
+    // too few registers for the pair steps).
+    if constexpr (ws::Ring<IsFp8<KV>::value>::kPair > 1) {
+      if (rank && p.max_kv_len > ws::kPairStepContext) kernel = ws::extend_ws_kernel<T, KV, true, true>;
+    }
     const dim3 grid = rank ? dim3(unsigned(slots * p.num_kv_heads)) : dim3(unsigned(gx), p.num_kv_heads);
     constexpr int kSmem = ws::Ring<IsFp8<KV>::value>::kSmemBytes;
     allow_dynamic_smem(kernel, kSmem);
