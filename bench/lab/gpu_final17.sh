@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/lab/gpu_final17.sh -- session 17's closing H200 call on the full library prebuilt here
 # (bench/prebuild.sh): every GPU test file, bench/kernels_extend.py's grid and ragged batches (with
-# and without the extend plan) against FlashInfer fa2 / fa3, then the demo on cuda.
+# and without the extend plan) against FlashInfer fa2 / fa3, where pair steps would pay below 2048
+# keys (bench/lab/ext17_pair_bound.py), then the demo on cuda.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 source bench/gpu_env.sh
@@ -16,8 +17,10 @@ run_logged "GPU tests" "$OUT/pytest_gpu.txt" 330 python3 -m pytest -q -p no:cach
 grep -E "^FAILED|^ERROR" "$OUT/pytest_gpu.txt" | head -20
 run_logged grid "$OUT/extend.log" 150 python3 bench/kernels_extend.py --out "$OUT"
 grep -E "^\| " "$OUT/extend.log" | tail -19
-run_logged ragged "$OUT/ragged.log" 150 python3 bench/kernels_extend.py --ragged --out "$OUT"
-grep -E "^\[ragged" "$OUT/ragged.log"
-run_logged demo "$OUT/demo.txt" 90 python3 -m radixkv demo --device cuda --json "$OUT/demo_cuda.json"
+run_logged ragged /tmp/ragged.log 150 python3 bench/kernels_extend.py --ragged --out "$OUT"
+grep -E "^\[ragged" /tmp/ragged.log
+RADIXKV_OPS_BACKEND=extension run_logged pair_bound "$OUT/pair_bound.log" 90 python3 bench/lab/ext17_pair_bound.py
+grep -E "^\[pair" "$OUT/pair_bound.log"
+run_logged demo "$OUT/demo.txt" 90 python3 -m radixkv demo --device cuda --json /tmp/demo_cuda.json
 tail -5 "$OUT/demo.txt"
 stamp done
