@@ -751,9 +751,9 @@ def extend_attention(
     ``[N_q, H_q, D]`` in q's dtype. ``max_q_len`` (optional) bounds ``L_q`` so the kernel's grid
     can be sized without reading qo_indptr on the host; by default ``N_q`` is the bound.
     ``max_kv_len`` (optional, a host int: FlashAttention's ``max_seqlen_k``, a metadata object's
-    ``max_seq_len``) bounds every ``kv_lens`` entry; it only picks the kernel (short contexts run
-    one that fits two CTAs per SM on sm_90a), so a value below a real length costs speed, never
-    correctness.
+    ``max_seq_len``) bounds every ``kv_lens`` entry; it only picks the kernel (on sm_90a short
+    contexts run one that fits two CTAs per SM, and 16-bit caches past 2048 keys one that steps
+    over pairs of key tiles), so a value below a real length costs speed, never correctness.
     ``sm_scale`` must be finite and positive. ``check``: read the index tensors on the host and
     reject bad metadata naming the request (a request with more queries than keys, a ``qo_indptr``
     that decreases or does not end at ``N_q``, pages out of range), and raise after the op on any
