@@ -149,13 +149,12 @@ RK_DEVICE bool resolve_tile(const ExtendParams& p, int G, Tile& t) {
   int tile;
   if (kRankOrder) {
     int rank;
+    const int lin = blockIdx.x;
     if (p.tile_plan != nullptr) {  // the plan's order (extend_attention.h)
-      const int lin = blockIdx.x;
       t.kvh = lin % p.num_kv_heads;
       if (!plan_entry(p, lin / p.num_kv_heads, t.req, rank)) return false;
     } else {
       const int group = rank_group((int64_t(p.max_q_len) * G + kBM - 1) / kBM);
-      const int lin = blockIdx.x;
       const int y = lin / group;
       t.kvh = y % p.num_kv_heads;
       const int x = y / p.num_kv_heads;
@@ -178,10 +177,10 @@ RK_DEVICE bool resolve_tile(const ExtendParams& p, int G, Tile& t) {
   return tile_span<kBM>(p, G, t.req, t.lq, tile, p.kv_lens[t.req], p.kv_indptr != nullptr ? p.kv_indptr[t.req] : 0, t);
 }
 
-// Launches whose contexts may exceed this many keys (the caller's max_kv_len) run the pair-step
-// instance of the rank-order kernel (kPairSteps: Ring::kPair tiles per consumer step), which saves
-// a turn hand-over, a row-max reduction and a rescale decision per pair of tiles; shorter ones
-// run the single-tile instance, whose smaller code a short CTA fetches (cold) faster.
+// Launches whose contexts may hold this many keys or more (the caller's max_kv_len) run the
+// pair-step instance of the rank-order kernel (kPairSteps: Ring::kPair tiles per consumer step),
+// which saves a turn hand-over, a row-max reduction and a rescale decision per pair of tiles;
+// shorter ones run the single-tile instance, whose smaller code a short CTA fetches (cold) faster.
 constexpr int kPairStepContext = 2048;
 
 template <class T, class KV, bool kRankOrder, bool kPairSteps = false>
@@ -455,16 +454,16 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
     mbar_wait(full0 + 8 * (n % kStages), (n / kStages) & 1);
     wgmma::fence_proxy_async();
   };
-  // Groups of tiles: the pair-step instance steps over groups of kPair tiles (the turn hand-over,
+  // Groups of tiles: the pair-step instance steps over groups of kGroup tiles (the turn hand-over,
   // the waits, the row maxima and O's rescale come once per group), the other over single tiles.
   // When the tile count is not a multiple of the group size, the last group holds one tile. Each
   // group size has its own instance of the steps, so that every product sequence is straight-line
   // code, which ptxas needs to keep the products asynchronous.
-  constexpr int kPair = kPairSteps ? R::kPair : 1;
+  constexpr int kGroup = kPairSteps ? R::kPair : 1;
   using One = std::integral_constant<int, 1>;
-  using Full = std::integral_constant<int, kPair>;
-  Acc sc[kPair][kBN / 16];   // S of a group, then its exponentials
-  Frag pf[kPair][kBN / 16];  // P operand of the group whose P * V is next
+  using Full = std::integral_constant<int, kGroup>;
+  Acc sc[kGroup][kBN / 16];   // S of a group, then its exponentials
+  Frag pf[kGroup][kBN / 16];  // P operand of the group whose P * V is next
   // Descriptors as base + offset: the start-address field holds address / 16 (shared addresses
   // below 2^18, offsets multiples of 16, so the sum never carries out of the field), which leaves
   // one add per product instead of re-encoding each address.
@@ -566,67 +565,63 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
 #pragma unroll
       for (int kb = 0; kb < kBN / 16; ++kb) mma::p_from_acc<TC>(pf[h][kb], sc[h][kb]);
   };
-  // Every tile in groups of kG (from the tag); group j is tiles kG j .. kG j + kG - 1.
-  auto run = [&](auto g_tag) {
-    constexpr int kG = decltype(g_tag)::value;
-    const bool odd = n_kv_tiles % kG != 0;
-    const int n_groups = (n_kv_tiles + kG - 1) / kG;
-    const int n_full = n_groups - (odd ? 1 : 0);  // groups of kG tiles
-    const int n_dense_groups = n_dense / kG;      // groups whose every key every row sees
-    // Group 0: its S on this consumer's turn, its softmax.
-    auto first = [&](auto n_tag) {
-      wait_group(0, n_tag);
-      bar_sync(kBarTurn + c, 256);
-      wgmma::fence();
-      issue_s(0, n_tag);
-      bar_arrive(kBarTurn + (1 - c), 256);
-      wgmma::wait<0>();
-      wgmma::fence_operands(sc);
-      if (n_dense_groups > 0 ? softmax(0, n_tag, MaskTag<false>{}) : softmax(0, n_tag, MaskTag<true>{})) rescale();
-      pack(n_tag);
-    };
-    // Step j (on this consumer's turn): issue S of group j + 1 (n_tag tiles) and P V of group j;
-    // group j + 1's softmax starts while P V of group j is in flight (ptxas places the wait for it
-    // after the row maxima, before the exponentials); O is rescaled once that product is done.
-    // wgmma groups complete in order: [S(j + 1), PV(j)].
-    auto step = [&](int j, auto n_tag, auto masked_tag) {
-      wait_group(kG * (j + 1), n_tag);
-      bar_sync(kBarTurn + c, 256);
-      wgmma::fence_operands(o);
-      wgmma::fence();
-      issue_s(kG * (j + 1), n_tag);
-      issue_pv(kG * j, g_tag);
-      bar_arrive(kBarTurn + (1 - c), 256);
-      wgmma::wait<1>();
-      wgmma::fence_operands(sc);
-      const bool grew = softmax(kG * (j + 1), n_tag, masked_tag);
-      wgmma::wait<0>();
-      wgmma::fence_operands(o);
-      release(kG * j, g_tag);
-      if (grew) rescale();
-      pack(n_tag);
-    };
-    auto last = [&](int j, auto n_tag) {  // P V of the last group
-      wgmma::fence_operands(o);
-      wgmma::fence();
-      issue_pv(kG * j, n_tag);
-      wgmma::wait<0>();
-      wgmma::fence_operands(o);
-      release(kG * j, n_tag);
-    };
-    if (n_full > 0) first(g_tag);
-    else first(One{});
-    int j = 0;
-    for (; j + 1 < min(n_dense_groups, n_full); ++j) step(j, g_tag, MaskTag<false>{});  // a short last group is never dense
-    for (; j + 1 < n_full; ++j) step(j, g_tag, MaskTag<true>{});
-    if (odd && j + 1 < n_groups) {
-      step(j, One{}, MaskTag<true>{});
-      ++j;
-    }
-    if (odd) last(j, One{});
-    else last(j, g_tag);
+  // Every tile in groups of kGroup; group j is tiles kGroup j .. kGroup j + kGroup - 1.
+  const bool odd = n_kv_tiles % kGroup != 0;
+  const int n_groups = (n_kv_tiles + kGroup - 1) / kGroup;
+  const int n_full = n_groups - (odd ? 1 : 0);  // groups of kGroup tiles
+  const int n_dense_groups = n_dense / kGroup;  // groups whose every key every row sees
+  // Group 0: its S on this consumer's turn, its softmax.
+  auto first = [&](auto n_tag) {
+    wait_group(0, n_tag);
+    bar_sync(kBarTurn + c, 256);
+    wgmma::fence();
+    issue_s(0, n_tag);
+    bar_arrive(kBarTurn + (1 - c), 256);
+    wgmma::wait<0>();
+    wgmma::fence_operands(sc);
+    if (n_dense_groups > 0 ? softmax(0, n_tag, MaskTag<false>{}) : softmax(0, n_tag, MaskTag<true>{})) rescale();
+    pack(n_tag);
   };
-  run(Full{});
+  // Step j (on this consumer's turn): issue S of group j + 1 (n_tag tiles) and P V of group j;
+  // group j + 1's softmax starts while P V of group j is in flight (ptxas places the wait for it
+  // after the row maxima, before the exponentials); O is rescaled once that product is done.
+  // wgmma groups complete in order: [S(j + 1), PV(j)].
+  auto step = [&](int j, auto n_tag, auto masked_tag) {
+    wait_group(kGroup * (j + 1), n_tag);
+    bar_sync(kBarTurn + c, 256);
+    wgmma::fence_operands(o);
+    wgmma::fence();
+    issue_s(kGroup * (j + 1), n_tag);
+    issue_pv(kGroup * j, Full{});
+    bar_arrive(kBarTurn + (1 - c), 256);
+    wgmma::wait<1>();
+    wgmma::fence_operands(sc);
+    const bool grew = softmax(kGroup * (j + 1), n_tag, masked_tag);
+    wgmma::wait<0>();
+    wgmma::fence_operands(o);
+    release(kGroup * j, Full{});
+    if (grew) rescale();
+    pack(n_tag);
+  };
+  auto last = [&](int j, auto n_tag) {  // P V of the last group
+    wgmma::fence_operands(o);
+    wgmma::fence();
+    issue_pv(kGroup * j, n_tag);
+    wgmma::wait<0>();
+    wgmma::fence_operands(o);
+    release(kGroup * j, n_tag);
+  };
+  if (n_full > 0) first(Full{});
+  else first(One{});
+  int j = 0;
+  for (; j + 1 < min(n_dense_groups, n_full); ++j) step(j, Full{}, MaskTag<false>{});  // a short last group is never dense
+  for (; j + 1 < n_full; ++j) step(j, Full{}, MaskTag<true>{});
+  if (odd && j + 1 < n_groups) {
+    step(j, One{}, MaskTag<true>{});
+    ++j;
+  }
+  if (odd) last(j, One{});
+  else last(j, Full{});
   if (c == 0) bar_sync(kBarTurn + 0, 256);  // consumer 1's last turn hand-over
 
   // Normalise, stage through the Q tile (both consumers are done reading it: the barrier), store
@@ -726,7 +721,7 @@ bool try_launch_ws(const ExtendParams& p, Stream stream) {
     // Long contexts step over pairs of tiles (rank order only: request order, find_tile, leaves
     // too few registers for the pair steps).
     if constexpr (ws::Ring<IsFp8<KV>::value>::kPair > 1) {
-      if (rank && p.max_kv_len > ws::kPairStepContext) kernel = ws::extend_ws_kernel<T, KV, true, true>;
+      if (rank && p.max_kv_len >= ws::kPairStepContext) kernel = ws::extend_ws_kernel<T, KV, true, true>;
     }
     const dim3 grid = rank ? dim3(unsigned(slots * p.num_kv_heads)) : dim3(unsigned(gx), p.num_kv_heads);
     constexpr int kSmem = ws::Ring<IsFp8<KV>::value>::kSmemBytes;

@@ -173,6 +173,7 @@ def test_rank_order_grouped():
 # Long prefixes in rank order: every CTA sees 33-37 tiles of 64 keys (odd and even counts, the
 # masked tiles at different offsets, the ring of stages wrapping several times).
 LONG = [(2047, 64), (2100, 129), (1990, 96), (2200, 77)]
+LONG_BOUND = max(p + e for p, e in LONG)  # its longest context
 
 
 @gpu
@@ -181,22 +182,25 @@ LONG = [(2047, 64), (2100, 129), (1990, 96), (2200, 77)]
 def test_long_prefix_rank_order(dtype, page_size):
     batch = Batch(LONG, page_size=page_size, h_kv=2, group=4, dim=128, dtype=dtype, seed=page_size + 40)
     _check(batch, dtype, max_q_len=max(e for _, e in LONG))
-    # Contexts past 2048 keys, said so: the sm_90a kernel's pair steps (two tiles per consumer
+    # Contexts of 2048 keys or more, said so: the sm_90a kernel's pair steps (two tiles per consumer
     # step, a one-tile last step for odd counts).
-    _check(batch, dtype, max_q_len=max(e for _, e in LONG), max_kv_len=max(p + e for p, e in LONG))
+    _check(batch, dtype, max_q_len=max(e for _, e in LONG), max_kv_len=LONG_BOUND)
 
 
 # Pair steps in a ragged batch: beside one long context, requests of 1 and 2 key tiles (no whole
-# pair), 64 keys exactly, and a long prefix with 2 new tokens.
+# pair), 64 keys exactly, and a long prefix with 2 new tokens; and a batch whose longest context
+# is the 2048 keys from which a bound picks the pair steps.
 PAIR_RAGGED = [(3000, 70), (0, 1), (5, 60), (0, 64), (2047, 2), (63, 66)]
+PAIR_AT_BOUND = [(1900, 148), (0, 33), (2047, 1), (100, 29)]
 
 
 @gpu
 @pytest.mark.parametrize("page_size", [1, 16])
-def test_pair_steps_ragged(page_size):
-    batch = Batch(PAIR_RAGGED, page_size=page_size, h_kv=2, group=4, dim=128, dtype=torch.bfloat16,
+@pytest.mark.parametrize("specs", [PAIR_RAGGED, PAIR_AT_BOUND], ids=["ragged", "at_bound"])
+def test_pair_steps_ragged(page_size, specs):
+    batch = Batch(specs, page_size=page_size, h_kv=2, group=4, dim=128, dtype=torch.bfloat16,
                   seed=page_size + 70)
-    _check(batch, torch.bfloat16, max_q_len=70, max_kv_len=3070)
+    _check(batch, torch.bfloat16, max_q_len=max(e for _, e in specs), max_kv_len=max(p + e for p, e in specs))
 
 
 # Short contexts, up to the 512 keys below which max_kv_len picks the kernel that fits two CTAs per
@@ -250,12 +254,12 @@ def _plan(batch: Batch, **kw) -> radixkv.ops.ExtendPlan:
 @gpu
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 @pytest.mark.parametrize("page_size", [1, 16, 64])
-@pytest.mark.parametrize("specs,bound", [(MIXED, None), (SHORT, SHORT_BOUND), (LONG, max(p + e for p, e in LONG))],
+@pytest.mark.parametrize("specs,bound", [(MIXED, None), (SHORT, SHORT_BOUND), (LONG, LONG_BOUND)],
                          ids=["mixed", "short", "long"])
 def test_plan_order_is_exact(dtype, page_size, specs, bound):
     # The plan only reorders the CTAs: each tile is computed as without it, so the output is the
     # same bits (and within the reference's tolerance), with both kernels of sm_90a and the
-    # warp-specialised one's pair steps, which a bound past 2048 keys picks (LONG runs in rank
+    # warp-specialised one's pair steps, which a bound of 2048 keys or more picks (LONG runs in rank
     # order with or without the plan, so the same instance computes both).
     batch = Batch(specs, page_size=page_size, h_kv=2, group=4, dim=128, dtype=dtype,
                   block_tables=page_size == 64, seed=page_size + 80)

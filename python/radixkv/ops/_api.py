@@ -752,7 +752,7 @@ def extend_attention(
     can be sized without reading qo_indptr on the host; by default ``N_q`` is the bound.
     ``max_kv_len`` (optional, a host int: FlashAttention's ``max_seqlen_k``, a metadata object's
     ``max_seq_len``) bounds every ``kv_lens`` entry; it only picks the kernel (on sm_90a short
-    contexts run one that fits two CTAs per SM, and 16-bit caches past 2048 keys one that steps
+    contexts run one that fits two CTAs per SM, and 16-bit caches from 2048 keys one that steps
     over pairs of key tiles), so a value below a real length costs speed, never correctness.
     ``sm_scale`` must be finite and positive. ``check``: read the index tensors on the host and
     reject bad metadata naming the request (a request with more queries than keys, a ``qo_indptr``
