@@ -22,6 +22,8 @@
 // resets to zero afterwards, merges the partials: no second kernel, no host sync, CUDA-graph safe.
 #pragma once
 
+#include <type_traits>
+
 #include "dispatch.h"
 #include "fp8_decode.h"
 #include "guard.h"
@@ -204,11 +206,16 @@ using WideShape = DefaultShape<D>;
 // in flight per warp what the 16-bit shapes have (NVIDIA: 4 of 5 stages of 8 KB at D = 128 vs 2
 // of 3 of 16 KB), and the shared memory is that of the 16-bit shapes plus less than one stage.
 // NVIDIA narrow form: direct fragments (no converted tile), so twice the 16-bit stages fit in the
-// 16-bit shapes' shared memory: 5 of 6 stages of 8 KB in flight at D = 128.
+// 16-bit shapes' shared memory: 5 of 6 stages of 8 KB in flight at D = 128. `longer`: the shape
+// of one-block-per-SM grids whose units are long (kLongUnitKeys). An FP8 key costs more
+// instructions than a 16-bit one, and with 4 warps each scheduler has one warp to issue from, so
+// the same shared memory goes to 8 warps of 3 stages; short units keep the 4-warp shape, whose
+// warps hold more of their few tiles in flight.
 template <int D, bool kF8, bool kNarrow = false>
 struct ShapesOf {
   using dflt = DefaultShape<D>;
   using wide = WideShape<D>;
+  using longer = dflt;
 };
 template <int D, bool kNarrow>
 struct ShapesOf<D, true, kNarrow> {
@@ -216,11 +223,16 @@ struct ShapesOf<D, true, kNarrow> {
   static constexpr int kMinus = kNarrow ? 0 : 1;
   using dflt = Shape<D, DefaultShape<D>::W, DefaultShape<D>::KEYS, 2 * DefaultShape<D>::S - kMinus, 1, kNarrow>;
   using wide = Shape<D, WideShape<D>::W, WideShape<D>::KEYS, 2 * WideShape<D>::S - kMinus, 1, kNarrow>;
+  using longer = std::conditional_t<kNarrow, Shape<D, 2 * DefaultShape<D>::W, DefaultShape<D>::KEYS, DefaultShape<D>::S, 1, true>, dflt>;
+  static_assert(longer::kSmemBytes <= dflt::kSmemBytes, "the long-unit shape fits where the default does");
 #else
   using dflt = Shape<D, DefaultShape<D>::W, DefaultShape<D>::KEYS, DefaultShape<D>::S, 1>;
   using wide = dflt;
+  using longer = dflt;
 #endif
 };
+// Units of at least this many keys (estimated on the host: see launch_sized) take `longer`.
+constexpr int64_t kLongUnitKeys = 1024;
 
 template <int KEYS>
 struct MaskOf { using type = uint32_t; };
@@ -934,13 +946,21 @@ void launch_shape(const PagedDecodeParams& p, Stream stream) {
 }
 
 // The shape for this grid: 192 KB blocks while the grid fits one block per SM, else 96 KB ones.
+// Among the former, units that are long on average take the `longer` shape (FP8). The host does
+// not see the lengths, so the page list bounds them: its entries (CSR) or rows times columns
+// (block tables), in tokens, over the plan's rows. A plan sized for graph replay has rows to
+// spare, which only lowers the estimate (the default shape, correct either way).
 template <class T, int D, int PS, bool kNarrow, class KV = T>
 void launch_sized(const PagedDecodeParams& p, Stream stream) {
   const int64_t blocks = static_cast<int64_t>(p.plan_capacity) * p.num_kv_heads * head_chunks(p);
-  using Wide = typename ShapesOf<D, IsFp8<KV>::value, kNarrow>::wide;
-  using Default = typename ShapesOf<D, IsFp8<KV>::value, kNarrow>::dflt;
-  if (blocks > sm_count()) return launch_shape<T, PS, Wide, kNarrow, KV>(p, stream);
-  launch_shape<T, PS, Default, kNarrow, KV>(p, stream);
+  using Shapes = ShapesOf<D, IsFp8<KV>::value, kNarrow>;
+  if (blocks > sm_count()) return launch_shape<T, PS, typename Shapes::wide, kNarrow, KV>(p, stream);
+  if constexpr (!std::is_same<typename Shapes::longer, typename Shapes::dflt>::value) {
+    const int64_t pages = p.kv_indptr != nullptr ? p.table_len : int64_t(p.batch) * p.table_cols;
+    if (p.plan_capacity > 0 && pages * PS >= kLongUnitKeys * p.plan_capacity)
+      return launch_shape<T, PS, typename Shapes::longer, kNarrow, KV>(p, stream);
+  }
+  launch_shape<T, PS, typename Shapes::dflt, kNarrow, KV>(p, stream);
 }
 
 // The form and shape for this call: GQA groups of at most 8 run the narrow (transposed) form on
