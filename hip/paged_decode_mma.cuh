@@ -207,10 +207,11 @@ using WideShape = DefaultShape<D>;
 // of 3 of 16 KB), and the shared memory is that of the 16-bit shapes plus less than one stage.
 // NVIDIA narrow form: direct fragments (no converted tile), so twice the 16-bit stages fit in the
 // 16-bit shapes' shared memory: 5 of 6 stages of 8 KB in flight at D = 128. `longer`: the shape
-// of one-block-per-SM grids whose units are long (kLongUnitKeys). An FP8 key costs more
-// instructions than a 16-bit one, and with 4 warps each scheduler has one warp to issue from, so
-// the same shared memory goes to 8 warps of 3 stages; short units keep the 4-warp shape, whose
-// warps hold more of their few tiles in flight.
+// of units that are long (kLongUnitKeys), whatever the grid. An FP8 key costs more instructions
+// than a 16-bit one, and with 4 warps each scheduler has one warp to issue from, so the 192 KB of
+// the one-block-per-SM shape go to 8 warps of 3 stages; on long units that also beats the two
+// 96 KB blocks per SM of large grids, whose 16-key tiles pay each tile's fixed costs twice as
+// often. Short units keep the 4-warp shapes, whose warps hold more of their few tiles in flight.
 template <int D, bool kF8, bool kNarrow = false>
 struct ShapesOf {
   using dflt = DefaultShape<D>;
@@ -925,6 +926,17 @@ inline int sm_count() {
   return known[dev];
 }
 
+// Raise a shape's dynamic shared-memory limit once per device (a host call, not a stream op).
+template <class T, int PS, class C, bool kNarrow, class KV = T>
+void allow_shape_smem() {
+  static bool attr_set[64] = {};
+  const int dev = current_device();
+  if (dev < 0 || dev >= 64 || !attr_set[dev]) {
+    allow_dynamic_smem(decode_kernel<T, PS, C, kNarrow, KV>, C::kSmemBytes);
+    if (dev >= 0 && dev < 64) attr_set[dev] = true;
+  }
+}
+
 template <class T, int PS, class C, bool kNarrow, class KV = T>
 void launch_shape(const PagedDecodeParams& p, Stream stream) {
   const int chunks = head_chunks(p);
@@ -932,34 +944,32 @@ void launch_shape(const PagedDecodeParams& p, Stream stream) {
   const int gy = p.plan_capacity < kMaxGridY ? p.plan_capacity : kMaxGridY;
   const dim3 grid(p.num_kv_heads * chunks, gy, (p.plan_capacity + gy - 1) / gy);
   auto kernel = decode_kernel<T, PS, C, kNarrow, KV>;
-  // Raise the dynamic shared-memory limit once per device (a host call; done by the first,
-  // uncaptured call, so graph capture never meets it).
-  static bool attr_set[64] = {};
-  const int dev = current_device();
-  if (dev < 0 || dev >= 64 || !attr_set[dev]) {
-    allow_dynamic_smem(kernel, C::kSmemBytes);
-    if (dev >= 0 && dev < 64) attr_set[dev] = true;
-  }
+  allow_shape_smem<T, PS, C, kNarrow, KV>();
   kernel<<<grid, C::kThreads, C::kSmemBytes, static_cast<stream_t>(stream)>>>(p);
   const error_t e = last_error();
   if (e != kSuccess) throw LaunchError(std::string("radixkv paged_decode launch: ") + error_string(e));
 }
 
-// The shape for this grid: 192 KB blocks while the grid fits one block per SM, else 96 KB ones.
-// Among the former, units that are long on average take the `longer` shape (FP8). The host does
+// The shape for this launch: units that are long on average take the `longer` shape (FP8);
+// otherwise 192 KB blocks while the grid fits one block per SM, else 96 KB ones. The host does
 // not see the lengths, so the page list bounds them: its entries (CSR) or rows times columns
 // (block tables), in tokens, over the plan's rows. A plan sized for graph replay has rows to
-// spare, which only lowers the estimate (the default shape, correct either way).
+// spare, which only lowers the estimate (a 4-warp shape, correct either way).
 template <class T, int D, int PS, bool kNarrow, class KV = T>
 void launch_sized(const PagedDecodeParams& p, Stream stream) {
-  const int64_t blocks = static_cast<int64_t>(p.plan_capacity) * p.num_kv_heads * head_chunks(p);
   using Shapes = ShapesOf<D, IsFp8<KV>::value, kNarrow>;
-  if (blocks > sm_count()) return launch_shape<T, PS, typename Shapes::wide, kNarrow, KV>(p, stream);
+  // Every shape's limit at the first call, so that a graph captured later, whichever shape its
+  // batch takes, meets no attribute call.
+  allow_shape_smem<T, PS, typename Shapes::dflt, kNarrow, KV>();
+  allow_shape_smem<T, PS, typename Shapes::wide, kNarrow, KV>();
+  allow_shape_smem<T, PS, typename Shapes::longer, kNarrow, KV>();
   if constexpr (!std::is_same<typename Shapes::longer, typename Shapes::dflt>::value) {
     const int64_t pages = p.kv_indptr != nullptr ? p.table_len : int64_t(p.batch) * p.table_cols;
     if (p.plan_capacity > 0 && pages * PS >= kLongUnitKeys * p.plan_capacity)
       return launch_shape<T, PS, typename Shapes::longer, kNarrow, KV>(p, stream);
   }
+  const int64_t blocks = static_cast<int64_t>(p.plan_capacity) * p.num_kv_heads * head_chunks(p);
+  if (blocks > sm_count()) return launch_shape<T, PS, typename Shapes::wide, kNarrow, KV>(p, stream);
   launch_shape<T, PS, typename Shapes::dflt, kNarrow, KV>(p, stream);
 }
 

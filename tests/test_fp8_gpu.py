@@ -195,20 +195,23 @@ def test_paged_decode_fp8_empty_long_and_many_splits():
         assert rel_err(out, ref) <= TOL
 
 
-# Grids of at most one block per SM whose units average 1024 keys or more (estimated from the page
-# list over the plan's rows) run the FP8 decode's 8-warp shape (paged_decode_mma.cuh, `longer`):
-# ragged lengths past page edges, both layouts, CSR and block tables, one and two units per request.
-LONG_UNITS = [5000, 3001, 17, 4097]
+# Units that average 1024 keys or more (estimated from the page list over the plan's rows) run the
+# FP8 decode's 8-warp shape (paged_decode_mma.cuh, `longer`), on grids of one block per SM or
+# fewer (4 requests) and of more (72 requests x 2 KV heads > the SMs): ragged lengths past page
+# edges, both layouts, CSR and block tables, one and two units per request.
+LONG_UNITS = {"few": [5000, 3001, 17, 4097],
+              "many": [1100 + (977 * i) % 2100 for i in range(71)] + [1]}
 
 
+@pytest.mark.parametrize("batch", ["few", "many"])
 @pytest.mark.parametrize("page", [1, 16])
 @pytest.mark.parametrize("layout", ["bshd", "bhsd"])
 @pytest.mark.parametrize("tables", [False, True], ids=["csr", "block_table"])
-def test_paged_decode_fp8_long_units(page, layout, tables):
+def test_paged_decode_fp8_long_units(batch, page, layout, tables):
     need(128, page, torch.bfloat16, E4M3)
-    h_q, h_kv = 16, 2
-    pool = Fp8Pool(LONG_UNITS, page, h_kv, 128, torch.bfloat16, E4M3, layout, page == 16, seed=page + 90)
-    q = torch.randn(len(LONG_UNITS), h_q, 128, dtype=torch.bfloat16, device="cuda")
+    lens, h_q, h_kv = LONG_UNITS[batch], 16, 2
+    pool = Fp8Pool(lens, page, h_kv, 128, torch.bfloat16, E4M3, layout, page == 16, seed=page + 90)
+    q = torch.randn(len(lens), h_q, 128, dtype=torch.bfloat16, device="cuda")
     if tables:
         args = dict(kv_lens=pool.kv_lens(), block_tables=pool.block_table(), layout=layout)
         listed = pool.block_table().numel() * page
@@ -219,9 +222,11 @@ def test_paged_decode_fp8_long_units(page, layout, tables):
     sc = dict(k_scale=pool.k_scale, v_scale=pool.v_scale)
     ref = R.paged_decode(q.float(), pool.k, pool.v, **args, **sc).float()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
+    if batch == "many":
+        assert len(lens) * h_kv > sms, "the batch must be a grid of more blocks than SMs"
     for splits in (1, 2):
-        rows = splits * len(LONG_UNITS)
-        assert listed >= 1024 * rows and rows * h_kv <= sms, "the case must select the long-unit shape"
+        # The plan has at most `splits` rows per request (a short request may take fewer).
+        assert listed >= 1024 * splits * len(lens), "the case must select the long-unit shape"
         out = torch.full_like(q, float("nan"))
         ops.paged_decode(q, pool.k, pool.v, out=out, num_splits=splits, **args, **sc)
         assert not out.isnan().any(), f"NaN in output (splits={splits})"
