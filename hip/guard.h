@@ -40,6 +40,7 @@ enum Kernel : uint32_t {
   kRanCudaCore = 1u << 2,    // decode, CUDA cores
   kRanExtend = 1u << 3,      // extend, extend_attention_kernel.cuh
   kRanExtendWs = 1u << 4,    // extend, the warp-specialised kernel of extend_ws.cuh
+  kRanMma8Warps = 1u << 5,   // decode, matrix units, the 8-warp shape of long FP8 units
 };
 
 // status[2]: a decode plan row naming no request of the batch, a range that is not a range, a

@@ -724,7 +724,9 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
   cp_async_wait<0>();
   if (bad_page) faults.checks |= guard::kPageRange;
   guard::report(p.status, guard::kPagedDecode, faults);
-  guard::ran(p.status, kNarrow ? guard::kRanMmaNarrow : guard::kRanMma);
+  // More warps than the default shape: the `longer` shape of FP8 units.
+  constexpr uint32_t kShapeBit = W > DefaultShape<D>::W ? guard::kRanMma8Warps : 0u;
+  guard::ran(p.status, (kNarrow ? guard::kRanMmaNarrow : guard::kRanMma) | kShapeBit);
 #pragma unroll
   for (int s = 0; s < SL; ++s) l[s] = mma::row_sum(l[s]);
 #if defined(RADIXKV_MMA_NV)

@@ -196,9 +196,10 @@ def test_paged_decode_fp8_empty_long_and_many_splits():
 
 
 # Units that average 1024 keys or more (estimated from the page list over the plan's rows) run the
-# FP8 decode's 8-warp shape (paged_decode_mma.cuh, `longer`), on grids of one block per SM or
-# fewer (4 requests) and of more (72 requests x 2 KV heads > the SMs): ragged lengths past page
-# edges, both layouts, CSR and block tables, one and two units per request.
+# FP8 decode's 8-warp shape (paged_decode_mma.cuh, `longer`; the kernel log's "mma_8warp"), on
+# grids of one block per SM or fewer (4 requests) and of more (72 requests x 2 KV heads > the
+# SMs): ragged lengths past page edges, both layouts, CSR and block tables. One and two units per
+# request are long; eight are not, and must run a 4-warp shape.
 LONG_UNITS = {"few": [5000, 3001, 17, 4097],
               "many": [1100 + (977 * i) % 2100 for i in range(71)] + [1]}
 
@@ -224,11 +225,15 @@ def test_paged_decode_fp8_long_units(batch, page, layout, tables):
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     if batch == "many":
         assert len(lens) * h_kv > sms, "the batch must be a grid of more blocks than SMs"
-    for splits in (1, 2):
-        # The plan has at most `splits` rows per request (a short request may take fewer).
-        assert listed >= 1024 * splits * len(lens), "the case must select the long-unit shape"
+    ops.take_kernel_log()  # clear the record
+    for splits, long_units in ((1, True), (2, True), (8, False)):
+        plan = ops.decode_plan(lens, page, num_splits=splits, device="cuda")
+        rows = (plan.numel() - len(lens)) // 4
+        assert (listed >= 1024 * rows) == long_units, (listed, rows)
         out = torch.full_like(q, float("nan"))
-        ops.paged_decode(q, pool.k, pool.v, out=out, num_splits=splits, **args, **sc)
+        ops.paged_decode(q, pool.k, pool.v, out=out, plan=plan, **args, **sc)
+        ran = ops.take_kernel_log()
+        assert ("mma_8warp" in ran) == long_units, (splits, ran)
         assert not out.isnan().any(), f"NaN in output (splits={splits})"
         err = rel_err(out, ref)
         assert err <= TOL, f"rel err {err:.2e} vs dequantised (splits={splits})"

@@ -34,8 +34,8 @@ CHECKS = (
 )
 CHECK_BIT = {name: 1 << i for i, (name, _) in enumerate(CHECKS)}
 
-# word 1: kernels that ran (decode's three, then extend's two)
-KERNELS = ("mma", "mma_narrow", "cuda_core", "extend", "extend_ws")
+# word 1: kernels that ran (decode's three, then extend's two, then decode's 8-warp shape)
+KERNELS = ("mma", "mma_narrow", "cuda_core", "extend", "extend_ws", "mma_8warp")
 
 # word 2: checks of no one op's byte (the op bytes of word 0 are full), bit -> (op, name, what it
 # means)
@@ -145,7 +145,8 @@ def take_errors(device: Optional[torch.device] = None) -> list[KernelFault]:
 
 def take_kernel_log(device: Optional[torch.device] = None) -> set[str]:
     """Kernels that ran on ``device`` since the last call, as recorded by the kernels themselves
-    (decode: ``"mma"``, ``"mma_narrow"``, ``"cuda_core"``; extend: ``"extend"``, and ``"extend_ws"``
+    (decode: ``"mma"``, ``"mma_narrow"``, ``"cuda_core"``, and ``"mma_8warp"`` beside the matrix
+    kernel's name when long FP8 units ran its 8-warp shape; extend: ``"extend"``, and ``"extend_ws"``
     for the warp-specialised kernel of sm_90a); clears the record. Synchronises."""
     word = _take(device, 1)
     return {name for i, name in enumerate(KERNELS) if word >> i & 1}
