@@ -928,15 +928,10 @@ inline int sm_count() {
   return known[dev];
 }
 
-// Raise a shape's dynamic shared-memory limit once per device (a host call, not a stream op).
+// Raise a shape's dynamic shared-memory limit (a host call, not a stream op).
 template <class T, int PS, class C, bool kNarrow, class KV = T>
 void allow_shape_smem() {
-  static bool attr_set[64] = {};
-  const int dev = current_device();
-  if (dev < 0 || dev >= 64 || !attr_set[dev]) {
-    allow_dynamic_smem(decode_kernel<T, PS, C, kNarrow, KV>, C::kSmemBytes);
-    if (dev >= 0 && dev < 64) attr_set[dev] = true;
-  }
+  allow_dynamic_smem(decode_kernel<T, PS, C, kNarrow, KV>, C::kSmemBytes);
 }
 
 template <class T, int PS, class C, bool kNarrow, class KV = T>
@@ -945,8 +940,7 @@ void launch_shape(const PagedDecodeParams& p, Stream stream) {
   constexpr int kMaxGridY = 65535;
   const int gy = p.plan_capacity < kMaxGridY ? p.plan_capacity : kMaxGridY;
   const dim3 grid(p.num_kv_heads * chunks, gy, (p.plan_capacity + gy - 1) / gy);
-  auto kernel = decode_kernel<T, PS, C, kNarrow, KV>;
-  allow_shape_smem<T, PS, C, kNarrow, KV>();
+  auto kernel = decode_kernel<T, PS, C, kNarrow, KV>;  // limit raised by launch_sized
   kernel<<<grid, C::kThreads, C::kSmemBytes, static_cast<stream_t>(stream)>>>(p);
   const error_t e = last_error();
   if (e != kSuccess) throw LaunchError(std::string("radixkv paged_decode launch: ") + error_string(e));
@@ -960,11 +954,16 @@ void launch_shape(const PagedDecodeParams& p, Stream stream) {
 template <class T, int D, int PS, bool kNarrow, class KV = T>
 void launch_sized(const PagedDecodeParams& p, Stream stream) {
   using Shapes = ShapesOf<D, IsFp8<KV>::value, kNarrow>;
-  // Every shape's limit at the first call, so that a graph captured later, whichever shape its
-  // batch takes, meets no attribute call.
-  allow_shape_smem<T, PS, typename Shapes::dflt, kNarrow, KV>();
-  allow_shape_smem<T, PS, typename Shapes::wide, kNarrow, KV>();
-  allow_shape_smem<T, PS, typename Shapes::longer, kNarrow, KV>();
+  // Every shape's limit once per device, at the first call, so that a graph captured later,
+  // whichever shape its batch takes, meets no attribute call.
+  static bool attr_set[64] = {};
+  const int dev = current_device();
+  if (dev < 0 || dev >= 64 || !attr_set[dev]) {
+    allow_shape_smem<T, PS, typename Shapes::dflt, kNarrow, KV>();
+    allow_shape_smem<T, PS, typename Shapes::wide, kNarrow, KV>();
+    allow_shape_smem<T, PS, typename Shapes::longer, kNarrow, KV>();
+    if (dev >= 0 && dev < 64) attr_set[dev] = true;
+  }
   if constexpr (!std::is_same<typename Shapes::longer, typename Shapes::dflt>::value) {
     const int64_t pages = p.kv_indptr != nullptr ? p.table_len : int64_t(p.batch) * p.table_cols;
     if (p.plan_capacity > 0 && pages * PS >= kLongUnitKeys * p.plan_capacity)
