@@ -80,6 +80,16 @@ class Batch:
             self.kv_indptr = torch.tensor([0] + list(torch.tensor(n_pages).cumsum(0)), **i32)
             self.kv_indices = torch.cat(pages).to(**i32)
 
+    @property
+    def max_q_len(self) -> int:
+        """The longest extend of the batch (extend_attention's max_q_len)."""
+        return max(e for _, e in self.specs)
+
+    @property
+    def max_kv_len(self) -> int:
+        """The longest context of the batch (extend_attention's max_kv_len)."""
+        return max(p + e for p, e in self.specs)
+
     def run(self, out=None, sm_scale=None, **kw):
         return radixkv.ops.extend_attention(
             self.q, self.k_cache, self.v_cache, self.qo_indptr, self.kv_indptr, self.kv_indices,
@@ -159,7 +169,7 @@ def test_rank_order_ragged(dtype, dim):
     page_size = {64: 1, 128: 16, 256: 64}[dim]
     batch = Batch(SIMILAR, page_size=page_size, h_kv=2, group=4, dim=dim, dtype=dtype,
                   block_tables=dim == 256, seed=dim)
-    _check(batch, dtype, max_q_len=max(e for _, e in SIMILAR))
+    _check(batch, dtype, max_q_len=batch.max_q_len)
 
 
 @gpu
@@ -167,7 +177,7 @@ def test_rank_order_grouped():
     # 8 query heads per KV head: 21 tiles per request, so the sm_90a warp-specialised kernel
     # launches its ranks in groups of 8 (hip/extend_ws.cuh rank_group); every tile is computed once.
     batch = Batch(SIMILAR, page_size=16, h_kv=2, group=8, dim=128, dtype=torch.bfloat16, seed=21)
-    _check(batch, torch.bfloat16, max_q_len=max(e for _, e in SIMILAR))
+    _check(batch, torch.bfloat16, max_q_len=batch.max_q_len)
 
 
 # Long prefixes in rank order: every CTA sees 33-37 tiles of 64 keys (odd and even counts, the
@@ -181,10 +191,10 @@ LONG_BOUND = max(p + e for p, e in LONG)  # its longest context
 @pytest.mark.parametrize("page_size", [1, 16, 64])
 def test_long_prefix_rank_order(dtype, page_size):
     batch = Batch(LONG, page_size=page_size, h_kv=2, group=4, dim=128, dtype=dtype, seed=page_size + 40)
-    _check(batch, dtype, max_q_len=max(e for _, e in LONG))
+    _check(batch, dtype, max_q_len=batch.max_q_len)
     # Contexts of 2048 keys or more, said so: the sm_90a kernel's pair steps (two tiles per consumer
     # step, a one-tile last step for odd counts).
-    _check(batch, dtype, max_q_len=max(e for _, e in LONG), max_kv_len=LONG_BOUND)
+    _check(batch, dtype, max_q_len=batch.max_q_len, max_kv_len=LONG_BOUND)
 
 
 # Pair steps in a ragged batch: beside one long context, requests of 1 and 2 key tiles (no whole
@@ -200,7 +210,7 @@ PAIR_AT_BOUND = [(1900, 148), (0, 33), (2047, 1), (100, 29)]
 def test_pair_steps_ragged(page_size, specs):
     batch = Batch(specs, page_size=page_size, h_kv=2, group=4, dim=128, dtype=torch.bfloat16,
                   seed=page_size + 70)
-    _check(batch, torch.bfloat16, max_q_len=max(e for _, e in specs), max_kv_len=max(p + e for p, e in specs))
+    _check(batch, torch.bfloat16, max_q_len=batch.max_q_len, max_kv_len=batch.max_kv_len)
 
 
 # Short contexts, up to the 512 keys below which max_kv_len picks the kernel that fits two CTAs per
@@ -215,9 +225,8 @@ SHORT_BOUND = 512
 def test_short_context_kernel(dtype, page_size):
     batch = Batch(SHORT, page_size=page_size, h_kv=2, group=4, dim=128, dtype=dtype,
                   block_tables=page_size == 64, seed=page_size + 60)
-    longest = max(p + e for p, e in SHORT)
+    longest, max_q = batch.max_kv_len, batch.max_q_len
     assert longest == SHORT_BOUND
-    max_q = max(e for _, e in SHORT)
     radixkv.ops.take_kernel_log()  # clear the record
     _check(batch, dtype, max_q_len=max_q)  # no bound given: the device's kernel for any length
     default = radixkv.ops.take_kernel_log()
@@ -265,7 +274,7 @@ def test_plan_order_is_exact(dtype, page_size, specs, bound):
                   block_tables=page_size == 64, seed=page_size + 80)
     plan = _plan(batch)
     assert plan.tiles.shape[0] > 0 and plan.tile_rows == radixkv.ops.extend_tile_rows(128)
-    max_q = max(e for _, e in specs)
+    max_q = batch.max_q_len
     radixkv.ops.take_kernel_log()
     plain = batch.run(max_q_len=max_q, max_kv_len=bound).clone()
     kernels = radixkv.ops.take_kernel_log()
