@@ -209,9 +209,9 @@ using WideShape = DefaultShape<D>;
 // 16-bit shapes' shared memory: 5 of 6 stages of 8 KB in flight at D = 128. `longer`: the shape
 // of units that are long (kLongUnitKeys), whatever the grid. An FP8 key costs more instructions
 // than a 16-bit one, and with 4 warps each scheduler has one warp to issue from, so the 192 KB of
-// the one-block-per-SM shape go to 8 warps of 3 stages; on long units that also beats the two
-// 96 KB blocks per SM of large grids, whose 16-key tiles pay each tile's fixed costs twice as
-// often. Short units keep the 4-warp shapes, whose warps hold more of their few tiles in flight.
+// the one-block-per-SM shape go to 8 warps of 3 stages; long units run it on large grids too,
+// where it is faster than two 96 KB blocks per SM. Short units keep the 4-warp shapes, whose warps
+// hold more of their few tiles in flight.
 template <int D, bool kF8, bool kNarrow = false>
 struct ShapesOf {
   using dflt = DefaultShape<D>;
