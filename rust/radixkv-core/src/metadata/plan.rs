@@ -80,12 +80,21 @@ fn plan_cost(lens: &[usize], c: usize, slots: usize, total: usize) -> (usize, us
     } else {
         total.div_ceil(slots) + longest
     };
-    (run + units * UNIT_OVERHEAD_TOKENS / slots, units)
+    let merge = if lens.iter().any(|&l| l > c) {
+        MERGE_TOKENS
+    } else {
+        0
+    };
+    (run + merge + units * UNIT_OVERHEAD_TOKENS / slots, units)
 }
 
 /// The fixed cost of one unit (its block's start-up and its share of the merge), in tokens one
 /// slot reads in the same time.
 pub const UNIT_OVERHEAD_TOKENS: usize = 128;
+/// The merge of a cut request's partials runs after its last unit is done (stores, a counter,
+/// the partials read back): a latency on the plan's critical path, in tokens one slot reads in
+/// the same time. A cut must save more than this, so short requests are not cut at all.
+pub const MERGE_TOKENS: usize = 128;
 
 /// The chunk length for `lens` at `page_size` with `slots` concurrent units (see the module doc).
 ///
@@ -93,9 +102,10 @@ pub const UNIT_OVERHEAD_TOKENS: usize = 128;
 /// [`MIN_CHUNK_TOKENS`], and cut no request into more than [`MAX_UNITS_PER_REQUEST`] units nor the
 /// batch into more than [`decode_plan_capacity`] units. Among a geometric ladder of such chunks
 /// the one of least estimated time wins: units that all fit the slots at once take as long as the
-/// longest; more units than slots take the even share `total / slots` plus a tail of at most one
-/// unit (the slots pick up units as they free); every unit adds [`UNIT_OVERHEAD_TOKENS`] spread
-/// over the slots. So a uniform batch that fills the slots is not cut, one long request is cut
+/// longest; more units than slots take the even share
+/// `total / slots` plus a tail of at most one unit (the slots pick up units as they free); every
+/// unit adds [`UNIT_OVERHEAD_TOKENS`] spread over the slots, and cutting any request adds its
+/// merge, [`MERGE_TOKENS`]. So a uniform batch that fills the slots is not cut, one long request is cut
 /// into `slots` units, and a ragged batch has its long requests cut into about the even share.
 /// The winner is then evened out: the least chunk that cuts the longest request into as many
 /// units, taken when it leaves every request's unit count as it was (so one 32768-token request
@@ -414,12 +424,18 @@ mod tests {
     #[test]
     fn a_cut_that_buys_nothing_is_not_made() {
         // One request of 192 tokens on 2 slots: uncut 192 + 128 / 2 = 256; in two units of 128
-        // the estimate is 128 + 2 * 64 = 256 too. A cut must beat not cutting: one unit, no merge.
+        // plus the merge: 128 + 128 + 2 * 64 = 384.
         let info = check(&[192], 16, 2, None);
         assert_eq!((info.units, info.chunk), (1, 192), "{info:?}");
-        // Two such requests on 4 slots tie the same way.
+        // Two such requests on 4 slots: the same.
         let info = check(&[192, 192], 16, 4, None);
         assert_eq!((info.units, info.chunk), (2, 192), "{info:?}");
+        // One request of 256 tokens on 16 slots: uncut 256 + 8 = 264; halves 128 + 128 + 16 = 272.
+        let info = check(&[256], 16, 16, None);
+        assert_eq!((info.units, info.chunk), (1, 256), "{info:?}");
+        // 512 tokens: quarters, 128 + 128 + 32 = 288, beat the whole, 512 + 8 = 520.
+        let info = check(&[512], 16, 16, None);
+        assert_eq!((info.units, info.chunk), (4, 128), "{info:?}");
     }
 
     #[test]
