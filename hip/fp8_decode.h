@@ -53,12 +53,17 @@ RK_DEVICE float unit() {
   if constexpr (kDirect) return direct_unit<KV>();
   else return Fp8Unit<KV>::value;
 }
-// One KV head's scale from `scales` (p.scales.k or .v) times unit(); a bad one adds `bit` to f.
+// One KV head's scale from `scales` (p.scales.k or .v) as stored; 1 for 16-bit caches. A load a
+// kernel can issue early, apart from the factor that uses it.
+template <class KV>
+RK_DEVICE float head_scale(const PagedDecodeParams& p, const float* scales, int kvh) {
+  if constexpr (IsFp8<KV>::value) return scales[kvh * p.scales.stride];
+  else return 1.f;
+}
+// A head's scale `s` times unit(); a bad one adds `bit` to f.
 template <class KV, bool kDirect = false>
-RK_DEVICE float scale_factor(const PagedDecodeParams& p, const float* scales, int kvh, uint32_t bit,
-                             guard::Faults& f) {
+RK_DEVICE float scale_factor(float s, uint32_t bit, guard::Faults& f) {
   if constexpr (IsFp8<KV>::value) {
-    const float s = scales[kvh * p.scales.stride];
     f.extra |= guard::scale_fault(s, bit);
     return fp8_checked_scale(s) * unit<KV, kDirect>();
   } else {
@@ -67,11 +72,11 @@ RK_DEVICE float scale_factor(const PagedDecodeParams& p, const float* scales, in
 }
 template <class KV, bool kDirect = false>
 RK_DEVICE float k_factor(const PagedDecodeParams& p, int kvh, guard::Faults& f) {
-  return scale_factor<KV, kDirect>(p, p.scales.k, kvh, guard::kDecodeKScale, f);
+  return scale_factor<KV, kDirect>(head_scale<KV>(p, p.scales.k, kvh), guard::kDecodeKScale, f);
 }
 template <class KV, bool kDirect = false>
 RK_DEVICE float v_factor(const PagedDecodeParams& p, int kvh, guard::Faults& f) {
-  return scale_factor<KV, kDirect>(p, p.scales.v, kvh, guard::kDecodeVScale, f);
+  return scale_factor<KV, kDirect>(head_scale<KV>(p, p.scales.v, kvh), guard::kDecodeVScale, f);
 }
 
 // Eight q elements of type T as the product type MT (bf16 -> fp16 for FP8 caches).

@@ -282,17 +282,21 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
   const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
   const int unit = blockIdx.y + gridDim.y * blockIdx.z;
   if (unit >= p.plan_capacity) return;
-  Unit job;
-  RequestPages rq;
-  guard::Faults faults;
-  if (!unit_and_pages<PS>(p, unit, job, rq, faults)) return;  // an unused row
-  const int b = job.b;
   const int head_block = blockIdx.x;
   const int group = p.num_q_heads / p.num_kv_heads;
   const int chunks = head_chunks(p);
   const int kvh = head_block / chunks, chunk = head_block % chunks;
   const int h0 = kvh * group + chunk * kRows;  // first query head of this block
   const int rows = min(kRows, group - chunk * kRows);
+  // FP8: this head's scales, loaded before the plan row so that their round trip is not added
+  // to the chain of dependent loads in front of the first tile.
+  const float k_scale = fp8::head_scale<KV>(p, p.scales.k, kvh);
+  const float v_scale = fp8::head_scale<KV>(p, p.scales.v, kvh);
+  Unit job;
+  RequestPages rq;
+  guard::Faults faults;
+  if (!unit_and_pages<PS>(p, unit, job, rq, faults)) return;  // an unused row
+  const int b = job.b;
 
   const int32_t* pages = rq.pages;
   job = clamp_unit(job, rq.len, kMaxUnits, faults);
@@ -523,8 +527,9 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
     l[s] = 0.f;
   }
   // FP8: the K scale of this KV head joins the softmax scale, the V scale the output's.
-  const float c = p.sm_scale * kLog2e * fp8::k_factor<KV, kDirect>(p, kvh, faults);
-  const float vfac = fp8::v_factor<KV, kDirect>(p, kvh, faults);
+  const float c =
+      p.sm_scale * kLog2e * fp8::scale_factor<KV, kDirect>(k_scale, guard::kDecodeKScale, faults);
+  const float vfac = fp8::scale_factor<KV, kDirect>(v_scale, guard::kDecodeVScale, faults);
 
   for (int i = 0; i < n_my; ++i) {
     maskq[S - 1] = issue_next(i + S - 1);
