@@ -3,7 +3,8 @@
 # against main (v0), narrow libraries of bench/lab/prebuild_variants.sh, timed by
 # bench/lab/decode_ab.py in the order v0 v1 v0 v1; then the FP8 decode tests on v1 (the cases the
 # narrow library lacks fail as "unsupported"). Call 4: TAGS="v0 v1 v2 v0 v1 v2" TESTS=0 (v2: only
-# the K scale loaded first). One archive comes back.
+# the K scale loaded first). Call 7: TAGS="v0 v12 v0 v12" TEST_TAG=v12 (long FP8 units on 12 warps
+# of 2 stages). One archive comes back.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 source bench/gpu_env.sh
@@ -14,7 +15,7 @@ for tag in ${TAGS:-v0 v1 v0 v1}; do
   cat "$OUT/ab_$tag.log" >> "$OUT/ab_all.log"
 done
 if [[ "${TESTS:-1}" == 1 ]]; then
-  RADIXKV_PREBUILT_LIB="$PWD/.carry/var_v1.so" run_logged "fp8 tests v1" "$OUT/pytest_v1.txt" 200 \
+  RADIXKV_PREBUILT_LIB="$PWD/.carry/var_${TEST_TAG:-v1}.so" run_logged "fp8 tests ${TEST_TAG:-v1}" "$OUT/pytest_v1.txt" 200 \
     python3 -m pytest -q -p no:cacheprovider tests/test_fp8_gpu.py -k decode
   tail -2 "$OUT/pytest_v1.txt"
   grep -E "^E .*Error" "$OUT/pytest_v1.txt" | sort | uniq -c
