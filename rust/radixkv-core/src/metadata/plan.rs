@@ -88,15 +88,15 @@ fn plan_cost(lens: &[usize], c: usize, slots: usize, total: usize) -> (usize, us
     (run + merge + units * UNIT_OVERHEAD_TOKENS / slots, units)
 }
 
-/// The fixed cost of one unit (its block's start-up and its share of the merge), in tokens one
-/// slot reads in the same time.
+/// The fixed cost of one unit (its block's start-up, its partial's store and read-back), in tokens
+/// one slot reads in the same time.
 pub const UNIT_OVERHEAD_TOKENS: usize = 128;
 /// What cutting costs beyond the units' overhead, in tokens one slot reads in the same time: the
 /// merge of a cut request's partials runs after its last unit (stores, a counter, the partials
 /// read back), a latency on the plan's critical path. A cut must save more than this, so requests
-/// of a few hundred tokens are not cut. Fitted to H200 decode times of 1-16 requests of 256-32768
-/// tokens, uncut and cut into 2-32 units: it lies between 288 (4 x 512 tokens run faster uncut)
-/// and 360 (1 x 512 runs faster in quarters).
+/// of a few hundred tokens are not cut. The value lies between two bounds an H200 sets: above
+/// 288, four requests of 512 tokens stay whole (faster there than in quarters), and below 360,
+/// one request of 512 is cut in quarters (faster than whole).
 pub const MERGE_TOKENS: usize = 320;
 
 /// The chunk length for `lens` at `page_size` with `slots` concurrent units (see the module doc).
@@ -105,10 +105,9 @@ pub const MERGE_TOKENS: usize = 320;
 /// [`MIN_CHUNK_TOKENS`], and cut no request into more than [`MAX_UNITS_PER_REQUEST`] units nor the
 /// batch into more than [`decode_plan_capacity`] units. Among a geometric ladder of such chunks
 /// the one of least estimated time wins: units that all fit the slots at once take as long as the
-/// longest; more units than slots take the even share
-/// `total / slots` plus a tail of at most one unit (the slots pick up units as they free); every
-/// unit adds [`UNIT_OVERHEAD_TOKENS`] spread over the slots, and cutting any request adds its
-/// merge, [`MERGE_TOKENS`]. So a uniform batch that fills the slots is not cut, one long request is cut
+/// longest; more units than slots take the even share `total / slots` plus a tail of at most one
+/// unit (the slots pick up units as they free); every unit adds [`UNIT_OVERHEAD_TOKENS`] spread
+/// over the slots, and cutting any request adds its merge, [`MERGE_TOKENS`]. So a uniform batch that fills the slots is not cut, one long request is cut
 /// into `slots` units, and a ragged batch has its long requests cut into about the even share.
 /// The winner is then evened out: the least chunk that cuts the longest request into as many
 /// units, taken when it leaves every request's unit count as it was (so one 32768-token request
