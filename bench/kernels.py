@@ -101,9 +101,11 @@ def _triton_read(x: Any) -> Callable[[], Any]:
             tl.atomic_add(out, tl.sum(acc, 0))
 
         _read_kernel = read_kernel
+    import torch as th  # noqa: PLC0415 (the module global is set only by main())
+
     n = x.numel()
-    out = torch.zeros((), dtype=torch.float32, device="cuda")
-    grid = (torch.cuda.get_device_properties(0).multi_processor_count * 8,)
+    out = th.zeros((), dtype=th.float32, device="cuda")
+    grid = (th.cuda.get_device_properties(0).multi_processor_count * 8,)
     kernel = _read_kernel
     return lambda: kernel[grid](x, out, n, BLOCK=4096, num_warps=8)
 
