@@ -99,6 +99,13 @@ pub const UNIT_OVERHEAD_TOKENS: usize = 128;
 /// one request of 512 is cut in quarters (faster than whole).
 pub const MERGE_TOKENS: usize = 320;
 
+/// The candidate chunks from `c_min` up to (not including) `whole`: multiples of `g` about 1/8
+/// apart, so that a plan weighs a few dozen of them however long the requests are.
+fn ladder(c_min: usize, whole: usize, g: usize) -> impl Iterator<Item = usize> {
+    std::iter::successors(Some(c_min), move |&c| Some(round_up(c + c / 8 + 1, g)))
+        .take_while(move |&c| c < whole)
+}
+
 /// The chunk length for `lens` at `page_size` with `slots` concurrent units (see the module doc).
 ///
 /// Chunks are multiples of `lcm(page_size, 16)` (page-aligned, whole 16-key tiles), at least
@@ -126,14 +133,12 @@ pub fn plan_chunk(lens: &[usize], page_size: usize, slots: usize) -> usize {
     .min(whole);
     let (mut best_cost, _) = plan_cost(lens, whole, slots, total);
     let mut best = whole;
-    let mut c = c_min;
-    while c < whole {
+    for c in ladder(c_min, whole, g) {
         let (cost, units) = plan_cost(lens, c, slots, total);
         if units <= cap && cost < best_cost {
             best_cost = cost;
             best = c;
         }
-        c = round_up(c + c / 8 + 1, g); // ~12% steps: a few dozen candidates
     }
     let even = round_up(max_len.div_ceil(units_of(max_len, best)), g).max(c_min);
     if even < best && lens.iter().all(|&l| units_of(l, even) == units_of(l, best)) {
@@ -346,6 +351,22 @@ mod tests {
         assert_eq!(v[first[1] as usize * PLAN_COLS + 3], 1, "1 token in 1 unit");
         assert!(decode_plan_fixed(&lens, 16, 0, None).is_err());
         assert!(decode_plan_fixed(&lens, 16, 257, None).is_err());
+    }
+
+    #[test]
+    fn ladder_has_a_few_dozen_rungs() {
+        // From the least chunk to int32 lengths: steps of about 1/8, page-granule multiples.
+        let rungs: Vec<usize> = ladder(128, 1 << 31, 16).take(1000).collect();
+        assert_eq!(rungs[0], 128);
+        assert!((100..=160).contains(&rungs.len()), "{} rungs", rungs.len());
+        for w in rungs.windows(2) {
+            assert!(w[1] % 16 == 0 && w[1] > w[0], "{w:?}");
+            assert!(w[1] >= w[0] + w[0] / 8, "{w:?} steps too small");
+            assert!(w[1] <= w[0] + w[0] / 8 + 16, "{w:?} steps too large");
+        }
+        assert!(ladder(128, 128, 16).next().is_none());
+        // Coarse granules: at least one granule per step.
+        assert_eq!(ladder(64, 200, 64).collect::<Vec<_>>(), vec![64, 128, 192]);
     }
 
     #[test]
