@@ -459,6 +459,10 @@ mod tests {
         // 512 tokens: quarters, 128 + 320 + 32 = 480, beat the whole, 512 + 8 = 520.
         let info = check(&[512], 16, 16, None);
         assert_eq!((info.units, info.chunk), (4, 128), "{info:?}");
+        // A tie keeps the request whole: 496 tokens on 8 slots, uncut 496 + 16 = 512, quarters
+        // 128 + 320 + 4 * 16 = 512.
+        let info = check(&[496], 16, 8, None);
+        assert_eq!((info.units, info.chunk), (1, 496), "{info:?}");
         // Four of them: uncut 512 + 4 * 8 = 544; quarters 128 + 320 + 16 * 8 = 576.
         let info = check(&[512; 4], 16, 16, None);
         assert_eq!((info.units, info.chunk), (4, 512), "{info:?}");
