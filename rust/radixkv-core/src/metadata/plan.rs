@@ -80,11 +80,8 @@ fn plan_cost(lens: &[usize], c: usize, slots: usize, total: usize) -> (usize, us
     } else {
         total.div_ceil(slots) + longest
     };
-    let merge = if lens.iter().any(|&l| l > c) {
-        MERGE_TOKENS
-    } else {
-        0
-    };
+    // Every request has at least one unit, and more exactly when it is cut.
+    let merge = if units > lens.len() { MERGE_TOKENS } else { 0 };
     (run + merge + units * UNIT_OVERHEAD_TOKENS / slots, units)
 }
 
@@ -114,8 +111,9 @@ fn ladder(c_min: usize, whole: usize, g: usize) -> impl Iterator<Item = usize> {
 /// the one of least estimated time wins: units that all fit the slots at once take as long as the
 /// longest; more units than slots take the even share `total / slots` plus a tail of at most one
 /// unit (the slots pick up units as they free); every unit adds [`UNIT_OVERHEAD_TOKENS`] spread
-/// over the slots, and cutting any request adds its merge, [`MERGE_TOKENS`]. So a uniform batch that fills the slots is not cut, one long request is cut
-/// into `slots` units, and a ragged batch has its long requests cut into about the even share.
+/// over the slots, and cutting any request adds its merge, [`MERGE_TOKENS`]. So a uniform batch
+/// that fills the slots is not cut, one long request is cut into `slots` units, and a ragged
+/// batch has its long requests cut into about the even share.
 /// The winner is then evened out: the least chunk that cuts the longest request into as many
 /// units, taken when it leaves every request's unit count as it was (so one 32768-token request
 /// on 16 slots gets 16 units of 2048, not 15 of 2176 and one of 128).
