@@ -286,18 +286,37 @@ struct TileSpan {
   int q_begin, lk, row0, rows_valid, prefix;  // prefix = L_k - L_q (< 0: no valid mask)
   PageRow pages;
 };
+// A request's metadata: qo_indptr[b], [b + 1], kv_lens[b], and kv_indptr[b], [b + 1] (0 without
+// kv_indptr).
+struct ReqMeta {
+  int q0, q1, lk, k0, k1;
+};
+// All five in one round trip (load_early: none waits behind the branches that use another).
+RK_DEVICE ReqMeta load_req_meta(const ExtendParams& p, int req) {
+  ReqMeta m;
+  m.q0 = load_early(p.qo_indptr + req);
+  m.q1 = load_early(p.qo_indptr + req + 1);
+  m.lk = load_early(p.kv_lens + req);
+  m.k0 = m.k1 = 0;
+  if (p.kv_indptr != nullptr) {
+    m.k0 = load_early(p.kv_indptr + req);
+    m.k1 = load_early(p.kv_indptr + req + 1);
+  }
+  return m;
+}
 template <int kBM>
-RK_DEVICE bool tile_span(const ExtendParams& p, int G, int req, int lq, int tile, int lk, int kv_start, TileSpan& t) {
-  t.q_begin = p.qo_indptr[req];
-  int kv_cols = p.table_cols;
+RK_DEVICE bool tile_span(const ExtendParams& p, int G, int req, const ReqMeta& m, int tile, TileSpan& t) {
+  const int lq = m.q1 - m.q0;
+  t.q_begin = m.q0;
+  int kv_cols = p.table_cols, kv_start = 0;
   uint32_t seen = 0;
   if (t.q_begin < 0 || lq < 0 || t.q_begin > p.num_q_tokens - lq) return false;
   if (p.kv_indptr != nullptr) {
-    const guard::Row row = guard::csr_row(p.kv_indptr, req, p.table_len, seen);
+    const guard::Row row = guard::csr_clamp(m.k0, m.k1, p.table_len, seen);
     kv_start = row.begin;
     kv_cols = row.count;
   }
-  t.lk = guard::clamp_len(lk, kv_cols, p.page_size, seen);
+  t.lk = guard::clamp_len(m.lk, kv_cols, p.page_size, seen);
   t.row0 = tile * kBM;
   t.rows_valid = min(kBM, lq * G - t.row0);
   t.prefix = t.lk - lq;
@@ -309,6 +328,17 @@ RK_DEVICE bool tile_span(const ExtendParams& p, int G, int req, int lq, int tile
     t.pages.cols = kv_cols;
   }
   return true;
+}
+// The same, for a caller that has L_q and kv_lens[req] (the rest is loaded here).
+template <int kBM>
+RK_DEVICE bool tile_span(const ExtendParams& p, int G, int req, int lq, int tile, int lk, TileSpan& t) {
+  ReqMeta m{p.qo_indptr[req], 0, lk, 0, 0};
+  m.q1 = m.q0 + lq;
+  if (p.kv_indptr != nullptr) {
+    m.k0 = p.kv_indptr[req];
+    m.k1 = p.kv_indptr[req + 1];
+  }
+  return tile_span<kBM>(p, G, req, m, tile, t);
 }
 
 // More queries than keys (prefix < 0): no valid mask exists. The tile's output rows get NaN
@@ -605,17 +635,14 @@ extend_attention_kernel(const ExtendParams p) {
   // and the walkers fetch tiles 0 and 1's page entries together, so the first K/V copy waits on
   // three dependent global round trips (indptr / lengths, page entries, K/V) instead of five.
   constexpr bool kFastPrologue = kPtAsync;
-  int req, kvh, tile, lq, lk = 0, kv_start = 0;
+  int req, kvh, tile, lq, lk = 0;
   if (kRankOrder) {
     const int lin = blockIdx.x;
     kvh = lin % p.num_kv_heads;
     const int t = lin / p.num_kv_heads;
     int rank;
     if (!plan_entry(p, t, req, rank)) return;
-    if (kFastPrologue) {  // req < batch: all in bounds, none depends on another
-      lk = load_early(p.kv_lens + req);
-      if (p.kv_indptr != nullptr) kv_start = load_early(p.kv_indptr + req);
-    }
+    if (kFastPrologue) lk = load_early(p.kv_lens + req);  // req < batch: in bounds
     lq = p.qo_indptr[req + 1] - p.qo_indptr[req];
     const int n_tiles_req = (lq * G + kBM - 1) / kBM;
     if (!rank_in_request(p, rank, n_tiles_req)) return;
@@ -628,12 +655,9 @@ extend_attention_kernel(const ExtendParams p) {
     const int n_tiles_req = (lq * G + kBM - 1) / kBM;
     tile = n_tiles_req - 1 - tile_in_req;  // later tiles see more keys: run them first
   }
-  if (!kFastPrologue || !kRankOrder) {
-    lk = p.kv_lens[req];
-    if (p.kv_indptr != nullptr) kv_start = p.kv_indptr[req];
-  }
+  if (!kFastPrologue || !kRankOrder) lk = p.kv_lens[req];
   TileSpan span;
-  if (!tile_span<kBM>(p, G, req, lq, tile, lk, kv_start, span)) return;
+  if (!tile_span<kBM>(p, G, req, lq, tile, lk, span)) return;
   if (span.prefix < 0) {
     write_nan_rows<T, D, kThreads>(p, G, kvh, span);
     return;

@@ -8,10 +8,10 @@
 // A CTA owns a 128-row query tile of one KV head (rows, masks, work order and output layout as in
 // extend_attention_kernel.cuh) and runs three warpgroups:
 //   producer  (warpgroup 0, setmaxnreg.dec): walks the page table and gathers K/V tiles of kBN keys
-//             into a ring of kStages stages by 16-byte cp.async; each producer thread's copies of a
-//             stage end in one cp.async.mbarrier.arrive.noinc on the stage's "full" barrier (count:
-//             the 128 producer threads), so the stage is full once every copy has landed. Before
-//             refilling a stage it waits on the stage's "empty" barrier.
+//             into a ring of kStages stages (Ring below) by 16-byte cp.async; each producer
+//             thread's copies of a stage end in one cp.async.mbarrier.arrive.noinc on the stage's
+//             "full" barrier (count: the 128 producer threads), so the stage is full once every
+//             copy has landed. Before refilling a stage it waits on the stage's "empty" barrier.
 //   consumers (warpgroups 1 and 2, setmaxnreg.inc): consumer c owns rows 64c..64c+63 of the tile and
 //             reads every stage: S = Q K^T by wgmma m64n64k16 (Q from registers), the online softmax of
 //             extend_attention_kernel.cuh (mask, lazy rescale), O += P V by wgmma m64n128k16 with P
@@ -49,15 +49,28 @@ constexpr int kQShift = 8;  // FP8 caches, bf16 q: q enters the fp16 products ti
 constexpr float kQScale = 1.f / (1 << kQShift);
 constexpr int kTileBytes = kBN * kD * 2;          // one K or V stage (128-byte swizzled, 1024-aligned)
 constexpr int kOffK = kBM * kD * 2;               // after the Q tile
-// The ring: 16-bit caches give all the shared memory the Q tile leaves to kStages K/V stages; FP8
+// The ring: 16-bit caches give all the shared memory the Q tile leaves to K/V stages (6); FP8
 // caches keep 4 and put kRaw byte stages (K then V, kBN rows of kD bytes each) after them.
-template <bool kF8>
+// kWantQStage (the pair-step instance, 16-bit caches): a 7th stage in the Q tile's space, K in its
+// first column half and V in its second, which the producer first fills once every consumer warp
+// holds Q in registers (bar_q_free). A pair step holds two stages while the next two land, so a
+// deeper ring keeps more copies in flight. The single-tile instance keeps six.
+template <bool kF8, bool kWantQStage = false>
 struct Ring {
-  static constexpr int kStages = kF8 ? 4 : 6;
+  static constexpr bool kQStage = !kF8 && kWantQStage;
+  static constexpr int kStages = kF8 ? 4 : (kQStage ? 7 : 6);
+  static constexpr int kOwnStages = kStages - (kQStage ? 1 : 0);  // stages after the Q tile
   static constexpr int kRaw = kF8 ? 4 : 0;
   static constexpr int kRawBytes = kBN * kD;  // one K or V byte stage
-  static constexpr int kOffV = kOffK + kStages * kTileBytes;
-  static constexpr int kOffRaw = kOffV + kStages * kTileBytes;
+  static constexpr int kOffV = kOffK + kOwnStages * kTileBytes;
+  static constexpr int kOffRaw = kOffV + kOwnStages * kTileBytes;
+  // Byte offsets of stage s's K and V tiles.
+  static RK_HOST_DEVICE uint32_t k_off(int s) {
+    return kQStage && s == kOwnStages ? 0u : uint32_t(kOffK + s * kTileBytes);
+  }
+  static RK_HOST_DEVICE uint32_t v_off(int s) {
+    return kQStage && s == kOwnStages ? uint32_t(kTileBytes) : uint32_t(kOffV + s * kTileBytes);
+  }
   static constexpr int kSmemBytes = kOffRaw + kRaw * 2 * kRawBytes + 1024;  // + alignment slack
   static_assert(kSmemBytes <= 227 * 1024, "fits Hopper's shared memory");
   // The register split. FP8's producer holds a whole byte stage's chunks (32 registers) while it
@@ -78,7 +91,7 @@ struct Ring {
   // longer contexts. That kernel's FP8 tiles cost more than its 16-bit ones, hence the lower bound.
   static constexpr int kShortContext = kF8 ? 256 : 512;
 };
-constexpr int kMaxStages = Ring<false>::kStages;  // the barrier arrays serve either ring
+constexpr int kMaxStages = Ring<false, true>::kStages;  // the barrier arrays serve either ring
 // Named barriers (0 is __syncthreads): the consumers' turns, and a consumers-only barrier.
 constexpr int kBarTurn = 1;       // kBarTurn + c: consumer c may issue its S products
 constexpr int kBarConsumers = 3;
@@ -146,7 +159,6 @@ RK_HOST_DEVICE int rank_group(int64_t per_req) { return per_req >= 2 * kRankGrou
 
 template <bool kRankOrder>
 RK_DEVICE bool resolve_tile(const ExtendParams& p, int G, Tile& t) {
-  int tile;
   if (kRankOrder) {
     int rank;
     const int lin = blockIdx.x;
@@ -162,19 +174,18 @@ RK_DEVICE bool resolve_tile(const ExtendParams& p, int G, Tile& t) {
       t.req = x - g * p.batch;
       rank = g * group + (lin - y * group);
     }
-    t.lq = p.qo_indptr[t.req + 1] - p.qo_indptr[t.req];
+    const ReqMeta m = load_req_meta(p, t.req);
+    t.lq = m.q1 - m.q0;
     const int n_tiles_req = (t.lq * G + kBM - 1) / kBM;
     if (!rank_in_request(p, rank, n_tiles_req)) return false;
-    tile = n_tiles_req - 1 - rank;
-  } else {
-    int tile_in_req;
-    if (!find_tile<kBM>(p, G, blockIdx.x, t.req, tile_in_req)) return false;
-    t.kvh = blockIdx.y;
-    t.lq = p.qo_indptr[t.req + 1] - p.qo_indptr[t.req];
-    const int n_tiles_req = (t.lq * G + kBM - 1) / kBM;
-    tile = n_tiles_req - 1 - tile_in_req;
+    return tile_span<kBM>(p, G, t.req, m, n_tiles_req - 1 - rank, t);
   }
-  return tile_span<kBM>(p, G, t.req, t.lq, tile, p.kv_lens[t.req], p.kv_indptr != nullptr ? p.kv_indptr[t.req] : 0, t);
+  int tile_in_req;
+  if (!find_tile<kBM>(p, G, blockIdx.x, t.req, tile_in_req)) return false;
+  t.kvh = blockIdx.y;
+  t.lq = p.qo_indptr[t.req + 1] - p.qo_indptr[t.req];
+  const int n_tiles_req = (t.lq * G + kBM - 1) / kBM;
+  return tile_span<kBM>(p, G, t.req, t.lq, n_tiles_req - 1 - tile_in_req, p.kv_lens[t.req], t);
 }
 
 // Launches whose contexts may hold this many keys or more (the caller's max_kv_len) run the
@@ -189,19 +200,18 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
   constexpr bool kF8 = IsFp8<KV>::value;
   using TC = std::conditional_t<kF8, f16_t, T>;  // the products' 16-bit type (see the top)
   constexpr bool kQConvert = !std::is_same<T, TC>::value;
-  using R = Ring<kF8>;
+  using R = Ring<kF8, kPairSteps>;  // the pair steps take a ring stage in Q's space
   constexpr int kStages = R::kStages;
   constexpr int kEB = kF8 ? 1 : 2;  // bytes per cache element
   // Stage barriers; static, so the host can tell that the image loaded holds this body.
   __shared__ __align__(8) uint64_t bar_full[kMaxStages];
   __shared__ __align__(8) uint64_t bar_empty[kMaxStages];
+  __shared__ __align__(8) uint64_t bar_q_free;  // the consumers hold Q in registers (R::kQStage)
   extern __shared__ __align__(128) uint4 smem_raw[];
   char* smem = reinterpret_cast<char*>(smem_raw);
   smem += (1024 - (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) & 1023)) & 1023;
   uint16_t* sQ = reinterpret_cast<uint16_t*>(smem);  // [kBM][kD], 128-byte swizzled column halves
   const uint32_t q_base = wgmma::smem_addr(smem);
-  const uint32_t k_base = q_base + kOffK;           // stage s at + s * kTileBytes
-  const uint32_t v_base = q_base + R::kOffV;
   const uint32_t full0 = wgmma::smem_addr(bar_full), empty0 = wgmma::smem_addr(bar_empty);
 
   const int G = p.num_q_heads / p.num_kv_heads;
@@ -225,6 +235,7 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
       mbar_init(full0 + 8 * s, 128);  // one cp.async arrive per producer thread
       mbar_init(empty0 + 8 * s, 8);   // one arrive per consumer warp
     }
+    mbar_init(wgmma::smem_addr(&bar_q_free), 8);  // one arrive per consumer warp
   }
   __syncthreads();
 
@@ -296,7 +307,9 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
         lookup(id_nxt, off_nxt);  // tile n + 1; keys past L_k read nothing (fetch_page)
         const uint64_t e = row_entry(n, id_cur, off_cur);
         if (round > 0) mbar_wait(empty0 + 8 * s, (round - 1) & 1);
-        const uint32_t sk = k_base + s * kTileBytes, sv = v_base + s * kTileBytes;
+        // The first fill of the stage in Q's space waits for the consumers to hold Q.
+        if (R::kQStage && n == R::kOwnStages) mbar_wait(wgmma::smem_addr(&bar_q_free), 0);
+        const uint32_t sk = q_base + R::k_off(s), sv = q_base + R::v_off(s);
 #pragma unroll
         for (int i = 0; i < kRows; ++i)
           copy_pair(e, (lane >> 4) + 2 * i, 16u * (u % 16), sk + dst0 + 1024 * i, sv + dst0 + 1024 * i);
@@ -338,7 +351,7 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
       const bool odd_first = c16 >= 4;
       const int col_first = 16 * c16 + (odd_first ? 8 : 0), col_second = 16 * c16 + (odd_first ? 0 : 8);
       auto store_half = [&](const Half& raw, int half, int s) {
-        uint16_t* dst = reinterpret_cast<uint16_t*>(smem + (half ? R::kOffV : kOffK) + s * kTileBytes);
+        uint16_t* dst = reinterpret_cast<uint16_t*>(smem + (half ? R::v_off(s) : R::k_off(s)));
 #pragma unroll
         for (int i = 0; i < kRows; ++i) {
           const int r = u / 8 + 16 * i;
@@ -423,6 +436,10 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
   for (int kk = 0; kk < kD / 16; ++kk)
     mma::ldmatrix_x4_at(qf[kk], wgmma::smem_addr(sQ + wgmma::sw128_index<kBM>(warp_row0 + (lane & 15),
                                                                               kk * 16 + 8 * (lane >> 4))));
+  if constexpr (R::kQStage) {  // Q's space may now take K/V (the ring's last stage)
+    __syncwarp();
+    if (lane == 0) mbar_arrive(wgmma::smem_addr(&bar_q_free));
+  }
 
   constexpr int kSlots = mma::kRowSlots;
   int lim[kSlots];  // key j is visible to the slot's row iff j <= lim
@@ -467,14 +484,14 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
   // Descriptors as base + offset: the start-address field holds address / 16 (shared addresses
   // below 2^18, offsets multiples of 16, so the sum never carries out of the field), which leaves
   // one add per product instead of re-encoding each address.
-  const uint64_t k_desc = wgmma::desc_sw128(k_base, 16, 1024);
-  const uint64_t v_desc = wgmma::desc_sw128(v_base, kBN * 128, 1024);
+  const uint64_t k_desc = wgmma::desc_sw128(q_base, 16, 1024);
+  const uint64_t v_desc = wgmma::desc_sw128(q_base, kBN * 128, 1024);
   // The helpers below act on the group of tiles t .. t + kN - 1 (kN from the tag).
   auto issue_s = [&](int t, auto n_tag) {
     constexpr int kN = decltype(n_tag)::value;
 #pragma unroll
     for (int h = 0; h < kN; ++h) {
-      const uint64_t ks = k_desc + uint32_t(((t + h) % kStages) * (kTileBytes / 16));
+      const uint64_t ks = k_desc + R::k_off((t + h) % kStages) / 16;
 #pragma unroll
       for (int kk = 0; kk < kD / 16; ++kk) {
         const uint32_t ko = ((kk >> 2) * (kBN * 128) + (kk & 3) * 32) / 16;
@@ -487,7 +504,7 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
     constexpr int kN = decltype(n_tag)::value;
 #pragma unroll
     for (int h = 0; h < kN; ++h) {
-      const uint64_t vs = v_desc + uint32_t(((t + h) % kStages) * (kTileBytes / 16));
+      const uint64_t vs = v_desc + R::v_off((t + h) % kStages) / 16;
 #pragma unroll
       for (int kb = 0; kb < kBN / 16; ++kb)
         wgmma::rs_m64n128k16<TC>(o, pf[h][kb].x, vs + uint32_t(kb * (16 * 128) / 16));

@@ -110,14 +110,16 @@ __device__ __forceinline__ void ran(uint32_t* status, uint32_t kernel) {
 struct Row {
   int begin, count;
 };
-__device__ __forceinline__ Row csr_row(const int32_t* indptr, int b, int64_t nnz, uint32_t& checks) {
-  const int s0 = indptr[b], s1 = indptr[b + 1];
+__device__ __forceinline__ Row csr_clamp(int s0, int s1, int64_t nnz, uint32_t& checks) {
   const int n = nnz < 0x7fffffff ? static_cast<int>(nnz) : 0x7fffffff;
   checks |= (s0 < 0 || s1 < s0) ? kIndptrOrder : 0u;
   checks |= s1 > n ? kIndptrOverrun : 0u;
   const int lo = min(max(s0, 0), n);
   const int hi = min(max(s1, lo), n);
   return Row{lo, hi - lo};
+}
+__device__ __forceinline__ Row csr_row(const int32_t* indptr, int b, int64_t nnz, uint32_t& checks) {
+  return csr_clamp(indptr[b], indptr[b + 1], nnz, checks);
 }
 
 // A request's kv_len clamped to what its `pages` pages hold (negative: 0).

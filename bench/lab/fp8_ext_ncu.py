@@ -23,6 +23,7 @@ def main() -> None:
     ap.add_argument("--prefix", type=int, default=4096)
     ap.add_argument("--extend", type=int, default=512)
     ap.add_argument("--page", type=int, default=16)
+    ap.add_argument("--max-kv", action="store_true", help="pass the cell's length as max_kv_len")
     ap.add_argument("--calls", type=int, default=4)
     a = ap.parse_args()
     from radixkv import ops  # noqa: PLC0415
@@ -47,7 +48,8 @@ def main() -> None:
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
         ops.extend_attention(c["q"], k, v, c["qo_indptr"], c["kv_indptr"], c["kv_indices"],
-                             c["kv_lens"], out=out, max_q_len=a.extend, **kw)
+                             c["kv_lens"], out=out, max_q_len=a.extend,
+                             max_kv_len=(a.prefix + a.extend) if a.max_kv else None, **kw)
         e.record()
         torch.cuda.synchronize()
         times.append(s.elapsed_time(e) * 1e3)

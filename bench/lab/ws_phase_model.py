@@ -5,7 +5,11 @@ barriers), run under many random interleavings.
 Checks, for every schedule: no deadlock; a consumer reads stage n % S only once all of tile n's
 copies have landed and before any copy of a later tile lands there; the two consumers' S-product
 issues alternate (0, 1, 0, 1, ...); a named barrier never takes more arrivals than its count in
-one generation; every barrier ends idle. Before the schedules, the producer's gather indexing
+one generation; every barrier ends idle. With the stage in Q's space (the pair-step instance: 7
+stages, the last one the Q tile's space, filled first once every consumer warp has arrived on
+bar_q_free), also: no copy lands in Q's space before every consumer warp holds Q, and when the
+consumers stage their output there (after their last products and the consumers' barrier), no
+copy is in flight to it and no consumer still reads it. Before the schedules, the producer's gather indexing
 (per-warp row lookups read by shuffle, the tile walker, swizzled destinations) is checked against
 key // page_size, key % page_size and sw128_index for several page sizes.
 
@@ -17,7 +21,7 @@ from __future__ import annotations
 import argparse
 import random
 
-STAGES = 6  # hip/extend_ws.cuh kStages
+STAGES = 6  # hip/extend_ws.cuh Ring<false>::kStages (the pair-step instance: 7, the last in Q's space)
 PRODUCER_THREADS = 3  # copy agents (the kernel: 128 threads; full barrier count = this)
 CONSUMER_WARPS = 2    # per consumer warpgroup (the kernel: 4; empty barrier count = 2 * this)
 
@@ -63,11 +67,17 @@ class NamedBarrier:
         return self.generation > gen
 
 
-def run(n_tiles: int, rng: random.Random) -> None:
-    full = [MBarrier(PRODUCER_THREADS) for _ in range(STAGES)]
-    empty = [MBarrier(2 * CONSUMER_WARPS) for _ in range(STAGES)]
+def run(n_tiles: int, rng: random.Random, q_stage: bool = False) -> None:
+    stages = STAGES + (1 if q_stage else 0)
+    q_space = stages - 1 if q_stage else None  # the stage in Q's space
+    full = [MBarrier(PRODUCER_THREADS) for _ in range(stages)]
+    empty = [MBarrier(2 * CONSUMER_WARPS) for _ in range(stages)]
+    q_free = MBarrier(2 * CONSUMER_WARPS)
+    q_held = [0]  # consumer warps holding Q in registers
+    done_warps = [0]  # consumer warps at kBarConsumers, before the output is staged
+    reading = [0] * stages  # consumer warps between taking a stage and releasing it
     turn = [NamedBarrier(2), NamedBarrier(2)]  # kBarTurn + c
-    stage_tile = [-1] * STAGES   # tile whose copies have all landed in the stage (-1: none yet)
+    stage_tile = [-1] * stages   # tile whose copies have all landed in the stage (-1: none yet)
     landed: dict[tuple[int, int], int] = {}  # (stage, tile) -> copies landed
     in_flight: list[tuple[int, int, int]] = []  # (producer thread, stage, tile): copies not landed
     issue_order: list[int] = []
@@ -75,9 +85,12 @@ def run(n_tiles: int, rng: random.Random) -> None:
 
     def producer(u: int):
         for n in range(n_tiles):
-            s, rnd = n % STAGES, n // STAGES
+            s, rnd = n % stages, n // stages
             if rnd > 0:
                 while not empty[s].try_wait((rnd - 1) & 1):
+                    yield
+            if q_stage and n == q_space:  # the first fill of Q's space
+                while not q_free.try_wait(0):
                     yield
             # cp.async copies of this thread, then its noinc arrive (when they land)
             in_flight.append((u, s, n))
@@ -96,8 +109,9 @@ def run(n_tiles: int, rng: random.Random) -> None:
                 i = rng.choice(list(firsts.values()))
                 u, s, n = in_flight.pop(i)
                 assert stage_tile[s] < n
-                assert n < STAGES or released[n - STAGES] == 2 * CONSUMER_WARPS, \
-                    f"tile {n} lands in stage {s} before tile {n - STAGES} is released"
+                assert n < stages or released[n - stages] == 2 * CONSUMER_WARPS, \
+                    f"tile {n} lands in stage {s} before tile {n - stages} is released"
+                assert s != q_space or q_held[0] == 2 * CONSUMER_WARPS, "a copy lands in Q's space while Q is read"
                 key = (s, n)
                 landed[key] = landed.get(key, 0) + 1
                 if landed[key] == PRODUCER_THREADS:
@@ -109,15 +123,20 @@ def run(n_tiles: int, rng: random.Random) -> None:
         # warp 0 of each consumer stands for the warpgroup at the named barriers (all warps of a
         # warpgroup pass bar.sync together); every warp arrives on "empty".
         leader = warp == 0
+        yield  # Q copied, then read into registers
+        q_held[0] += 1
+        if q_stage:
+            q_free.arrive()
         if leader and c == 1:
             turn[0].arrive(1)
         # Tile 0's S on the first turn; then step n: wait for tile n + 1's stage, take the turn,
         # issue S(n + 1) and P V(n), softmax of n + 1, release tile n's stage; last: P V(N - 1).
         def take(n: int):
-            s = n % STAGES
-            while not full[s].try_wait((n // STAGES) & 1):
+            s = n % stages
+            while not full[s].try_wait((n // stages) & 1):
                 yield
             assert stage_tile[s] == n, f"consumer {c} reads stage {s} for tile {n}, holds {stage_tile[s]}"
+            reading[s] += 1
             if leader:
                 gen = turn[c].arrive(c)
                 while not turn[c].passed(gen):
@@ -130,8 +149,9 @@ def run(n_tiles: int, rng: random.Random) -> None:
             if n + 1 < n_tiles:
                 yield from take(n + 1)
             yield  # softmax of n + 1 while P V(n) runs
-            s = n % STAGES
+            s = n % stages
             assert stage_tile[s] == n, f"stage {s} overwritten while consumer {c} reads tile {n}"
+            reading[s] -= 1
             released[n] += 1
             empty[s].arrive()
             yield
@@ -139,6 +159,13 @@ def run(n_tiles: int, rng: random.Random) -> None:
             gen = turn[0].arrive(0)
             while not turn[0].passed(gen):
                 yield
+        # The output staged through Q's space, once both consumers are past the barrier.
+        done_warps[0] += 1  # bar.sync(kBarConsumers, 256): every warp of both warpgroups
+        while done_warps[0] < 2 * CONSUMER_WARPS:
+            yield
+        if q_stage:
+            assert reading[q_space] == 0, "the output is staged while a consumer reads Q's space"
+            assert not any(f[1] == q_space for f in in_flight), "the output is staged under a copy in flight"
 
     agents = [producer(u) for u in range(PRODUCER_THREADS)]
     agents += [consumer(c, w) for c in range(2) for w in range(CONSUMER_WARPS)]
@@ -214,8 +241,9 @@ def main() -> None:
     check_gather_indexing()
     rng = random.Random(12)
     for i in range(args.schedules):
-        run(rng.choice([1, 2, 3, 4, 5, 6, 7, 9, 13, 19]), rng)
-    print(f"ws_phase_model: gather indexing and {args.schedules} schedules, stages={STAGES}: all checks held")
+        run(rng.choice([1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 19]), rng, q_stage=i % 2 == 1)
+    print(f"ws_phase_model: gather indexing and {args.schedules} schedules, stages {STAGES} and "
+          f"{STAGES} + Q's space: all checks held")
 
 
 if __name__ == "__main__":
