@@ -90,6 +90,17 @@ RK_DEVICE int load_early(const int32_t* ptr) {
   return *ptr;
 #endif
 }
+// The same for the batch's index arrays, which no kernel writes while it runs: the non-coherent
+// path keeps the line in L1, so a CTA's other warps loading the same words do not each go to L2.
+RK_DEVICE int load_early_ro(const int32_t* ptr) {
+#if RK_NVIDIA
+  int v;
+  asm volatile("ld.global.nc.b32 %0, [%1];\n" : "=r"(v) : "l"(ptr));
+  return v;
+#else
+  return *ptr;
+#endif
+}
 
 // Order shared-memory accesses among the lanes of one warp (a wavefront runs in lockstep on AMD).
 RK_DEVICE void warp_sync() {
@@ -291,16 +302,16 @@ struct TileSpan {
 struct ReqMeta {
   int q0, q1, lk, k0, k1;
 };
-// All five in one round trip (load_early: none waits behind the branches that use another).
+// All five in one round trip (load_early_ro: none waits behind the branches that use another).
 RK_DEVICE ReqMeta load_req_meta(const ExtendParams& p, int req) {
   ReqMeta m;
-  m.q0 = load_early(p.qo_indptr + req);
-  m.q1 = load_early(p.qo_indptr + req + 1);
-  m.lk = load_early(p.kv_lens + req);
+  m.q0 = load_early_ro(p.qo_indptr + req);
+  m.q1 = load_early_ro(p.qo_indptr + req + 1);
+  m.lk = load_early_ro(p.kv_lens + req);
   m.k0 = m.k1 = 0;
   if (p.kv_indptr != nullptr) {
-    m.k0 = load_early(p.kv_indptr + req);
-    m.k1 = load_early(p.kv_indptr + req + 1);
+    m.k0 = load_early_ro(p.kv_indptr + req);
+    m.k1 = load_early_ro(p.kv_indptr + req + 1);
   }
   return m;
 }

@@ -33,6 +33,8 @@ def main() -> None:
     ap.add_argument("--shots", type=int, default=3)
     ap.add_argument("--out", required=True)
     ap.add_argument("--tag", default="")
+    ap.add_argument("--plan", action="store_true",
+                    help="call the op as bench/kernels_extend.py's grid does (radixkv_runner: with the extend plan)")
     args = ap.parse_args()
     from radixkv import ops
     from radixkv.ops import loader
@@ -61,6 +63,8 @@ def main() -> None:
                                             c["kv_indices"], c["kv_lens"], out=o, max_q_len=extend,
                                             max_kv_len=prefix + extend, check=False)
 
+            if args.plan:
+                run = ke.radixkv_runner(pool, c, extend, prefix + extend, [(prefix, extend)] * ke.BATCH)
             us = timer(run, reps=30)
             used = np.zeros(1, dtype=bool)
             for shot in range(args.shots if stamped else 0):
