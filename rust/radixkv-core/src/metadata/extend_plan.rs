@@ -208,9 +208,21 @@ mod tests {
         let mut want: Vec<(usize, usize)> = Vec::new();
         let mut keys = std::collections::HashMap::new();
         for (b, &(lq, lk)) in lens.iter().enumerate() {
+            // Rank r is the r-th tile from the request's last; its last row is query position
+            // (its last packed row) / group, which sees every key up to the prefix plus that
+            // position.
+            let n = (lq * group).div_ceil(rows);
+            for r in 0..n {
+                let last_row = ((n - r) * rows).min(lq * group) - 1;
+                want.push((b, r));
+                keys.insert((b, r), lk - lq + last_row / group + 1);
+            }
             for t in request_tiles(b, lq, lk, group, rows) {
-                want.push((b, t.rank));
-                keys.insert((b, t.rank), t.keys);
+                assert_eq!(
+                    t.keys,
+                    keys[&(b, t.rank)],
+                    "the keys a tile's last row sees"
+                );
             }
         }
         let mut sorted = got.clone();
@@ -242,6 +254,12 @@ mod tests {
         // Short requests sort tile by tile across requests.
         let got = check(&[2, 2], &[2, 3], 1, 1);
         assert_eq!(got, [(1, 0), (0, 0), (1, 1), (0, 1)]);
+        // A request's prefix weighs its tiles: 1 query after 9 cached keys (10 keys) goes before
+        // every tile of 8 fresh queries (8 keys at most).
+        let got = check(&[1, 8], &[10, 8], 1, 1);
+        let want: Vec<(usize, usize)> =
+            [(0, 0)].into_iter().chain((0..8).map(|r| (1, r))).collect();
+        assert_eq!(got, want);
     }
 
     #[test]
