@@ -71,6 +71,36 @@ class Timer:
         return 1e3 * statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
 
 
+    def interleaved(self, fns: dict[str, Callable[[], Any]], reps: int, use_graph: bool = True,
+                    flush: str = "clean", warmup: int = 3) -> dict[str, float]:
+        """Median time (µs) of each of ``fns``, timed in turns: rep i calls every one of them once,
+        each after its own flush, starting with the (i mod n)-th. Compared kernels thus meet the
+        same clocks: over a run of heavy calls the GPU's clocks drift down, so timing one
+        kernel's reps before the next's favours whichever goes first (by 3-6% on the 2.4 ms extend
+        cells of bench/kernels_extend.py: bench/NOTES.md, session 21)."""
+        torch = self.torch
+        names = list(fns)
+        graphs = {n: self.graph(f) for n, f in fns.items()} if use_graph else {}
+        runs = {n: (graphs[n].replay if use_graph else fns[n]) for n in names}
+        for n in names:
+            for _ in range(warmup):
+                runs[n]()
+        torch.cuda.synchronize()
+        events: dict[str, list[tuple[Any, Any]]] = {n: [] for n in names}
+        for i in range(reps):
+            for j in range(len(names)):
+                n = names[(i + j) % len(names)]
+                start = torch.cuda.Event(enable_timing=True)
+                end = torch.cuda.Event(enable_timing=True)
+                self.do_flush(flush)
+                start.record()
+                runs[n]()
+                end.record()
+                events[n].append((start, end))
+        torch.cuda.synchronize()
+        return {n: 1e3 * statistics.median(s.elapsed_time(e) for s, e in events[n]) for n in names}
+
+
 def load_flashinfer(tag: str) -> Optional[Any]:
     """The flashinfer module (on PYTHONPATH as bench/README.md describes), or None."""
     try:

@@ -6,7 +6,9 @@ batches of 8, 32, 64 and 256 requests whose lengths are drawn log-uniformly over
 fixed seeds (RAGGED below), the same page sizes. K/V live in one large pool filled with
 random data; each cell's pages are drawn at random from it (scattered). Every timed call is a
 CUDA-graph replay preceded by an L2 flush, timed with CUDA events; the median of many replays is
-reported. Both sides (radixkv and FlashInfer) always see the same flush in the same run.
+reported. Both sides (radixkv and FlashInfer) always see the same flush in the same run, and are
+timed in turns with the same-size read (each rep calls every one of them once, starting with a
+different one: ``Timer.interleaved``), so all meet the same clock drift.
 
 L2 flush modes (bench/_gpu_timing.py): "clean" (the default, the main table) and "write" (the
 only one in session 1's runs 1-5, which leaves dirty lines whose write-back lands inside the timed
@@ -266,31 +268,39 @@ def run_decode_bench(out_dir: Optional[Path], batches=BATCHES, lengths=LENGTHS,
                 }
                 if spread is not None:
                     row["ragged"] = spread  # kv_len is then the mean length
-                row["radixkv_us"] = timer(ours, reps)
+                sides: dict[str, Any] = {"radixkv": ours}
                 if nbytes // 2 <= same_elems:
                     try:
-                        row["read_same_us"] = timer(_triton_read(same[: nbytes // 2]), reps)
+                        sides["read_same"] = _triton_read(same[: nbytes // 2])
                     except Exception as exc:  # noqa: BLE001
                         print(f"[decode bench] same-size read failed: {exc}", file=sys.stderr)
-                if write_column or (batch, length) == (1, 32768):
-                    row["radixkv_write_us"] = timer(ours, reps, flush="write")
-                row["tbps"] = nbytes / (row["radixkv_us"] * 1e-6) / 1e12
-                row["frac_read"] = row["tbps"] / ceil["read"]
-                row["frac_copy"] = row["tbps"] / ceil["copy"]
                 if fi is not None:
                     try:
                         run = flashinfer_runner(fi, k, v, page, c, fi_ws)
-                        row["flashinfer_us"] = timer(run, reps)
-                        row["vs_flashinfer"] = row["flashinfer_us"] / row["radixkv_us"]
-                        if "radixkv_write_us" in row:
-                            row["flashinfer_write_us"] = timer(run, reps, flush="write")
-                            row["vs_flashinfer_write"] = (row["flashinfer_write_us"]
-                                                          / row["radixkv_write_us"])
                         ref = run().float()
                         mine = ours().float()
                         row["rel_err_vs_flashinfer"] = float((mine - ref).norm() / ref.norm())
+                        sides["flashinfer"] = run
                     except Exception as exc:  # noqa: BLE001
                         row["flashinfer_error"] = repr(exc)[:300]
+                try:
+                    timed = timer.interleaved(sides, reps)
+                except Exception as exc:  # noqa: BLE001 (an anchor that cannot be captured)
+                    row["timing_error"] = repr(exc)[:300]
+                    sides = {"radixkv": ours}
+                    timed = {"radixkv": timer(ours, reps)}
+                row.update({f"{n}_us": t for n, t in timed.items()})
+                if write_column or (batch, length) == (1, 32768):
+                    pair = {n: f for n, f in sides.items() if n != "read_same"}
+                    row.update({f"{n}_write_us": t
+                                for n, t in timer.interleaved(pair, reps, flush="write").items()})
+                row["tbps"] = nbytes / (row["radixkv_us"] * 1e-6) / 1e12
+                row["frac_read"] = row["tbps"] / ceil["read"]
+                row["frac_copy"] = row["tbps"] / ceil["copy"]
+                if "flashinfer_us" in row:
+                    row["vs_flashinfer"] = row["flashinfer_us"] / row["radixkv_us"]
+                if "flashinfer_write_us" in row:
+                    row["vs_flashinfer_write"] = row["flashinfer_write_us"] / row["radixkv_write_us"]
                 if sweep and spread is None and (batch, length) in (
                         (1, 32768), (16, 4096), (1, 4096), (64, 512), (1, 512), (16, 512),
                         (64, 4096), (256, 512)) and page == 1:

@@ -13,8 +13,10 @@ same run; and speed ratios against FlashInfer's BatchPrefillWithPagedKVCacheWrap
 time / ours: > 1 means radixkv is faster). Timing: CUDA events around each call, L2 flushed before
 every call (the "clean" flush of bench/_gpu_timing.py: a 1 GiB write, then a 256 MB read, so no
 dirty lines are written back inside the timed call; session 1 and the runs before session 2's
-final validation used the write alone), median of many. ``--check`` also compares each cell with
-a float32 reference.
+final validation used the write alone), median of many. The compared kernels are timed in turns
+(each rep calls every one of them once, starting with a different one: ``Timer.interleaved``), so
+all meet the same clock drift; until session 21 radixkv's reps all ran first, which favoured it
+by 3-6% on the longest cells. ``--check`` also compares each cell with a float32 reference.
 
 ``--ragged``: instead, batches whose requests differ (RAGGED: chunked prefill, multi-turn, fresh
 and short prompts) against fa2 / fa3, each timed with and without the extend plan the engine
@@ -61,6 +63,10 @@ class Timer(_GpuTimer):
 
     def __call__(self, fn: Callable[[], Any], reps: int = 30, warmup: int = 3) -> float:  # type: ignore[override]
         return super().__call__(fn, reps, use_graph=False, warmup=warmup)
+
+    def interleaved(self, fns: dict[str, Callable[[], Any]], reps: int = 30,  # type: ignore[override]
+                    warmup: int = 3) -> dict[str, float]:
+        return super().interleaved(fns, reps, use_graph=False, warmup=warmup)
 
 
 def matmul_tflops(timer: Timer, n: int = 8192) -> float:
@@ -157,14 +163,17 @@ def run_ragged_extend(page_sizes=PAGE_SIZES, reps: int = 30, seed: int = 5) -> l
             ours = radixkv_runner(pool, c, max_q, max_kv, specs)
             row: dict[str, Any] = {"page_size": ps, "batch": name, "requests": len(specs),
                                    "new_tokens": sum(e for _, e in specs),
-                                   "cached_tokens": sum(p for p, _ in specs), "max_kv": max_kv,
-                                   "radixkv_us": timer(ours, reps=reps)}
-            row["tflops"] = flops / (row["radixkv_us"] * 1e-6) / 1e12
-            # The same op without the extend plan (the kernels' own tile order).
-            row["no_plan_us"] = timer(radixkv_runner(pool, c, max_q, max_kv, specs, plan=False), reps=reps)
-            row["plan_speedup"] = row["no_plan_us"] / row["radixkv_us"]
+                                   "cached_tokens": sum(p for p, _ in specs), "max_kv": max_kv}
+            # The same op without the extend plan (the kernels' own tile order) beside it.
+            runs = {"radixkv": ours, "no_plan": radixkv_runner(pool, c, max_q, max_kv, specs, plan=False)}
             if fi is not None:
-                time_flashinfer(fi, pool, c, workspace, timer, reps, ours, row)
+                runs.update(flashinfer_runners(fi, pool, c, workspace, ours, row))
+            row.update({f"{n}_us": t for n, t in timer.interleaved(runs, reps=reps).items()})
+            row["tflops"] = flops / (row["radixkv_us"] * 1e-6) / 1e12
+            row["plan_speedup"] = row["no_plan_us"] / row["radixkv_us"]
+            for backend in ("fa2", "fa3"):
+                if f"{backend}_us" in row:
+                    row[f"vs_{backend}"] = row[f"{backend}_us"] / row["radixkv_us"]
             rows.append(row)
             print(f"[ragged extend] ps={ps:>2} {name:<10} B={len(specs):>2} new={row['new_tokens']:>6} "
                   f"cached={row['cached_tokens']:>6} max_kv={max_kv:>5} | radixkv {row['radixkv_us']:8.1f} us "
@@ -177,21 +186,22 @@ def run_ragged_extend(page_sizes=PAGE_SIZES, reps: int = 30, seed: int = 5) -> l
     return rows
 
 
-def time_flashinfer(fi: Any, pool: Pool, c: dict[str, torch.Tensor], workspace: torch.Tensor,
-                    timer: Timer, reps: int, ours: Callable[[], Any], row: dict[str, Any]) -> None:
-    """Times FlashInfer's fa2 and fa3 backends on ``c`` into ``row``: ``{backend}_us``,
-    ``vs_{backend}`` (its time over radixkv's ``radixkv_us``) and ``rel_err_vs_{backend}`` (radixkv's
-    output against that backend's), or ``{backend}_error`` when the backend fails."""
+def flashinfer_runners(fi: Any, pool: Pool, c: dict[str, torch.Tensor], workspace: torch.Tensor,
+                       ours: Callable[[], Any], row: dict[str, Any]) -> dict[str, Callable[[], Any]]:
+    """FlashInfer's fa2 and fa3 backends on ``c``, by name, for timing beside radixkv; records in
+    ``row`` radixkv's output error against each (``rel_err_vs_{backend}``), or ``{backend}_error``
+    for a backend that fails (and is left out)."""
     mine = ours().float()
+    runs: dict[str, Callable[[], Any]] = {}
     for backend in ("fa2", "fa3"):
         try:
             run = flashinfer_runner(fi, backend, pool, c, workspace)
-            row[f"{backend}_us"] = timer(run, reps=reps)
-            row[f"vs_{backend}"] = row[f"{backend}_us"] / row["radixkv_us"]
             ref = run().float()
             row[f"rel_err_vs_{backend}"] = float((mine - ref).norm() / ref.norm())
+            runs[backend] = run
         except Exception as exc:  # noqa: BLE001
             row[f"{backend}_error"] = repr(exc)[:200]
+    return runs
 
 
 def load_flashinfer() -> Optional[Any]:
@@ -329,24 +339,26 @@ def run_extend_bench(out_dir: Optional[Path] = None, page_sizes=PAGE_SIZES, pref
                                    "flops": flops}
             if runs > 1:
                 row["page_runs"] = runs
-            row["radixkv_us"] = timer(ours, reps=reps)
-            row["tflops"] = flops / (row["radixkv_us"] * 1e-6) / 1e12
-            row["frac_matmul"] = row["tflops"] / mm
+            sides: dict[str, Callable[[], Any]] = {"radixkv": ours}
             if fi is not None:
-                time_flashinfer(fi, pool, c, workspace, timer, reps, ours, row)
+                sides.update(flashinfer_runners(fi, pool, c, workspace, ours, row))
                 errs = [row[k] for k in ("rel_err_vs_fa2", "rel_err_vs_fa3") if k in row]
                 if errs:
                     row["rel_err_vs_flashinfer"] = errs[0]
             if sg is not None:
                 try:
                     run = sglang_runner(sg, pool, c, prefix, extend)
-                    t = timer(run, reps=reps)
-                    row["sglang_us"] = t
-                    row["vs_sglang"] = t / row["radixkv_us"]
                     sref = run().float()
                     row["rel_err_sglang_vs_radixkv"] = float((ours().float() - sref).norm() / sref.norm())
+                    sides["sglang"] = run
                 except Exception as exc:  # noqa: BLE001
                     row["sglang_error"] = repr(exc)[:200]
+            row.update({f"{n}_us": t for n, t in timer.interleaved(sides, reps=reps).items()})
+            row["tflops"] = flops / (row["radixkv_us"] * 1e-6) / 1e12
+            row["frac_matmul"] = row["tflops"] / mm
+            for other in ("fa2", "fa3", "sglang"):
+                if f"{other}_us" in row:
+                    row[f"vs_{other}"] = row[f"{other}_us"] / row["radixkv_us"]
             if check and prefix + extend <= 2560:
                 ref = reference_out(pool, c, prefix, extend)
                 row["rel_err_vs_ref"] = float((ours().float() - ref).norm() / ref.norm())

@@ -79,19 +79,10 @@ RK_DEVICE int shfl_up_int(int v, int delta) {
 #endif
 }
 
-// A global load issued where it stands: the compiler would otherwise sink a load whose value is
-// used only after an early exit below that exit, turning independent loads into a chain.
-RK_DEVICE int load_early(const int32_t* ptr) {
-#if RK_NVIDIA
-  int v;
-  asm volatile("ld.volatile.global.b32 %0, [%1];\n" : "=r"(v) : "l"(ptr));
-  return v;
-#else
-  return *ptr;
-#endif
-}
-// The same for the batch's index arrays, which no kernel writes while it runs: the non-coherent
-// path keeps the line in L1, so a CTA's other warps loading the same words do not each go to L2.
+// A load of the batch's index arrays (which no kernel writes while it runs) issued where it
+// stands: the compiler would otherwise sink a load whose value is used only after an early exit
+// below that exit, turning independent loads into a chain. The non-coherent path keeps the line
+// in L1, so a CTA's other warps loading the same words do not each go to L2.
 RK_DEVICE int load_early_ro(const int32_t* ptr) {
 #if RK_NVIDIA
   int v;
@@ -340,18 +331,6 @@ RK_DEVICE bool tile_span(const ExtendParams& p, int G, int req, const ReqMeta& m
   }
   return true;
 }
-// The same, for a caller that has L_q and kv_lens[req] (the rest is loaded here).
-template <int kBM>
-RK_DEVICE bool tile_span(const ExtendParams& p, int G, int req, int lq, int tile, int lk, TileSpan& t) {
-  ReqMeta m{p.qo_indptr[req], 0, lk, 0, 0};
-  m.q1 = m.q0 + lq;
-  if (p.kv_indptr != nullptr) {
-    m.k0 = p.kv_indptr[req];
-    m.k1 = p.kv_indptr[req + 1];
-  }
-  return tile_span<kBM>(p, G, req, m, tile, t);
-}
-
 // More queries than keys (prefix < 0): no valid mask exists. The tile's output rows get NaN
 // rather than garbage (the Python wrapper rejects such input before launching when it can read
 // the lengths).
@@ -642,39 +621,39 @@ extend_attention_kernel(const ExtendParams p) {
   const int G = p.num_q_heads / p.num_kv_heads;
   // Records, never stops.
   if (blockIdx.x == 0 && blockIdx.y == 0) guard::check_extend_batch(p, guard::kRanExtend, kBM);
-  // Fast prologue (where page entries go by cp.async): the per-request values are loaded together,
-  // and the walkers fetch tiles 0 and 1's page entries together, so the first K/V copy waits on
-  // three dependent global round trips (indptr / lengths, page entries, K/V) instead of five.
+  // Fast prologue (where page entries go by cp.async): the walkers fetch tiles 0 and 1's page
+  // entries together, so the first K/V copy waits on three dependent global round trips (the
+  // request's metadata, page entries, K/V) instead of four.
   constexpr bool kFastPrologue = kPtAsync;
-  int req, kvh, tile, lq, lk = 0;
+  int req, kvh, tile;
+  ReqMeta meta;  // the request's five metadata words, loaded in one round trip
   if (kRankOrder) {
     const int lin = blockIdx.x;
     kvh = lin % p.num_kv_heads;
     const int t = lin / p.num_kv_heads;
     int rank;
     if (!plan_entry(p, t, req, rank)) return;
-    if (kFastPrologue) lk = load_early(p.kv_lens + req);  // req < batch: in bounds
-    lq = p.qo_indptr[req + 1] - p.qo_indptr[req];
-    const int n_tiles_req = (lq * G + kBM - 1) / kBM;
+    meta = load_req_meta(p, req);  // req < batch: in bounds
+    const int n_tiles_req = ((meta.q1 - meta.q0) * G + kBM - 1) / kBM;
     if (!rank_in_request(p, rank, n_tiles_req)) return;
     tile = n_tiles_req - 1 - rank;
   } else {
     int tile_in_req;
     if (!find_tile<kBM>(p, G, blockIdx.x, req, tile_in_req)) return;  // surplus CTA
     kvh = blockIdx.y;
-    lq = p.qo_indptr[req + 1] - p.qo_indptr[req];
-    const int n_tiles_req = (lq * G + kBM - 1) / kBM;
+    meta = load_req_meta(p, req);
+    const int n_tiles_req = ((meta.q1 - meta.q0) * G + kBM - 1) / kBM;
     tile = n_tiles_req - 1 - tile_in_req;  // later tiles see more keys: run them first
   }
-  if (!kFastPrologue || !kRankOrder) lk = p.kv_lens[req];
   TileSpan span;
-  if (!tile_span<kBM>(p, G, req, lq, tile, lk, span)) return;
+  if (!tile_span<kBM>(p, G, req, meta, tile, span)) return;
   if (span.prefix < 0) {
     write_nan_rows<T, D, kThreads>(p, G, kvh, span);
     return;
   }
+  const int lq = meta.q1 - meta.q0;
   const int q_begin = span.q_begin, row0 = span.row0, rows_valid = span.rows_valid, prefix = span.prefix;
-  lk = span.lk;
+  const int lk = span.lk;
   const PageRow pages = span.pages;
   const uint16_t* q = static_cast<const uint16_t*>(p.q);
   uint16_t* out = static_cast<uint16_t*>(p.out);

@@ -183,9 +183,10 @@ RK_DEVICE bool resolve_tile(const ExtendParams& p, int G, Tile& t) {
   int tile_in_req;
   if (!find_tile<kBM>(p, G, blockIdx.x, t.req, tile_in_req)) return false;
   t.kvh = blockIdx.y;
-  t.lq = p.qo_indptr[t.req + 1] - p.qo_indptr[t.req];
+  const ReqMeta m = load_req_meta(p, t.req);
+  t.lq = m.q1 - m.q0;
   const int n_tiles_req = (t.lq * G + kBM - 1) / kBM;
-  return tile_span<kBM>(p, G, t.req, t.lq, n_tiles_req - 1 - tile_in_req, p.kv_lens[t.req], t);
+  return tile_span<kBM>(p, G, t.req, m, n_tiles_req - 1 - tile_in_req, t);
 }
 
 // Launches whose contexts may hold this many keys or more (the caller's max_kv_len) run the
