@@ -70,7 +70,6 @@ class Timer:
         torch.cuda.synchronize()
         return 1e3 * statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
 
-
     def interleaved(self, fns: dict[str, Callable[[], Any]], reps: int, use_graph: bool = True,
                     flush: str = "clean", warmup: int = 3) -> dict[str, float]:
         """Median time (µs) of each of ``fns``, timed in turns: rep i calls every one of them once,
