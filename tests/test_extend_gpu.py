@@ -373,19 +373,32 @@ def test_deterministic():
 
 
 @gpu
-def test_more_queries_than_keys():
-    batch = Batch(SMALL, page_size=16, h_kv=2, group=2, dim=64, dtype=torch.bfloat16, seed=5)
+@pytest.mark.parametrize("dim,planned", [(64, False), (128, False), (128, True)],
+                         ids=["d64", "d128", "d128_plan"])
+def test_more_queries_than_keys(dim, planned):
+    # With dim 128 and a plan, sm_90a runs the warp-specialised kernel's persistent CTAs (no
+    # max_kv_len given): the NaN tiles are skipped by their producer and written by their consumers.
+    batch = Batch(SMALL, page_size=16, h_kv=2, group=2, dim=dim, dtype=torch.bfloat16, seed=5)
+    plan = _plan(batch) if planned else None  # of the valid lengths: the same query tiles
     batch.kv_lens[2] = 10  # request 2 has 64 queries
     with pytest.raises(radixkv.InvalidArgument, match="request 2 has more queries than keys"):
         extend_attention(batch.q, batch.k_cache, batch.v_cache, batch.qo_indptr, batch.kv_indptr,
                          batch.kv_indices, batch.kv_lens, check=True)
     # Unchecked, the kernel marks that request's rows NaN instead of returning garbage.
     out = extend_attention(batch.q, batch.k_cache, batch.v_cache, batch.qo_indptr, batch.kv_indptr,
-                           batch.kv_indices, batch.kv_lens, check=False)
+                           batch.kv_indices, batch.kv_lens, check=False, plan=plan)
     q0, q1 = int(batch.qo_indptr[2]), int(batch.qo_indptr[3])
     assert torch.isnan(out[q0:q1]).all()
     assert torch.isfinite(out[:q0]).all() and torch.isfinite(out[q1:]).all()
     assert radixkv.ops.take_errors() == [radixkv.ops.KernelFault("extend_attention", "queries_exceed_keys")]
+    if planned:  # the other requests within tolerance of the reference
+        batch.kv_lens[2] = SMALL[2][0] + SMALL[2][1]
+        ref = batch.reference()
+        bounds = batch.qo_indptr.tolist()
+        for b in range(len(SMALL)):
+            if b != 2:
+                assert_close(out[bounds[b]:bounds[b + 1]], ref[bounds[b]:bounds[b + 1]], torch.bfloat16,
+                             what=f"request {b}")
 
 
 @gpu

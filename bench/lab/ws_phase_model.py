@@ -13,6 +13,13 @@ copy is in flight to it and no consumer still reads it. Before the schedules, th
 (per-warp row lookups read by shuffle, the tile walker, swizzled destinations) is checked against
 key // page_size, key % page_size and sw128_index for several page sizes.
 
+Persistent CTAs (the single-tile instance's launches): a CTA runs several query tiles, each of its
+own number of K/V tiles, with one ring running on across them (ring tile g = the K/V tiles of the
+CTA's earlier query tiles + n), each consumer warp loading its own Q rows and staging its own
+output rows (no consumers' barrier), and the turns running on across tiles: consumer 1 arrives
+ahead only before the first tile and consumer 0 takes the last hand-over once, after the last.
+The same checks hold; the S issues alternate over all the CTA's K/V tiles.
+
     python3 bench/lab/ws_phase_model.py [--schedules 3000]
 """
 
@@ -67,7 +74,12 @@ class NamedBarrier:
         return self.generation > gen
 
 
-def run(n_tiles: int, rng: random.Random, q_stage: bool = False) -> None:
+def run(tiles: list[int], rng: random.Random, q_stage: bool = False, persistent: bool = False) -> None:
+    """`tiles`: K/V tiles of each query tile the CTA runs (one unless persistent)."""
+    assert persistent or len(tiles) == 1
+    assert not (persistent and q_stage)
+    n_tiles = sum(tiles)  # ring tiles over the CTA's life
+    starts = [sum(tiles[:k]) for k in range(len(tiles))]
     stages = STAGES + (1 if q_stage else 0)
     q_space = stages - 1 if q_stage else None  # the stage in Q's space
     full = [MBarrier(PRODUCER_THREADS) for _ in range(stages)]
@@ -84,7 +96,7 @@ def run(n_tiles: int, rng: random.Random, q_stage: bool = False) -> None:
     released = [0] * n_tiles  # consumer warps done with tile n
 
     def producer(u: int):
-        for n in range(n_tiles):
+        for n in range(n_tiles):  # ring tile n: query tile k's K/V tile n - starts[k]
             s, rnd = n % stages, n // stages
             if rnd > 0:
                 while not empty[s].try_wait((rnd - 1) & 1):
@@ -123,14 +135,7 @@ def run(n_tiles: int, rng: random.Random, q_stage: bool = False) -> None:
         # warp 0 of each consumer stands for the warpgroup at the named barriers (all warps of a
         # warpgroup pass bar.sync together); every warp arrives on "empty".
         leader = warp == 0
-        yield  # Q copied, then read into registers
-        q_held[0] += 1
-        if q_stage:
-            q_free.arrive()
-        if leader and c == 1:
-            turn[0].arrive(1)
-        # Tile 0's S on the first turn; then step n: wait for tile n + 1's stage, take the turn,
-        # issue S(n + 1) and P V(n), softmax of n + 1, release tile n's stage; last: P V(N - 1).
+
         def take(n: int):
             s = n % stages
             while not full[s].try_wait((n // stages) & 1):
@@ -144,28 +149,47 @@ def run(n_tiles: int, rng: random.Random, q_stage: bool = False) -> None:
                 issue_order.append(c)
                 turn[1 - c].arrive(c)
 
-        yield from take(0)
-        for n in range(n_tiles):
-            if n + 1 < n_tiles:
-                yield from take(n + 1)
-            yield  # softmax of n + 1 while P V(n) runs
-            s = n % stages
-            assert stage_tile[s] == n, f"stage {s} overwritten while consumer {c} reads tile {n}"
-            reading[s] -= 1
-            released[n] += 1
-            empty[s].arrive()
-            yield
-        if leader and c == 0:
+        for k, count in enumerate(tiles):
+            base = starts[k]
+            yield  # Q copied (persistent: this warp's own rows), then read into registers
+            if k == 0:
+                q_held[0] += 1
+                if q_stage:
+                    q_free.arrive()
+            if leader and c == 1 and k == 0:
+                turn[0].arrive(1)
+            # Tile 0's S on the first turn; then step n: wait for tile n + 1's stage, take the
+            # turn, issue S(n + 1) and P V(n), softmax of n + 1, release tile n's stage; last:
+            # P V(N - 1). Ring tiles are base + n.
+            yield from take(base)
+            for n in range(base, base + count):
+                if n + 1 < base + count:
+                    yield from take(n + 1)
+                yield  # softmax of n + 1 while P V(n) runs
+                s = n % stages
+                assert stage_tile[s] == n, f"stage {s} overwritten while consumer {c} reads tile {n}"
+                reading[s] -= 1
+                released[n] += 1
+                empty[s].arrive()
+                yield
+            if persistent:
+                yield  # this warp stages and stores its own output rows; then the next tile
+                continue
+            if leader and c == 0:
+                gen = turn[0].arrive(0)
+                while not turn[0].passed(gen):
+                    yield
+            # The output staged through Q's space, once both consumers are past the barrier.
+            done_warps[0] += 1  # bar.sync(kBarConsumers, 256): every warp of both warpgroups
+            while done_warps[0] < 2 * CONSUMER_WARPS:
+                yield
+            if q_stage:
+                assert reading[q_space] == 0, "the output is staged while a consumer reads Q's space"
+                assert not any(f[1] == q_space for f in in_flight), "the output is staged under a copy in flight"
+        if persistent and leader and c == 0:  # the last hand-over, after the last tile
             gen = turn[0].arrive(0)
             while not turn[0].passed(gen):
                 yield
-        # The output staged through Q's space, once both consumers are past the barrier.
-        done_warps[0] += 1  # bar.sync(kBarConsumers, 256): every warp of both warpgroups
-        while done_warps[0] < 2 * CONSUMER_WARPS:
-            yield
-        if q_stage:
-            assert reading[q_space] == 0, "the output is staged while a consumer reads Q's space"
-            assert not any(f[1] == q_space for f in in_flight), "the output is staged under a copy in flight"
 
     agents = [producer(u) for u in range(PRODUCER_THREADS)]
     agents += [consumer(c, w) for c in range(2) for w in range(CONSUMER_WARPS)]
@@ -240,10 +264,14 @@ def main() -> None:
     args = ap.parse_args()
     check_gather_indexing()
     rng = random.Random(12)
+    lengths = [1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 19]
     for i in range(args.schedules):
-        run(rng.choice([1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 19]), rng, q_stage=i % 2 == 1)
-    print(f"ws_phase_model: gather indexing and {args.schedules} schedules, stages {STAGES} and "
-          f"{STAGES} + Q's space: all checks held")
+        if i % 3 == 2:  # a persistent CTA of 1-5 query tiles
+            run([rng.choice(lengths) for _ in range(rng.randint(1, 5))], rng, persistent=True)
+        else:
+            run([rng.choice(lengths)], rng, q_stage=i % 3 == 1)
+    print(f"ws_phase_model: gather indexing and {args.schedules} schedules (stages {STAGES}, "
+          f"{STAGES} + Q's space, persistent CTAs): all checks held")
 
 
 if __name__ == "__main__":
