@@ -48,8 +48,6 @@ struct ExtendParams {
   const int32_t* tile_plan = nullptr;
   int32_t plan_len = 0;        // entries
   int32_t plan_rows = 0;       // the tile height the plan was built for
-  // Set by the launcher, not the caller: a persistent grid's slot count (extend_ws.cuh).
-  int32_t launch_slots = 0;
   // The cache's element type: kSame (q's 16-bit type) or FP8, with float32 scales on the device
   // (stored x scale = real); cache strides count elements of the cache's type either way.
   KVType kv_type = KVType::kSame;

@@ -29,8 +29,7 @@
 //
 // Barrier phases: tile n uses stage n % kStages in round n / kStages. A consumer waits for "full"
 // phase (round & 1) to complete; the producer, from round 1 on, for "empty" phase ((round - 1) & 1).
-// A persistent CTA (the single-tile instance, see extend_ws_kernel) counts n over all its query
-// tiles' K/V tiles. bench/lab/ws_phase_model.py replays this protocol on the CPU.
+// bench/lab/ws_phase_model.py replays this protocol on the CPU.
 #pragma once
 
 #include "extend_attention_kernel.cuh"
@@ -158,11 +157,11 @@ constexpr int kRankGroup = 8;  // metadata::extend_plan's RUN_TILES, RANK_GROUP_
 // Requests of fewer than 2 groups of tiles keep plain rank order (group 1: longest first).
 RK_HOST_DEVICE int rank_group(int64_t per_req) { return per_req >= 2 * kRankGroup ? kRankGroup : 1; }
 
-// The tile of launch slot `lin` (a CTA's blockIdx.x, or each of a persistent CTA's slots).
 template <bool kRankOrder>
-RK_DEVICE bool resolve_tile(const ExtendParams& p, int G, Tile& t, int lin) {
+RK_DEVICE bool resolve_tile(const ExtendParams& p, int G, Tile& t) {
   if (kRankOrder) {
     int rank;
+    const int lin = blockIdx.x;
     if (p.tile_plan != nullptr) {  // the plan's order (extend_attention.h)
       t.kvh = lin % p.num_kv_heads;
       if (!plan_entry(p, lin / p.num_kv_heads, t.req, rank)) return false;
@@ -196,22 +195,12 @@ RK_DEVICE bool resolve_tile(const ExtendParams& p, int G, Tile& t, int lin) {
 // shorter ones run the single-tile instance, whose smaller code a short CTA fetches (cold) faster.
 constexpr int kPairStepContext = 2048;
 
-// Launches of the single-tile instance (16-bit caches, rank order) run one persistent CTA per SM:
-// CTA x runs slots x, x + gridDim.x, ... of the rank-order grid (p.launch_slots of them), and its
-// ring runs on from one tile to the next, so the producer gathers the next tile's first K/V
-// tiles while the consumers finish the current one, and a tile's start-up (metadata, Q, first
-// K/V) and output store overlap another tile's products instead of leaving the SM idle. Each
-// consumer warp then loads its own Q rows and stages its output in them (the same swizzled
-// layout), so no warp waits on another between tiles, and the turns run on across tiles.
-// The pair-step instance keeps one CTA per tile: its contexts are long, so the start-up is a
-// small part of a CTA, and its ring's 7th stage lives in Q's space.
-template <class T, class KV, bool kRankOrder, bool kPairSteps = false, bool kPersist = false>
+template <class T, class KV, bool kRankOrder, bool kPairSteps = false>
 __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendParams p) {
 #if RK_HAS_WGMMA
   constexpr bool kF8 = IsFp8<KV>::value;
   using TC = std::conditional_t<kF8, f16_t, T>;  // the products' 16-bit type (see the top)
   constexpr bool kQConvert = !std::is_same<T, TC>::value;
-  static_assert(!kPersist || (kRankOrder && !kF8 && !kPairSteps), "persistent: the single-tile rank-order instance, 16-bit caches");
   using R = Ring<kF8, kPairSteps>;  // the pair steps take a ring stage in Q's space
   constexpr int kStages = R::kStages;
   constexpr int kEB = kF8 ? 1 : 2;  // bytes per cache element
@@ -229,30 +218,17 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
   const int G = p.num_q_heads / p.num_kv_heads;
   // Records, never stops.
   if (blockIdx.x == 0 && blockIdx.y == 0) guard::check_extend_batch(p, guard::kRanExtendWs, kBM);
-  Tile t;  // the tile being run (persistent: resolved by each role as it reaches the slot)
-  if constexpr (!kPersist) {
-    if (!resolve_tile<kRankOrder>(p, G, t, blockIdx.x)) return;
-    if (t.prefix < 0) {
-      write_nan_rows<T, kD, kThreads>(p, G, t.kvh, t, threadIdx.x);
-      return;
-    }
-  }
+  Tile t;
+  if (!resolve_tile<kRankOrder>(p, G, t)) return;
   uint16_t* out = static_cast<uint16_t*>(p.out);
-  // Persistent: resolves the CTA's next slot that holds a tile into t (false: none left), and
-  // whether it is a NaN tile (prefix < 0: the consumers write it, the producer skips it). Every
-  // role walks the same slots, so all skip the same ones.
-  int slot = blockIdx.x;
-  auto next_tile = [&](bool& nan_tile) {
-    while (slot < p.launch_slots) {
-      const bool ok = resolve_tile<kRankOrder>(p, G, t, slot);
-      slot += gridDim.x;
-      if (ok) {
-        nan_tile = t.prefix < 0;
-        return true;
-      }
-    }
-    return false;
-  };
+  if (t.prefix < 0) {
+    write_nan_rows<T, kD, kThreads>(p, G, t.kvh, t);
+    return;
+  }
+  const int pos_first = t.row0 / G;
+  const int pos_last = (t.row0 + t.rows_valid - 1) / G;
+  const int n_kv_tiles = (pos_last + t.prefix + 1 + kBN - 1) / kBN;
+  const int n_dense = (pos_first + t.prefix + 1) / kBN;  // tiles visible to every row
 
   if (threadIdx.x == 0) {
 #pragma unroll
@@ -279,15 +255,6 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
     const int u = threadIdx.x;
     const int lane = u % 32, jj = lane % 16;
     const int my_row = kF8 ? 4 * (u / 32) + (jj & 3) + 16 * (jj >> 2) : 2 * (u / 32) + (jj & 1) + 8 * (jj >> 1);
-    guard::Faults faults;
-    int N = 0;  // K/V tiles of the CTA's earlier tiles (persistent): tile n of this one is ring tile N + n
-    for (;;) {  // once per tile: one pass unless persistent
-    if constexpr (kPersist) {
-      bool nan_tile;
-      if (!next_tile(nan_tile)) break;
-      if (nan_tile) continue;
-    }
-    const int n_kv_tiles = ((t.row0 + t.rows_valid - 1) / G + t.prefix + 1 + kBN - 1) / kBN;
     const int ps = p.page_size;
     const int tile_pages = kBN / ps, tile_off = kBN - tile_pages * ps;
     const uint64_t k_head = reinterpret_cast<uintptr_t>(p.k_cache) + kEB * uint64_t(int64_t(t.kvh) * p.kv_stride_head);
@@ -308,6 +275,7 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
         ++w_pidx;
       }
     };
+    guard::Faults faults;
     // This lane's row of tile n (page id, slot): its K row's byte address, bit 0 set when it is
     // copied (16-byte aligned addresses leave bit 0 free); a row to zero-fill keeps an aligned,
     // unread address.
@@ -336,7 +304,7 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
       const uint32_t dst0 = 2u * wgmma::sw128_index<kBN>(u / 16, (u % 16) * 8);
       static_assert(wgmma::sw128_index<kBN>(8, 0) == 8 * 64, "rows 8 apart: 1024 bytes");
       for (int n = 0; n < n_kv_tiles; ++n) {
-        const int s = (N + n) % kStages, round = (N + n) / kStages;
+        const int s = n % kStages, round = n / kStages;
         lookup(id_nxt, off_nxt);  // tile n + 1; keys past L_k read nothing (fetch_page)
         const uint64_t e = row_entry(n, id_cur, off_cur);
         if (round > 0) mbar_wait(empty0 + 8 * s, (round - 1) & 1);
@@ -416,9 +384,6 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
         mbar_arrive(full0 + 8 * s);
       }
     }
-    if constexpr (!kPersist) break;
-    N += n_kv_tiles;
-    }
     guard::report(p.status, guard::kExtend, faults);
     asm volatile("cp.async.wait_all;\n" ::: "memory");
     return;
@@ -431,43 +396,9 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
   const int wq = (threadIdx.x / 32) % 4;  // warp within the warpgroup: rows 16 wq.. of the half
   const int warp_row0 = c * 64 + wq * 16;
   const int lane = threadIdx.x % 32;
-  int N = 0;             // as the producer's
-  bool started = false;  // persistent: a tile has run (the turns have begun)
-  for (;;) {  // once per tile: one pass unless persistent
-  if constexpr (kPersist) {
-    bool nan_tile;
-    if (!next_tile(nan_tile)) break;
-    if (nan_tile) {  // the consumers write it (the producer skips it)
-      write_nan_rows<T, kD, 256>(p, G, t.kvh, t, ct);
-      continue;
-    }
-  }
-  const int pos_first = t.row0 / G;
-  const int pos_last = (t.row0 + t.rows_valid - 1) / G;
-  const int n_kv_tiles = (pos_last + t.prefix + 1 + kBN - 1) / kBN;
-  const int n_dense = (pos_first + t.prefix + 1) / kBN;  // tiles visible to every row
 
-  if constexpr (kPersist) {
-    // This warp's own 16 rows of Q, which no other warp reads or writes (its output is staged in
-    // the same rows and layout): no consumer barrier between tiles.
-    const uint16_t* q = static_cast<const uint16_t*>(p.q);
-#pragma unroll
-    for (int i = 0; i < 16 * 16 / 32; ++i) {
-      const int idx = lane + 32 * i;
-      const int r = warp_row0 + idx / 16, ch = idx % 16;
-      const int pr = t.row0 + r;
-      const bool valid = r < t.rows_valid;
-      const int pos = pr / G, h = pr - pos * G;
-      const uint16_t* src =
-          q + (valid ? int64_t(t.q_begin + pos) * p.q_stride_tok + int64_t(t.kvh * G + h) * p.q_stride_head : 0) +
-          ch * 8;
-      mma::async_copy16(sQ + wgmma::sw128_index<kBM>(r, ch * 8), src, valid);
-    }
-    mma::async_commit();
-    mma::async_wait<0>();
-    __syncwarp();
-  } else {
-    // Q tile (both halves, by both consumers): rows past the request are zero-filled.
+  // Q tile (both halves, by both consumers): rows past the request are zero-filled.
+  {
     const uint16_t* q = static_cast<const uint16_t*>(p.q);
 #pragma unroll
     for (int i = 0; i < kBM * 16 / 256; ++i) {
@@ -534,15 +465,11 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
   if constexpr (kQConvert) cs *= float(1 << kQShift);
   constexpr float kSlack = ExtendCommon::kRescaleSlack;
 
-  // Consumer 0 issues first. Persistent: the turns run on across tiles (consumer 1's last hand-over
-  // of a tile lets consumer 0 issue first in the next), so this arrive comes before the first tile
-  // only, and consumer 0 takes the last hand-over once, after the last tile.
-  if (c == 1 && (!kPersist || !started)) bar_arrive(kBarTurn + 0, 256);
-  started = true;
+  if (c == 1) bar_arrive(kBarTurn + 0, 256);  // consumer 0 issues first
 
   // Tile n's stage holds all its copies, visible to the tensor cores' reads.
   auto wait_full = [&](int n) {
-    mbar_wait(full0 + 8 * ((N + n) % kStages), ((N + n) / kStages) & 1);
+    mbar_wait(full0 + 8 * (n % kStages), (n / kStages) & 1);
     wgmma::fence_proxy_async();
   };
   // Groups of tiles: the pair-step instance steps over groups of kGroup tiles (the turn hand-over,
@@ -565,7 +492,7 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
     constexpr int kN = decltype(n_tag)::value;
 #pragma unroll
     for (int h = 0; h < kN; ++h) {
-      const uint64_t ks = k_desc + R::k_off((N + t + h) % kStages) / 16;
+      const uint64_t ks = k_desc + R::k_off((t + h) % kStages) / 16;
 #pragma unroll
       for (int kk = 0; kk < kD / 16; ++kk) {
         const uint32_t ko = ((kk >> 2) * (kBN * 128) + (kk & 3) * 32) / 16;
@@ -578,7 +505,7 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
     constexpr int kN = decltype(n_tag)::value;
 #pragma unroll
     for (int h = 0; h < kN; ++h) {
-      const uint64_t vs = v_desc + R::v_off((N + t + h) % kStages) / 16;
+      const uint64_t vs = v_desc + R::v_off((t + h) % kStages) / 16;
 #pragma unroll
       for (int kb = 0; kb < kBN / 16; ++kb)
         wgmma::rs_m64n128k16<TC>(o, pf[h][kb].x, vs + uint32_t(kb * (16 * 128) / 16));
@@ -590,7 +517,7 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
     __syncwarp();
     if (lane == 0) {
 #pragma unroll
-      for (int h = 0; h < kN; ++h) mbar_arrive(empty0 + 8 * ((N + t + h) % kStages));
+      for (int h = 0; h < kN; ++h) mbar_arrive(empty0 + 8 * ((t + h) % kStages));
     }
   };
   auto wait_group = [&](int t, auto n_tag) {
@@ -713,10 +640,10 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
   }
   if (odd) last(j, One{});
   else last(j, Full{});
-  if (!kPersist && c == 0) bar_sync(kBarTurn + 0, 256);  // consumer 1's last turn hand-over
+  if (c == 0) bar_sync(kBarTurn + 0, 256);  // consumer 1's last turn hand-over
 
-  // Normalise, stage through the Q tile (both consumers are done reading it: the barrier; a
-  // persistent CTA's warps each stage their own rows, in Q's layout), store 16-byte row chunks.
+  // Normalise, stage through the Q tile (both consumers are done reading it: the barrier), store
+  // 16-byte row chunks.
   // FP8: times the V scale; a NaN sum, from a bad K scale, stays NaN.
   float v_factor = 1.f;
   if constexpr (kF8) v_factor = extend_head_scale(p, p.scales.v, t.kvh);
@@ -727,8 +654,7 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
     if (kF8) inv[sl] = lt != 0.f ? v_factor / lt : 0.f;
     else inv[sl] = lt > 0.f ? 1.f / lt : 0.f;
   }
-  if constexpr (!kPersist) bar_sync(kBarConsumers, 256);
-  auto stage_at = [&](int r, int d) { return kPersist ? wgmma::sw128_index<kBM>(r, d) : mma::smem_index<kD>(r, d); };
+  bar_sync(kBarConsumers, 256);
 #pragma unroll
   for (int i = 0; i < mma::kAccElems; i += 2) {
     const int r = warp_row0 + mma::acc_query(i);
@@ -736,7 +662,7 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
 #pragma unroll
     for (int db = 0; db < kD / 16; ++db) {
       const int d = db * 16 + mma::acc_other(i);
-      *reinterpret_cast<uint32_t*>(sQ + stage_at(r, d)) = mma::pack2<T>(o[db].x[i] * f, o[db].x[i + 1] * f);
+      *reinterpret_cast<uint32_t*>(sQ + mma::smem_index<kD>(r, d)) = mma::pack2<T>(o[db].x[i] * f, o[db].x[i + 1] * f);
     }
   }
   __syncwarp();
@@ -748,7 +674,7 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
 #pragma unroll
   for (int it = 0; it < 16 / kRowsPerPass; ++it) {
     if (r < t.rows_valid) {
-      const uint4 v = *reinterpret_cast<const uint4*>(sQ + stage_at(r, cidx * 8));
+      const uint4 v = *reinterpret_cast<const uint4*>(sQ + mma::smem_index<kD>(r, cidx * 8));
       *reinterpret_cast<uint4*>(out + int64_t(t.q_begin + pos) * p.o_stride_tok +
                                 int64_t(t.kvh * G + h) * p.o_stride_head + cidx * 8) = v;
     }
@@ -759,10 +685,6 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
       ++pos;
     }
   }
-  if constexpr (!kPersist) break;
-  N += n_kv_tiles;
-  }
-  if (kPersist && c == 0 && started) bar_sync(kBarTurn + 0, 256);
 #endif
 }
 
@@ -814,24 +736,15 @@ bool try_launch_ws(const ExtendParams& p, Stream stream) {
     const bool rank = (pp.tile_plan != nullptr || b <= 2 * a) && slots * p.num_kv_heads <= 0x7fffffff;
     if (!rank && gx > 0x7fffffff) throw LaunchError("radixkv extend_attention: grid too large");
     auto kernel = rank ? ws::extend_ws_kernel<T, KV, true> : ws::extend_ws_kernel<T, KV, false>;
-    int64_t blocks = rank ? slots * p.num_kv_heads : gx;
-    ExtendParams lp = pp;
-    if constexpr (ws::Ring<IsFp8<KV>::value>::kPair > 1) {  // 16-bit caches
-      if (rank && p.max_kv_len >= ws::kPairStepContext) {
-        // Long contexts step over pairs of tiles (rank order only: request order, find_tile,
-        // leaves too few registers for the pair steps).
-        kernel = ws::extend_ws_kernel<T, KV, true, true>;
-      } else if (rank) {
-        // Shorter ones: one persistent CTA per SM over the rank-order slots.
-        kernel = ws::extend_ws_kernel<T, KV, true, false, true>;
-        lp.launch_slots = int32_t(blocks);
-        if (blocks > sm_count()) blocks = sm_count();
-      }
+    // Long contexts step over pairs of tiles (rank order only: request order, find_tile, leaves
+    // too few registers for the pair steps).
+    if constexpr (ws::Ring<IsFp8<KV>::value>::kPair > 1) {
+      if (rank && p.max_kv_len >= ws::kPairStepContext) kernel = ws::extend_ws_kernel<T, KV, true, true>;
     }
-    const dim3 grid = rank ? dim3(unsigned(blocks)) : dim3(unsigned(gx), p.num_kv_heads);
+    const dim3 grid = rank ? dim3(unsigned(slots * p.num_kv_heads)) : dim3(unsigned(gx), p.num_kv_heads);
     constexpr int kSmem = ws::Ring<IsFp8<KV>::value>::kSmemBytes;
     allow_dynamic_smem(kernel, kSmem);
-    kernel<<<grid, dim3(ws::kThreads), kSmem, static_cast<stream_t>(stream)>>>(lp);
+    kernel<<<grid, dim3(ws::kThreads), kSmem, static_cast<stream_t>(stream)>>>(pp);
     const error_t e = last_error();
     if (e != kSuccess)
       throw LaunchError(std::string("radixkv extend_attention launch failed: ") + error_string(e));

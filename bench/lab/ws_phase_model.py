@@ -13,11 +13,12 @@ copy is in flight to it and no consumer still reads it. Before the schedules, th
 (per-warp row lookups read by shuffle, the tile walker, swizzled destinations) is checked against
 key // page_size, key % page_size and sw128_index for several page sizes.
 
-Persistent CTAs (the single-tile instance's launches): a CTA runs several query tiles, each of its
-own number of K/V tiles, with one ring running on across them (ring tile g = the K/V tiles of the
-CTA's earlier query tiles + n), each consumer warp loading its own Q rows and staging its own
-output rows (no consumers' barrier), and the turns running on across tiles: consumer 1 arrives
-ahead only before the first tile and consumer 0 takes the last hand-over once, after the last.
+Persistent CTAs (the lab patches bench/lab/ext21_pst*.patch, not the product): a CTA runs several
+query tiles, each of its own number of K/V tiles, with one ring running on across them (ring tile
+g = the K/V tiles of the CTA's earlier query tiles + n), each consumer warp loading its own Q rows
+and staging its own output rows (no consumers' barrier), and the turns running on across tiles:
+consumer 1 arrives ahead only before the first tile and consumer 0 takes the last hand-over once,
+after the last.
 The same checks hold; the S issues alternate over all the CTA's K/V tiles.
 
     python3 bench/lab/ws_phase_model.py [--schedules 3000]
