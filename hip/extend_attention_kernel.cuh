@@ -333,12 +333,12 @@ RK_DEVICE bool tile_span(const ExtendParams& p, int G, int req, const ReqMeta& m
 }
 // More queries than keys (prefix < 0): no valid mask exists. The tile's output rows get NaN
 // rather than garbage (the Python wrapper rejects such input before launching when it can read
-// the lengths).
+// the lengths). Written by kThreads threads, this one being thread `tid` of them.
 template <class T, int D, int kThreads>
-RK_DEVICE void write_nan_rows(const ExtendParams& p, int G, int kvh, const TileSpan& t) {
+RK_DEVICE void write_nan_rows(const ExtendParams& p, int G, int kvh, const TileSpan& t, int tid) {
   uint16_t* out = static_cast<uint16_t*>(p.out);
   const uint32_t nan2 = mma::pack2<T>(__int_as_float(0x7fc00000), __int_as_float(0x7fc00000));
-  for (int idx = threadIdx.x; idx < t.rows_valid * (D / 2); idx += kThreads) {
+  for (int idx = tid; idx < t.rows_valid * (D / 2); idx += kThreads) {
     const int r = t.row0 + idx / (D / 2), d = 2 * (idx % (D / 2));
     const int pos = r / G, h = r % G;
     *reinterpret_cast<uint32_t*>(out + int64_t(t.q_begin + pos) * p.o_stride_tok + int64_t(kvh * G + h) * p.o_stride_head +
@@ -648,7 +648,7 @@ extend_attention_kernel(const ExtendParams p) {
   TileSpan span;
   if (!tile_span<kBM>(p, G, req, meta, tile, span)) return;
   if (span.prefix < 0) {
-    write_nan_rows<T, D, kThreads>(p, G, kvh, span);
+    write_nan_rows<T, D, kThreads>(p, G, kvh, span, threadIdx.x);
     return;
   }
   const int lq = meta.q1 - meta.q0;

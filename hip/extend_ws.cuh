@@ -158,10 +158,9 @@ constexpr int kRankGroup = 8;  // metadata::extend_plan's RUN_TILES, RANK_GROUP_
 RK_HOST_DEVICE int rank_group(int64_t per_req) { return per_req >= 2 * kRankGroup ? kRankGroup : 1; }
 
 template <bool kRankOrder>
-RK_DEVICE bool resolve_tile(const ExtendParams& p, int G, Tile& t) {
+RK_DEVICE bool resolve_tile(const ExtendParams& p, int G, Tile& t, int lin) {
   if (kRankOrder) {
     int rank;
-    const int lin = blockIdx.x;
     if (p.tile_plan != nullptr) {  // the plan's order (extend_attention.h)
       t.kvh = lin % p.num_kv_heads;
       if (!plan_entry(p, lin / p.num_kv_heads, t.req, rank)) return false;
@@ -189,18 +188,35 @@ RK_DEVICE bool resolve_tile(const ExtendParams& p, int G, Tile& t) {
   return tile_span<kBM>(p, G, t.req, m, n_tiles_req - 1 - tile_in_req, t);
 }
 
+// The rank-order launch's slots times H_kv: try_launch_ws's grid (before persistence caps it at
+// the SM count) and what a persistent CTA strides over. Only called once the launcher has checked
+// that the count fits in an int.
+RK_HOST_DEVICE int rank_slots(const ExtendParams& p, int G) {
+  if (p.tile_plan != nullptr) return p.plan_len * p.num_kv_heads;
+  const int per_req = (p.max_q_len * G + kBM - 1) / kBM;
+  const int group = rank_group(per_req);
+  return p.batch * ((per_req + group - 1) / group) * group * p.num_kv_heads;
+}
+
 // Launches whose contexts may hold this many keys or more (the caller's max_kv_len) run the
 // pair-step instance of the rank-order kernel (kPairSteps: Ring::kPair tiles per consumer step),
 // which saves a turn hand-over, a row-max reduction and a rescale decision per pair of tiles;
 // shorter ones run the single-tile instance, whose smaller code a short CTA fetches (cold) faster.
 constexpr int kPairStepContext = 2048;
 
-template <class T, class KV, bool kRankOrder, bool kPairSteps = false>
+template <class T, class KV, bool kRankOrder, bool kPairSteps = false, bool kPersist = false>
 __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendParams p) {
 #if RK_HAS_WGMMA
   constexpr bool kF8 = IsFp8<KV>::value;
   using TC = std::conditional_t<kF8, f16_t, T>;  // the products' 16-bit type (see the top)
   constexpr bool kQConvert = !std::is_same<T, TC>::value;
+  static_assert(!kPersist || (kRankOrder && !kF8 && !kPairSteps), "persistent: the single-tile rank-order instance, 16-bit caches");
+  // kPersist (the single-tile instance's rank-order launches): one CTA per SM runs slots
+  // blockIdx.x + i * gridDim.x; the ring runs on across its tiles (N: the K/V tiles of its earlier
+  // tiles), so the producer fills the next tile's stages while the consumers finish the current
+  // one; each consumer warp loads its own Q rows and stages its own output rows (no consumers'
+  // barrier between tiles); the turns run on across tiles. Each role resolves its slots itself;
+  // the other instances run their one tile resolved before the roles split (n_slots = 1).
   using R = Ring<kF8, kPairSteps>;  // the pair steps take a ring stage in Q's space
   constexpr int kStages = R::kStages;
   constexpr int kEB = kF8 ? 1 : 2;  // bytes per cache element
@@ -218,17 +234,17 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
   const int G = p.num_q_heads / p.num_kv_heads;
   // Records, never stops.
   if (blockIdx.x == 0 && blockIdx.y == 0) guard::check_extend_batch(p, guard::kRanExtendWs, kBM);
-  Tile t;
-  if (!resolve_tile<kRankOrder>(p, G, t)) return;
   uint16_t* out = static_cast<uint16_t*>(p.out);
-  if (t.prefix < 0) {
-    write_nan_rows<T, kD, kThreads>(p, G, t.kvh, t);
-    return;
+  // Slots this CTA runs: persistent, blockIdx.x + i * gridDim.x below the rank-order grid's size.
+  const int n_slots = kPersist ? (rank_slots(p, G) - int(blockIdx.x) + int(gridDim.x) - 1) / int(gridDim.x) : 1;
+  Tile t0;  // a one-tile CTA's tile (resolved once, before the roles split)
+  if constexpr (!kPersist) {
+    if (!resolve_tile<kRankOrder>(p, G, t0, blockIdx.x)) return;
+    if (t0.prefix < 0) {
+      write_nan_rows<T, kD, kThreads>(p, G, t0.kvh, t0, threadIdx.x);
+      return;
+    }
   }
-  const int pos_first = t.row0 / G;
-  const int pos_last = (t.row0 + t.rows_valid - 1) / G;
-  const int n_kv_tiles = (pos_last + t.prefix + 1 + kBN - 1) / kBN;
-  const int n_dense = (pos_first + t.prefix + 1) / kBN;  // tiles visible to every row
 
   if (threadIdx.x == 0) {
 #pragma unroll
@@ -254,135 +270,147 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
     // faults are recorded once, where the producer ends.
     const int u = threadIdx.x;
     const int lane = u % 32, jj = lane % 16;
-    const int my_row = kF8 ? 4 * (u / 32) + (jj & 3) + 16 * (jj >> 2) : 2 * (u / 32) + (jj & 1) + 8 * (jj >> 1);
-    const int ps = p.page_size;
-    const int tile_pages = kBN / ps, tile_off = kBN - tile_pages * ps;
-    const uint64_t k_head = reinterpret_cast<uintptr_t>(p.k_cache) + kEB * uint64_t(int64_t(t.kvh) * p.kv_stride_head);
-    const int64_t v_minus_k =
-        int64_t(reinterpret_cast<uintptr_t>(p.v_cache)) - int64_t(reinterpret_cast<uintptr_t>(p.k_cache));
-    // Byte strides; the launcher takes this kernel only when they fit in 31 bits.
-    const int page_bytes = int(kEB * p.kv_stride_page), slot_bytes = int(kEB * p.kv_stride_slot);
-    // Walker: page and slot of this lane's row in tile w_tile (key w_tile * kBN + my_row).
-    int w_pidx = my_row / ps, w_off = my_row - (my_row / ps) * ps, w_tile = 0;
-    auto lookup = [&](int& id, int& off) {
-      id = fetch_page(t.pages, w_pidx, w_tile * kBN + my_row, t.lk);
-      off = w_off;
-      ++w_tile;
-      w_pidx += tile_pages;
-      w_off += tile_off;
-      if (w_off >= ps) {
-        w_off -= ps;
-        ++w_pidx;
-      }
-    };
     guard::Faults faults;
-    // This lane's row of tile n (page id, slot): its K row's byte address, bit 0 set when it is
-    // copied (16-byte aligned addresses leave bit 0 free); a row to zero-fill keeps an aligned,
-    // unread address.
-    auto row_entry = [&](int n, int id, int off) -> uint64_t {
-      const int key = n * kBN + my_row;
-      const bool valid = key < t.lk && id >= 0 && id < p.num_pages;
-      if (key < t.lk && !valid) faults.checks |= guard::kPageRange;
-      return valid ? (k_head + uint64_t(int64_t(id) * page_bytes + int64_t(off) * slot_bytes)) | 1u : k_head;
-    };
-    // Copy 16 bytes at chunk offset `chunk` of the row lane `from` resolved (K, and V at the same
-    // place) to shared addresses dk, dv.
-    auto copy_pair = [&](uint64_t e, int from, uint64_t chunk, uint32_t dk, uint32_t dv) {
-      const uint32_t lo = __shfl_sync(0xffffffffu, uint32_t(e), from);
-      const uint32_t hi = __shfl_sync(0xffffffffu, uint32_t(e >> 32), from);
-      const int bytes = int(lo & 1u) << 4;
-      const uint64_t src = ((uint64_t(hi) << 32) | (lo & ~1u)) + chunk;
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dk), "l"(src), "r"(bytes));
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dv), "l"(src + v_minus_k), "r"(bytes));
-    };
-    int id_cur, off_cur, id_nxt, off_nxt;
-    lookup(id_cur, off_cur);
-    if constexpr (!kF8) {
-      constexpr int kRows = kBN / 8;
-      // Swizzled destination of row u / 16 + 8 i (bytes from a stage's start): rows 8 apart keep
-      // the swizzle phase (row % 8), so they are 8 * 128 bytes apart.
-      const uint32_t dst0 = 2u * wgmma::sw128_index<kBN>(u / 16, (u % 16) * 8);
-      static_assert(wgmma::sw128_index<kBN>(8, 0) == 8 * 64, "rows 8 apart: 1024 bytes");
-      for (int n = 0; n < n_kv_tiles; ++n) {
-        const int s = n % kStages, round = n / kStages;
-        lookup(id_nxt, off_nxt);  // tile n + 1; keys past L_k read nothing (fetch_page)
-        const uint64_t e = row_entry(n, id_cur, off_cur);
-        if (round > 0) mbar_wait(empty0 + 8 * s, (round - 1) & 1);
-        // The first fill of the stage in Q's space waits for the consumers to hold Q.
-        if (R::kQStage && n == R::kOwnStages) mbar_wait(wgmma::smem_addr(&bar_q_free), 0);
-        const uint32_t sk = q_base + R::k_off(s), sv = q_base + R::v_off(s);
-#pragma unroll
-        for (int i = 0; i < kRows; ++i)
-          copy_pair(e, (lane >> 4) + 2 * i, 16u * (u % 16), sk + dst0 + 1024 * i, sv + dst0 + 1024 * i);
-        mbar_arrive_on_copies(full0 + 8 * s);
-        id_cur = id_nxt;
-        off_cur = off_nxt;
+    int N = 0;
+    for (int i = 0; i < n_slots; ++i) {  // one pass (a compile-time 1) unless persistent
+    const int lin = int(blockIdx.x) + i * int(gridDim.x);
+      Tile t;
+      if constexpr (kPersist) {
+        if (!resolve_tile<kRankOrder>(p, G, t, lin) || t.prefix < 0) continue;
+      } else {
+        t = t0;
       }
-    } else {
-      constexpr int kRaw = R::kRaw, kRows = kBN / 16;
-      const uint32_t raw0 = q_base + R::kOffRaw;  // byte stage j: K at + 2 j kRawBytes, V after it
-      const int c16 = u % 8;
-      // Tile n's bytes into byte stage n % kRaw (K and V; rows of kD bytes, unswizzled). This
-      // thread's chunks of a stage are only ever read back by this thread (convert below).
-      auto issue_raw = [&](int n) {
-        lookup(id_nxt, off_nxt);
-        const uint64_t e = row_entry(n, id_cur, off_cur);
-        id_cur = id_nxt;
-        off_cur = off_nxt;
-        const uint32_t rk = raw0 + (n % kRaw) * 2 * R::kRawBytes;
-#pragma unroll
-        for (int i = 0; i < kRows; ++i) {
-          const uint32_t d = (u / 8 + 16 * i) * kD + 16 * c16;
-          copy_pair(e, (lane >> 3) + 4 * i, 16u * c16, rk + d, rk + R::kRawBytes + d);
+      const int n_kv_tiles = ((t.row0 + t.rows_valid - 1) / G + t.prefix + 1 + kBN - 1) / kBN;
+      const int my_row = kF8 ? 4 * (u / 32) + (jj & 3) + 16 * (jj >> 2) : 2 * (u / 32) + (jj & 1) + 8 * (jj >> 1);
+      const int ps = p.page_size;
+      const int tile_pages = kBN / ps, tile_off = kBN - tile_pages * ps;
+      const uint64_t k_head = reinterpret_cast<uintptr_t>(p.k_cache) + kEB * uint64_t(int64_t(t.kvh) * p.kv_stride_head);
+      const int64_t v_minus_k =
+          int64_t(reinterpret_cast<uintptr_t>(p.v_cache)) - int64_t(reinterpret_cast<uintptr_t>(p.k_cache));
+      // Byte strides; the launcher takes this kernel only when they fit in 31 bits.
+      const int page_bytes = int(kEB * p.kv_stride_page), slot_bytes = int(kEB * p.kv_stride_slot);
+      // Walker: page and slot of this lane's row in tile w_tile (key w_tile * kBN + my_row).
+      int w_pidx = my_row / ps, w_off = my_row - (my_row / ps) * ps, w_tile = 0;
+      auto lookup = [&](int& id, int& off) {
+        id = fetch_page(t.pages, w_pidx, w_tile * kBN + my_row, t.lk);
+        off = w_off;
+        ++w_tile;
+        w_pidx += tile_pages;
+        w_off += tile_off;
+        if (w_off >= ps) {
+          w_off -= ps;
+          ++w_pidx;
         }
       };
-      // Conversion of this thread's chunks of byte stage `j` (rows u / 8 + 16 i, chunk c16) into
-      // 16-bit stage s (the swizzled layout the 16-bit copies land in): the stage's 2 kRows chunks
-      // (K, V) are read into registers together, so their shared-load latencies overlap.
-      using Half = uint4[kRows];
-      auto load_half = [&](int j, int half, Half& raw) {
-        const uint8_t* src = reinterpret_cast<const uint8_t*>(smem + R::kOffRaw + (2 * j + half) * R::kRawBytes);
-#pragma unroll
-        for (int i = 0; i < kRows; ++i)
-          raw[i] = *reinterpret_cast<const uint4*>(src + (u / 8 + 16 * i) * kD + 16 * c16);
+      // This lane's row of tile n (page id, slot): its K row's byte address, bit 0 set when it is
+      // copied (16-byte aligned addresses leave bit 0 free); a row to zero-fill keeps an aligned,
+      // unread address.
+      auto row_entry = [&](int n, int id, int off) -> uint64_t {
+        const int key = n * kBN + my_row;
+        const bool valid = key < t.lk && id >= 0 && id < p.num_pages;
+        if (key < t.lk && !valid) faults.checks |= guard::kPageRange;
+        return valid ? (k_head + uint64_t(int64_t(id) * page_bytes + int64_t(off) * slot_bytes)) | 1u : k_head;
       };
-      // The 8 lanes of a quarter warp store one row: chunks 0, 2, 4, 6 of both 128-byte column
-      // halves, which share banks, so lanes of the second half store their odd chunk first (no
-      // bank conflict in either store).
-      const bool odd_first = c16 >= 4;
-      const int col_first = 16 * c16 + (odd_first ? 8 : 0), col_second = 16 * c16 + (odd_first ? 0 : 8);
-      auto store_half = [&](const Half& raw, int half, int s) {
-        uint16_t* dst = reinterpret_cast<uint16_t*>(smem + (half ? R::v_off(s) : R::k_off(s)));
+      // Copy 16 bytes at chunk offset `chunk` of the row lane `from` resolved (K, and V at the same
+      // place) to shared addresses dk, dv.
+      auto copy_pair = [&](uint64_t e, int from, uint64_t chunk, uint32_t dk, uint32_t dv) {
+        const uint32_t lo = __shfl_sync(0xffffffffu, uint32_t(e), from);
+        const uint32_t hi = __shfl_sync(0xffffffffu, uint32_t(e >> 32), from);
+        const int bytes = int(lo & 1u) << 4;
+        const uint64_t src = ((uint64_t(hi) << 32) | (lo & ~1u)) + chunk;
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dk), "l"(src), "r"(bytes));
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dv), "l"(src + v_minus_k), "r"(bytes));
+      };
+      int id_cur, off_cur, id_nxt, off_nxt;
+      lookup(id_cur, off_cur);
+      if constexpr (!kF8) {
+        constexpr int kRows = kBN / 8;
+        // Swizzled destination of row u / 16 + 8 i (bytes from a stage's start): rows 8 apart keep
+        // the swizzle phase (row % 8), so they are 8 * 128 bytes apart.
+        const uint32_t dst0 = 2u * wgmma::sw128_index<kBN>(u / 16, (u % 16) * 8);
+        static_assert(wgmma::sw128_index<kBN>(8, 0) == 8 * 64, "rows 8 apart: 1024 bytes");
+        for (int n = 0; n < n_kv_tiles; ++n) {
+          const int s = (N + n) % kStages, round = (N + n) / kStages;
+          lookup(id_nxt, off_nxt);  // tile n + 1; keys past L_k read nothing (fetch_page)
+          const uint64_t e = row_entry(n, id_cur, off_cur);
+          if (round > 0) mbar_wait(empty0 + 8 * s, (round - 1) & 1);
+          // The first fill of the stage in Q's space waits for the consumers to hold Q.
+          if (R::kQStage && N + n == R::kOwnStages) mbar_wait(wgmma::smem_addr(&bar_q_free), 0);
+          const uint32_t sk = q_base + R::k_off(s), sv = q_base + R::v_off(s);
 #pragma unroll
-        for (int i = 0; i < kRows; ++i) {
-          const int r = u / 8 + 16 * i;
-          const uint4 w = odd_first ? make_uint4(raw[i].z, raw[i].w, raw[i].x, raw[i].y) : raw[i];
-          vec16 first, second;
-          fp8x16_to_f16<KV>(w, first, second);
-          store16(dst + wgmma::sw128_index<kBN>(r, col_first), first);
-          store16(dst + wgmma::sw128_index<kBN>(r, col_second), second);
+          for (int i = 0; i < kRows; ++i)
+            copy_pair(e, (lane >> 4) + 2 * i, 16u * (u % 16), sk + dst0 + 1024 * i, sv + dst0 + 1024 * i);
+          mbar_arrive_on_copies(full0 + 8 * s);
+          id_cur = id_nxt;
+          off_cur = off_nxt;
         }
-      };
+      } else {
+        constexpr int kRaw = R::kRaw, kRows = kBN / 16;
+        const uint32_t raw0 = q_base + R::kOffRaw;  // byte stage j: K at + 2 j kRawBytes, V after it
+        const int c16 = u % 8;
+        // Tile n's bytes into byte stage n % kRaw (K and V; rows of kD bytes, unswizzled). This
+        // thread's chunks of a stage are only ever read back by this thread (convert below).
+        auto issue_raw = [&](int n) {
+          lookup(id_nxt, off_nxt);
+          const uint64_t e = row_entry(n, id_cur, off_cur);
+          id_cur = id_nxt;
+          off_cur = off_nxt;
+          const uint32_t rk = raw0 + (n % kRaw) * 2 * R::kRawBytes;
+#pragma unroll
+          for (int i = 0; i < kRows; ++i) {
+            const uint32_t d = (u / 8 + 16 * i) * kD + 16 * c16;
+            copy_pair(e, (lane >> 3) + 4 * i, 16u * c16, rk + d, rk + R::kRawBytes + d);
+          }
+        };
+        // Conversion of this thread's chunks of byte stage `j` (rows u / 8 + 16 i, chunk c16) into
+        // 16-bit stage s (the swizzled layout the 16-bit copies land in): the stage's 2 kRows chunks
+        // (K, V) are read into registers together, so their shared-load latencies overlap.
+        using Half = uint4[kRows];
+        auto load_half = [&](int j, int half, Half& raw) {
+          const uint8_t* src = reinterpret_cast<const uint8_t*>(smem + R::kOffRaw + (2 * j + half) * R::kRawBytes);
+#pragma unroll
+          for (int i = 0; i < kRows; ++i)
+            raw[i] = *reinterpret_cast<const uint4*>(src + (u / 8 + 16 * i) * kD + 16 * c16);
+        };
+        // The 8 lanes of a quarter warp store one row: chunks 0, 2, 4, 6 of both 128-byte column
+        // halves, which share banks, so lanes of the second half store their odd chunk first (no
+        // bank conflict in either store).
+        const bool odd_first = c16 >= 4;
+        const int col_first = 16 * c16 + (odd_first ? 8 : 0), col_second = 16 * c16 + (odd_first ? 0 : 8);
+        auto store_half = [&](const Half& raw, int half, int s) {
+          uint16_t* dst = reinterpret_cast<uint16_t*>(smem + (half ? R::v_off(s) : R::k_off(s)));
+#pragma unroll
+          for (int i = 0; i < kRows; ++i) {
+            const int r = u / 8 + 16 * i;
+            const uint4 w = odd_first ? make_uint4(raw[i].z, raw[i].w, raw[i].x, raw[i].y) : raw[i];
+            vec16 first, second;
+            fp8x16_to_f16<KV>(w, first, second);
+            store16(dst + wgmma::sw128_index<kBN>(r, col_first), first);
+            store16(dst + wgmma::sw128_index<kBN>(r, col_second), second);
+          }
+        };
 #pragma unroll 1
-      for (int n = 0; n + 1 < kRaw; ++n) {
-        if (n < n_kv_tiles) issue_raw(n);
-        mma::async_commit();
+        for (int n = 0; n + 1 < kRaw; ++n) {
+          if (n < n_kv_tiles) issue_raw(n);
+          mma::async_commit();
+        }
+        for (int n = 0; n < n_kv_tiles; ++n) {
+          const int s = n % kStages, round = n / kStages;
+          // Byte stage (n - 1) % kRaw is free: this thread converted its chunks of tile n - 1.
+          if (n + kRaw - 1 < n_kv_tiles) issue_raw(n + kRaw - 1);
+          mma::async_commit();
+          mma::async_wait<kRaw - 1>();  // this thread's copies of tile n have landed
+          Half rk, rv;
+          load_half(n % kRaw, 0, rk);  // read while the 16-bit stage may still be in use
+          load_half(n % kRaw, 1, rv);
+          if (round > 0) mbar_wait(empty0 + 8 * s, (round - 1) & 1);
+          store_half(rk, 0, s);
+          store_half(rv, 1, s);
+          wgmma::fence_proxy_async();  // the converted tile, visible to the tensor cores' reads
+          mbar_arrive(full0 + 8 * s);
+        }
       }
-      for (int n = 0; n < n_kv_tiles; ++n) {
-        const int s = n % kStages, round = n / kStages;
-        // Byte stage (n - 1) % kRaw is free: this thread converted its chunks of tile n - 1.
-        if (n + kRaw - 1 < n_kv_tiles) issue_raw(n + kRaw - 1);
-        mma::async_commit();
-        mma::async_wait<kRaw - 1>();  // this thread's copies of tile n have landed
-        Half rk, rv;
-        load_half(n % kRaw, 0, rk);  // read while the 16-bit stage may still be in use
-        load_half(n % kRaw, 1, rv);
-        if (round > 0) mbar_wait(empty0 + 8 * s, (round - 1) & 1);
-        store_half(rk, 0, s);
-        store_half(rv, 1, s);
-        wgmma::fence_proxy_async();  // the converted tile, visible to the tensor cores' reads
-        mbar_arrive(full0 + 8 * s);
-      }
+      N += n_kv_tiles;
     }
     guard::report(p.status, guard::kExtend, faults);
     asm volatile("cp.async.wait_all;\n" ::: "memory");
@@ -396,295 +424,338 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
   const int wq = (threadIdx.x / 32) % 4;  // warp within the warpgroup: rows 16 wq.. of the half
   const int warp_row0 = c * 64 + wq * 16;
   const int lane = threadIdx.x % 32;
+  int N = 0;
+  // Persistent: the turns run on across tiles (consumer 1's last hand-over of a tile lets consumer
+  // 0 issue first in the next), so consumer 1 arrives ahead only before the first tile, and
+  // consumer 0 takes the last hand-over once, after the last.
+  bool started = false;
+  for (int i = 0; i < n_slots; ++i) {  // one pass (a compile-time 1) unless persistent
+    const int lin = int(blockIdx.x) + i * int(gridDim.x);
+    Tile t;
+    if constexpr (kPersist) {
+      if (!resolve_tile<kRankOrder>(p, G, t, lin)) continue;
+      if (t.prefix < 0) {  // the consumers write a NaN tile (the producer skips it)
+        write_nan_rows<T, kD, 256>(p, G, t.kvh, t, ct);
+        continue;
+      }
+    } else {
+      t = t0;
+    }
+    const int pos_first = t.row0 / G;
+    const int pos_last = (t.row0 + t.rows_valid - 1) / G;
+    const int n_kv_tiles = (pos_last + t.prefix + 1 + kBN - 1) / kBN;
+    const int n_dense = (pos_first + t.prefix + 1) / kBN;  // tiles visible to every row
 
-  // Q tile (both halves, by both consumers): rows past the request are zero-filled.
-  {
-    const uint16_t* q = static_cast<const uint16_t*>(p.q);
+    if constexpr (kPersist) {
+      // This warp's own 16 rows of Q (no other warp reads or writes them: the output is staged in
+      // the same rows and layout), so no consumer barrier.
+      const uint16_t* q = static_cast<const uint16_t*>(p.q);
 #pragma unroll
-    for (int i = 0; i < kBM * 16 / 256; ++i) {
-      const int idx = ct + 256 * i;
-      const int r = idx / 16, ch = idx % 16;
-      const int pr = t.row0 + r;
-      const bool valid = r < t.rows_valid;
-      const int pos = pr / G, h = pr - pos * G;
-      const uint16_t* src =
-          q + (valid ? int64_t(t.q_begin + pos) * p.q_stride_tok + int64_t(t.kvh * G + h) * p.q_stride_head : 0) +
-          ch * 8;
-      if constexpr (kQConvert) {  // bf16 -> fp16 times 2^-kQShift
-        uint4 raw = make_uint4(0, 0, 0, 0);
-        if (valid) raw = *reinterpret_cast<const uint4*>(src);
-        const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
-        vec16 h;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          float a, b;
-          Convert<T>::unpack2(w[j], a, b);
-          h.w[j] = Convert<TC>::pack2(a * kQScale, b * kQScale);
-        }
-        store16(sQ + wgmma::sw128_index<kBM>(r, ch * 8), h);
-      } else {
+      for (int i = 0; i < 16 * 16 / 32; ++i) {
+        const int idx = lane + 32 * i;
+        const int r = warp_row0 + idx / 16, ch = idx % 16;
+        const int pr = t.row0 + r;
+        const bool valid = r < t.rows_valid;
+        const int pos = pr / G, h = pr - pos * G;
+        const uint16_t* src =
+            q + (valid ? int64_t(t.q_begin + pos) * p.q_stride_tok + int64_t(t.kvh * G + h) * p.q_stride_head : 0) +
+            ch * 8;
         mma::async_copy16(sQ + wgmma::sw128_index<kBM>(r, ch * 8), src, valid);
       }
-    }
-    mma::async_commit();
-    mma::async_wait<0>();
-    bar_sync(kBarConsumers, 256);
-  }
-  // This warp's 16 rows of Q as A fragments (registers), one per 16 dims: S = Q K^T then reads
-  // only K from shared memory.
-  Frag qf[kD / 16];
+      mma::async_commit();
+      mma::async_wait<0>();
+      __syncwarp();
+    } else {
+      const uint16_t* q = static_cast<const uint16_t*>(p.q);
 #pragma unroll
-  for (int kk = 0; kk < kD / 16; ++kk)
-    mma::ldmatrix_x4_at(qf[kk], wgmma::smem_addr(sQ + wgmma::sw128_index<kBM>(warp_row0 + (lane & 15),
-                                                                              kk * 16 + 8 * (lane >> 4))));
-  if constexpr (R::kQStage) {  // Q's space may now take K/V (the ring's last stage)
-    __syncwarp();
-    if (lane == 0) mbar_arrive(wgmma::smem_addr(&bar_q_free));
-  }
-
-  constexpr int kSlots = mma::kRowSlots;
-  int lim[kSlots];  // key j is visible to the slot's row iff j <= lim
+      for (int i = 0; i < kBM * 16 / 256; ++i) {
+        const int idx = ct + 256 * i;
+        const int r = idx / 16, ch = idx % 16;
+        const int pr = t.row0 + r;
+        const bool valid = r < t.rows_valid;
+        const int pos = pr / G, h = pr - pos * G;
+        const uint16_t* src =
+            q + (valid ? int64_t(t.q_begin + pos) * p.q_stride_tok + int64_t(t.kvh * G + h) * p.q_stride_head : 0) +
+            ch * 8;
+        if constexpr (kQConvert) {  // bf16 -> fp16 times 2^-kQShift
+          uint4 raw = make_uint4(0, 0, 0, 0);
+          if (valid) raw = *reinterpret_cast<const uint4*>(src);
+          const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+          vec16 h;
 #pragma unroll
-  for (int sl = 0; sl < kSlots; ++sl) {
-    const int pos = (t.row0 + warp_row0 + mma::slot_query(sl)) / G;
-    lim[sl] = min(pos, t.lq - 1) + t.prefix;
-  }
-  Acc o[kD / 16];
-  float m[kSlots], l[kSlots];
-#pragma unroll
-  for (int db = 0; db < kD / 16; ++db) mma::zero(o[db]);
-#pragma unroll
-  for (int sl = 0; sl < kSlots; ++sl) {
-    m[sl] = kNegInf;
-    l[sl] = 0.f;
-  }
-  // FP8: the K scale joins the softmax scale (the fp16 conversion is exact: no unit); a bad
-  // scale is NaN here (extend_head_scale), so the output is NaN, and check_extend_batch records it.
-  float cs = p.sm_scale * kLog2e;
-  if constexpr (kF8) cs *= extend_head_scale(p, p.scales.k, t.kvh);
-  if constexpr (kQConvert) cs *= float(1 << kQShift);
-  constexpr float kSlack = ExtendCommon::kRescaleSlack;
-
-  if (c == 1) bar_arrive(kBarTurn + 0, 256);  // consumer 0 issues first
-
-  // Tile n's stage holds all its copies, visible to the tensor cores' reads.
-  auto wait_full = [&](int n) {
-    mbar_wait(full0 + 8 * (n % kStages), (n / kStages) & 1);
-    wgmma::fence_proxy_async();
-  };
-  // Groups of tiles: the pair-step instance steps over groups of kGroup tiles (the turn hand-over,
-  // the waits, the row maxima and O's rescale come once per group), the other over single tiles.
-  // When the tile count is not a multiple of the group size, the last group holds one tile. Each
-  // group size has its own instance of the steps, so that every product sequence is straight-line
-  // code, which ptxas needs to keep the products asynchronous.
-  constexpr int kGroup = kPairSteps ? R::kPair : 1;
-  using One = std::integral_constant<int, 1>;
-  using Full = std::integral_constant<int, kGroup>;
-  Acc sc[kGroup][kBN / 16];   // S of a group, then its exponentials
-  Frag pf[kGroup][kBN / 16];  // P operand of the group whose P * V is next
-  // Descriptors as base + offset: the start-address field holds address / 16 (shared addresses
-  // below 2^18, offsets multiples of 16, so the sum never carries out of the field), which leaves
-  // one add per product instead of re-encoding each address.
-  const uint64_t k_desc = wgmma::desc_sw128(q_base, 16, 1024);
-  const uint64_t v_desc = wgmma::desc_sw128(q_base, kBN * 128, 1024);
-  // The helpers below act on the group of tiles t .. t + kN - 1 (kN from the tag).
-  auto issue_s = [&](int t, auto n_tag) {
-    constexpr int kN = decltype(n_tag)::value;
-#pragma unroll
-    for (int h = 0; h < kN; ++h) {
-      const uint64_t ks = k_desc + R::k_off((t + h) % kStages) / 16;
-#pragma unroll
-      for (int kk = 0; kk < kD / 16; ++kk) {
-        const uint32_t ko = ((kk >> 2) * (kBN * 128) + (kk & 3) * 32) / 16;
-        wgmma::rs_m64n64k16<TC>(sc[h], qf[kk].x, ks + ko, kk > 0);
-      }
-    }
-    wgmma::commit();
-  };
-  auto issue_pv = [&](int t, auto n_tag) {  // O += P V (V MN-major: 16 keys per step, both column halves)
-    constexpr int kN = decltype(n_tag)::value;
-#pragma unroll
-    for (int h = 0; h < kN; ++h) {
-      const uint64_t vs = v_desc + R::v_off((t + h) % kStages) / 16;
-#pragma unroll
-      for (int kb = 0; kb < kBN / 16; ++kb)
-        wgmma::rs_m64n128k16<TC>(o, pf[h][kb].x, vs + uint32_t(kb * (16 * 128) / 16));
-    }
-    wgmma::commit();
-  };
-  auto release = [&](int t, auto n_tag) {  // this warp is done with the group's stages
-    constexpr int kN = decltype(n_tag)::value;
-    __syncwarp();
-    if (lane == 0) {
-#pragma unroll
-      for (int h = 0; h < kN; ++h) mbar_arrive(empty0 + 8 * ((t + h) % kStages));
-    }
-  };
-  auto wait_group = [&](int t, auto n_tag) {
-    constexpr int kN = decltype(n_tag)::value;
-#pragma unroll
-    for (int h = 0; h < kN; ++h) wait_full(t + h);
-  };
-  // The group's S (in sc) -> mask, running max, l rescaled and extended, exponentials in sc
-  // (extend_attention_kernel.cuh's stats and p_block). Returns whether O needs rescaling by corr.
-  float corr[kSlots];
-  auto softmax = [&](int t, auto n_tag, auto masked_tag) {
-    constexpr int kN = decltype(n_tag)::value;
-    constexpr bool kMasked = decltype(masked_tag)::value;
-    float mx[kSlots];
-#pragma unroll
-    for (int sl = 0; sl < kSlots; ++sl) mx[sl] = kNegInf;
-#pragma unroll
-    for (int h = 0; h < kN; ++h)
-#pragma unroll
-      for (int kb = 0; kb < kBN / 16; ++kb)
-#pragma unroll
-        for (int i = 0; i < mma::kAccElems; ++i) {
-          if (kMasked) {
-            const int key = (t + h) * kBN + kb * 16 + mma::acc_other(i);
-            if (key > lim[mma::acc_slot(i)]) sc[h][kb].x[i] = kNegInf;
+          for (int j = 0; j < 4; ++j) {
+            float a, b;
+            Convert<T>::unpack2(w[j], a, b);
+            h.w[j] = Convert<TC>::pack2(a * kQScale, b * kQScale);
           }
-          mx[mma::acc_slot(i)] = fmaxf(mx[mma::acc_slot(i)], sc[h][kb].x[i]);
+          store16(sQ + wgmma::sw128_index<kBM>(r, ch * 8), h);
+        } else {
+          mma::async_copy16(sQ + wgmma::sw128_index<kBM>(r, ch * 8), src, valid);
         }
-    float m_use[kSlots];
-    bool grew = false;
+      }
+      mma::async_commit();
+      mma::async_wait<0>();
+      bar_sync(kBarConsumers, 256);
+    }
+    // This warp's 16 rows of Q as A fragments (registers), one per 16 dims: S = Q K^T then reads
+    // only K from shared memory.
+    Frag qf[kD / 16];
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk)
+      mma::ldmatrix_x4_at(qf[kk], wgmma::smem_addr(sQ + wgmma::sw128_index<kBM>(warp_row0 + (lane & 15),
+                                                                                kk * 16 + 8 * (lane >> 4))));
+    if constexpr (R::kQStage) {  // Q's space may now take K/V (the ring's last stage)
+      __syncwarp();
+      if (lane == 0) mbar_arrive(wgmma::smem_addr(&bar_q_free));
+    }
+
+    constexpr int kSlots = mma::kRowSlots;
+    int lim[kSlots];  // key j is visible to the slot's row iff j <= lim
 #pragma unroll
     for (int sl = 0; sl < kSlots; ++sl) {
-      float m_new = fmaxf(m[sl], mma::row_max(mx[sl]));
-      if (m[sl] != kNegInf && (m_new - m[sl]) * cs <= kSlack) m_new = m[sl];
-      m_use[sl] = m_new == kNegInf ? 0.f : m_new * cs;
-      corr[sl] = m_new > m[sl] ? fast_exp2(m[sl] * cs - m_use[sl]) : 1.f;
-      grew |= m_new > m[sl];
-      m[sl] = m_new;
-      l[sl] *= corr[sl];
+      const int pos = (t.row0 + warp_row0 + mma::slot_query(sl)) / G;
+      lim[sl] = min(pos, t.lq - 1) + t.prefix;
     }
+    Acc o[kD / 16];
+    float m[kSlots], l[kSlots];
 #pragma unroll
-    for (int h = 0; h < kN; ++h)
+    for (int db = 0; db < kD / 16; ++db) mma::zero(o[db]);
 #pragma unroll
-      for (int kb = 0; kb < kBN / 16; ++kb)
-#pragma unroll
-        for (int i = 0; i < mma::kAccElems; ++i) {
-          const float pv = fast_exp2(fmaf(sc[h][kb].x[i], cs, -m_use[mma::acc_slot(i)]));
-          sc[h][kb].x[i] = pv;
-          l[mma::acc_slot(i)] += pv;
-        }
-    return warp_any(grew);
-  };
-  auto rescale = [&] {
-#pragma unroll
-    for (int db = 0; db < kD / 16; ++db)
-#pragma unroll
-      for (int i = 0; i < mma::kAccElems; ++i) o[db].x[i] *= corr[mma::acc_slot(i)];
-  };
-  auto pack = [&](auto n_tag) {
-    constexpr int kN = decltype(n_tag)::value;
-#pragma unroll
-    for (int h = 0; h < kN; ++h)
-#pragma unroll
-      for (int kb = 0; kb < kBN / 16; ++kb) mma::p_from_acc<TC>(pf[h][kb], sc[h][kb]);
-  };
-  // Every tile in groups of kGroup; group j is tiles kGroup j .. kGroup j + kGroup - 1.
-  const bool odd = n_kv_tiles % kGroup != 0;
-  const int n_groups = (n_kv_tiles + kGroup - 1) / kGroup;
-  const int n_full = n_groups - (odd ? 1 : 0);  // groups of kGroup tiles
-  const int n_dense_groups = n_dense / kGroup;  // groups whose every key every row sees
-  // Group 0: its S on this consumer's turn, its softmax.
-  auto first = [&](auto n_tag) {
-    wait_group(0, n_tag);
-    bar_sync(kBarTurn + c, 256);
-    wgmma::fence();
-    issue_s(0, n_tag);
-    bar_arrive(kBarTurn + (1 - c), 256);
-    wgmma::wait<0>();
-    wgmma::fence_operands(sc);
-    if (n_dense_groups > 0 ? softmax(0, n_tag, MaskTag<false>{}) : softmax(0, n_tag, MaskTag<true>{})) rescale();
-    pack(n_tag);
-  };
-  // Step j (on this consumer's turn): issue S of group j + 1 (n_tag tiles) and P V of group j;
-  // group j + 1's softmax starts while P V of group j is in flight (ptxas places the wait for it
-  // after the row maxima, before the exponentials); O is rescaled once that product is done.
-  // wgmma groups complete in order: [S(j + 1), PV(j)].
-  auto step = [&](int j, auto n_tag, auto masked_tag) {
-    wait_group(kGroup * (j + 1), n_tag);
-    bar_sync(kBarTurn + c, 256);
-    wgmma::fence_operands(o);
-    wgmma::fence();
-    issue_s(kGroup * (j + 1), n_tag);
-    issue_pv(kGroup * j, Full{});
-    bar_arrive(kBarTurn + (1 - c), 256);
-    wgmma::wait<1>();
-    wgmma::fence_operands(sc);
-    const bool grew = softmax(kGroup * (j + 1), n_tag, masked_tag);
-    wgmma::wait<0>();
-    wgmma::fence_operands(o);
-    release(kGroup * j, Full{});
-    if (grew) rescale();
-    pack(n_tag);
-  };
-  auto last = [&](int j, auto n_tag) {  // P V of the last group
-    wgmma::fence_operands(o);
-    wgmma::fence();
-    issue_pv(kGroup * j, n_tag);
-    wgmma::wait<0>();
-    wgmma::fence_operands(o);
-    release(kGroup * j, n_tag);
-  };
-  if (n_full > 0) first(Full{});
-  else first(One{});
-  int j = 0;
-  for (; j + 1 < min(n_dense_groups, n_full); ++j) step(j, Full{}, MaskTag<false>{});  // a short last group is never dense
-  for (; j + 1 < n_full; ++j) step(j, Full{}, MaskTag<true>{});
-  if (odd && j + 1 < n_groups) {
-    step(j, One{}, MaskTag<true>{});
-    ++j;
-  }
-  if (odd) last(j, One{});
-  else last(j, Full{});
-  if (c == 0) bar_sync(kBarTurn + 0, 256);  // consumer 1's last turn hand-over
+    for (int sl = 0; sl < kSlots; ++sl) {
+      m[sl] = kNegInf;
+      l[sl] = 0.f;
+    }
+    // FP8: the K scale joins the softmax scale (the fp16 conversion is exact: no unit); a bad
+    // scale is NaN here (extend_head_scale), so the output is NaN, and check_extend_batch records it.
+    float cs = p.sm_scale * kLog2e;
+    if constexpr (kF8) cs *= extend_head_scale(p, p.scales.k, t.kvh);
+    if constexpr (kQConvert) cs *= float(1 << kQShift);
+    constexpr float kSlack = ExtendCommon::kRescaleSlack;
 
-  // Normalise, stage through the Q tile (both consumers are done reading it: the barrier), store
-  // 16-byte row chunks.
-  // FP8: times the V scale; a NaN sum, from a bad K scale, stays NaN.
-  float v_factor = 1.f;
-  if constexpr (kF8) v_factor = extend_head_scale(p, p.scales.v, t.kvh);
-  float inv[kSlots];
+    if (c == 1 && (!kPersist || !started)) bar_arrive(kBarTurn + 0, 256);  // consumer 0 issues first
+    started = true;
+
+    // Tile n's stage holds all its copies, visible to the tensor cores' reads.
+    auto wait_full = [&](int n) {
+      mbar_wait(full0 + 8 * ((N + n) % kStages), ((N + n) / kStages) & 1);
+      wgmma::fence_proxy_async();
+    };
+    // Groups of tiles: the pair-step instance steps over groups of kGroup tiles (the turn hand-over,
+    // the waits, the row maxima and O's rescale come once per group), the other over single tiles.
+    // When the tile count is not a multiple of the group size, the last group holds one tile. Each
+    // group size has its own instance of the steps, so that every product sequence is straight-line
+    // code, which ptxas needs to keep the products asynchronous.
+    constexpr int kGroup = kPairSteps ? R::kPair : 1;
+    using One = std::integral_constant<int, 1>;
+    using Full = std::integral_constant<int, kGroup>;
+    Acc sc[kGroup][kBN / 16];   // S of a group, then its exponentials
+    Frag pf[kGroup][kBN / 16];  // P operand of the group whose P * V is next
+    // Descriptors as base + offset: the start-address field holds address / 16 (shared addresses
+    // below 2^18, offsets multiples of 16, so the sum never carries out of the field), which leaves
+    // one add per product instead of re-encoding each address.
+    const uint64_t k_desc = wgmma::desc_sw128(q_base, 16, 1024);
+    const uint64_t v_desc = wgmma::desc_sw128(q_base, kBN * 128, 1024);
+    // The helpers below act on the group of tiles t .. t + kN - 1 (kN from the tag).
+    auto issue_s = [&](int t, auto n_tag) {
+      constexpr int kN = decltype(n_tag)::value;
 #pragma unroll
-  for (int sl = 0; sl < kSlots; ++sl) {
-    const float lt = mma::row_sum(l[sl]);
-    if (kF8) inv[sl] = lt != 0.f ? v_factor / lt : 0.f;
-    else inv[sl] = lt > 0.f ? 1.f / lt : 0.f;
-  }
-  bar_sync(kBarConsumers, 256);
+      for (int h = 0; h < kN; ++h) {
+        const uint64_t ks = k_desc + R::k_off((N + t + h) % kStages) / 16;
 #pragma unroll
-  for (int i = 0; i < mma::kAccElems; i += 2) {
-    const int r = warp_row0 + mma::acc_query(i);
-    const float f = inv[mma::acc_slot(i)];
+        for (int kk = 0; kk < kD / 16; ++kk) {
+          const uint32_t ko = ((kk >> 2) * (kBN * 128) + (kk & 3) * 32) / 16;
+          wgmma::rs_m64n64k16<TC>(sc[h], qf[kk].x, ks + ko, kk > 0);
+        }
+      }
+      wgmma::commit();
+    };
+    auto issue_pv = [&](int t, auto n_tag) {  // O += P V (V MN-major: 16 keys per step, both column halves)
+      constexpr int kN = decltype(n_tag)::value;
 #pragma unroll
-    for (int db = 0; db < kD / 16; ++db) {
-      const int d = db * 16 + mma::acc_other(i);
-      *reinterpret_cast<uint32_t*>(sQ + mma::smem_index<kD>(r, d)) = mma::pack2<T>(o[db].x[i] * f, o[db].x[i + 1] * f);
+      for (int h = 0; h < kN; ++h) {
+        const uint64_t vs = v_desc + R::v_off((N + t + h) % kStages) / 16;
+#pragma unroll
+        for (int kb = 0; kb < kBN / 16; ++kb)
+          wgmma::rs_m64n128k16<TC>(o, pf[h][kb].x, vs + uint32_t(kb * (16 * 128) / 16));
+      }
+      wgmma::commit();
+    };
+    auto release = [&](int t, auto n_tag) {  // this warp is done with the group's stages
+      constexpr int kN = decltype(n_tag)::value;
+      __syncwarp();
+      if (lane == 0) {
+#pragma unroll
+        for (int h = 0; h < kN; ++h) mbar_arrive(empty0 + 8 * ((N + t + h) % kStages));
+      }
+    };
+    auto wait_group = [&](int t, auto n_tag) {
+      constexpr int kN = decltype(n_tag)::value;
+#pragma unroll
+      for (int h = 0; h < kN; ++h) wait_full(t + h);
+    };
+    // The group's S (in sc) -> mask, running max, l rescaled and extended, exponentials in sc
+    // (extend_attention_kernel.cuh's stats and p_block). Returns whether O needs rescaling by corr.
+    float corr[kSlots];
+    auto softmax = [&](int t, auto n_tag, auto masked_tag) {
+      constexpr int kN = decltype(n_tag)::value;
+      constexpr bool kMasked = decltype(masked_tag)::value;
+      float mx[kSlots];
+#pragma unroll
+      for (int sl = 0; sl < kSlots; ++sl) mx[sl] = kNegInf;
+#pragma unroll
+      for (int h = 0; h < kN; ++h)
+#pragma unroll
+        for (int kb = 0; kb < kBN / 16; ++kb)
+#pragma unroll
+          for (int i = 0; i < mma::kAccElems; ++i) {
+            if (kMasked) {
+              const int key = (t + h) * kBN + kb * 16 + mma::acc_other(i);
+              if (key > lim[mma::acc_slot(i)]) sc[h][kb].x[i] = kNegInf;
+            }
+            mx[mma::acc_slot(i)] = fmaxf(mx[mma::acc_slot(i)], sc[h][kb].x[i]);
+          }
+      float m_use[kSlots];
+      bool grew = false;
+#pragma unroll
+      for (int sl = 0; sl < kSlots; ++sl) {
+        float m_new = fmaxf(m[sl], mma::row_max(mx[sl]));
+        if (m[sl] != kNegInf && (m_new - m[sl]) * cs <= kSlack) m_new = m[sl];
+        m_use[sl] = m_new == kNegInf ? 0.f : m_new * cs;
+        corr[sl] = m_new > m[sl] ? fast_exp2(m[sl] * cs - m_use[sl]) : 1.f;
+        grew |= m_new > m[sl];
+        m[sl] = m_new;
+        l[sl] *= corr[sl];
+      }
+#pragma unroll
+      for (int h = 0; h < kN; ++h)
+#pragma unroll
+        for (int kb = 0; kb < kBN / 16; ++kb)
+#pragma unroll
+          for (int i = 0; i < mma::kAccElems; ++i) {
+            const float pv = fast_exp2(fmaf(sc[h][kb].x[i], cs, -m_use[mma::acc_slot(i)]));
+            sc[h][kb].x[i] = pv;
+            l[mma::acc_slot(i)] += pv;
+          }
+      return warp_any(grew);
+    };
+    auto rescale = [&] {
+#pragma unroll
+      for (int db = 0; db < kD / 16; ++db)
+#pragma unroll
+        for (int i = 0; i < mma::kAccElems; ++i) o[db].x[i] *= corr[mma::acc_slot(i)];
+    };
+    auto pack = [&](auto n_tag) {
+      constexpr int kN = decltype(n_tag)::value;
+#pragma unroll
+      for (int h = 0; h < kN; ++h)
+#pragma unroll
+        for (int kb = 0; kb < kBN / 16; ++kb) mma::p_from_acc<TC>(pf[h][kb], sc[h][kb]);
+    };
+    // Every tile in groups of kGroup; group j is tiles kGroup j .. kGroup j + kGroup - 1.
+    const bool odd = n_kv_tiles % kGroup != 0;
+    const int n_groups = (n_kv_tiles + kGroup - 1) / kGroup;
+    const int n_full = n_groups - (odd ? 1 : 0);  // groups of kGroup tiles
+    const int n_dense_groups = n_dense / kGroup;  // groups whose every key every row sees
+    // Group 0: its S on this consumer's turn, its softmax.
+    auto first = [&](auto n_tag) {
+      wait_group(0, n_tag);
+      bar_sync(kBarTurn + c, 256);
+      wgmma::fence();
+      issue_s(0, n_tag);
+      bar_arrive(kBarTurn + (1 - c), 256);
+      wgmma::wait<0>();
+      wgmma::fence_operands(sc);
+      if (n_dense_groups > 0 ? softmax(0, n_tag, MaskTag<false>{}) : softmax(0, n_tag, MaskTag<true>{})) rescale();
+      pack(n_tag);
+    };
+    // Step j (on this consumer's turn): issue S of group j + 1 (n_tag tiles) and P V of group j;
+    // group j + 1's softmax starts while P V of group j is in flight (ptxas places the wait for it
+    // after the row maxima, before the exponentials); O is rescaled once that product is done.
+    // wgmma groups complete in order: [S(j + 1), PV(j)].
+    auto step = [&](int j, auto n_tag, auto masked_tag) {
+      wait_group(kGroup * (j + 1), n_tag);
+      bar_sync(kBarTurn + c, 256);
+      wgmma::fence_operands(o);
+      wgmma::fence();
+      issue_s(kGroup * (j + 1), n_tag);
+      issue_pv(kGroup * j, Full{});
+      bar_arrive(kBarTurn + (1 - c), 256);
+      wgmma::wait<1>();
+      wgmma::fence_operands(sc);
+      const bool grew = softmax(kGroup * (j + 1), n_tag, masked_tag);
+      wgmma::wait<0>();
+      wgmma::fence_operands(o);
+      release(kGroup * j, Full{});
+      if (grew) rescale();
+      pack(n_tag);
+    };
+    auto last = [&](int j, auto n_tag) {  // P V of the last group
+      wgmma::fence_operands(o);
+      wgmma::fence();
+      issue_pv(kGroup * j, n_tag);
+      wgmma::wait<0>();
+      wgmma::fence_operands(o);
+      release(kGroup * j, n_tag);
+    };
+    if (n_full > 0) first(Full{});
+    else first(One{});
+    int j = 0;
+    for (; j + 1 < min(n_dense_groups, n_full); ++j) step(j, Full{}, MaskTag<false>{});  // a short last group is never dense
+    for (; j + 1 < n_full; ++j) step(j, Full{}, MaskTag<true>{});
+    if (odd && j + 1 < n_groups) {
+      step(j, One{}, MaskTag<true>{});
+      ++j;
     }
-  }
-  __syncwarp();
-  constexpr int kChunks = kD / 8;
-  constexpr int kRowsPerPass = 32 / kChunks;
-  const int cidx = lane % kChunks;
-  int r = warp_row0 + lane / kChunks;
-  int pos = (t.row0 + r) / G, h = (t.row0 + r) - pos * G;
+    if (odd) last(j, One{});
+    else last(j, Full{});
+    if (!kPersist && c == 0) bar_sync(kBarTurn + 0, 256);  // consumer 1's last turn hand-over
+
+    // Normalise, stage through the Q tile (both consumers are done reading it: the barrier), store
+    // 16-byte row chunks.
+    // FP8: times the V scale; a NaN sum, from a bad K scale, stays NaN.
+    float v_factor = 1.f;
+    if constexpr (kF8) v_factor = extend_head_scale(p, p.scales.v, t.kvh);
+    float inv[kSlots];
 #pragma unroll
-  for (int it = 0; it < 16 / kRowsPerPass; ++it) {
-    if (r < t.rows_valid) {
-      const uint4 v = *reinterpret_cast<const uint4*>(sQ + mma::smem_index<kD>(r, cidx * 8));
-      *reinterpret_cast<uint4*>(out + int64_t(t.q_begin + pos) * p.o_stride_tok +
-                                int64_t(t.kvh * G + h) * p.o_stride_head + cidx * 8) = v;
+    for (int sl = 0; sl < kSlots; ++sl) {
+      const float lt = mma::row_sum(l[sl]);
+      if (kF8) inv[sl] = lt != 0.f ? v_factor / lt : 0.f;
+      else inv[sl] = lt > 0.f ? 1.f / lt : 0.f;
     }
-    r += kRowsPerPass;
-    h += kRowsPerPass;
-    while (h >= G) {
-      h -= G;
-      ++pos;
+    if constexpr (!kPersist) bar_sync(kBarConsumers, 256);
+#pragma unroll
+    for (int i = 0; i < mma::kAccElems; i += 2) {
+      const int r = warp_row0 + mma::acc_query(i);
+      const float f = inv[mma::acc_slot(i)];
+#pragma unroll
+      for (int db = 0; db < kD / 16; ++db) {
+        const int d = db * 16 + mma::acc_other(i);
+        *reinterpret_cast<uint32_t*>(sQ + wgmma::sw128_index<kBM>(r, d)) = mma::pack2<T>(o[db].x[i] * f, o[db].x[i + 1] * f);
+      }
     }
+    __syncwarp();
+    constexpr int kChunks = kD / 8;
+    constexpr int kRowsPerPass = 32 / kChunks;
+    const int cidx = lane % kChunks;
+    int r = warp_row0 + lane / kChunks;
+    int pos = (t.row0 + r) / G, h = (t.row0 + r) - pos * G;
+#pragma unroll
+    for (int it = 0; it < 16 / kRowsPerPass; ++it) {
+      if (r < t.rows_valid) {
+        const uint4 v = *reinterpret_cast<const uint4*>(sQ + wgmma::sw128_index<kBM>(r, cidx * 8));
+        *reinterpret_cast<uint4*>(out + int64_t(t.q_begin + pos) * p.o_stride_tok +
+                                  int64_t(t.kvh * G + h) * p.o_stride_head + cidx * 8) = v;
+      }
+      r += kRowsPerPass;
+      h += kRowsPerPass;
+      while (h >= G) {
+        h -= G;
+        ++pos;
+      }
+    }
+    N += n_kv_tiles;
   }
+  if (kPersist && c == 0 && started) bar_sync(kBarTurn + 0, 256);
 #endif
 }
 
@@ -736,12 +807,21 @@ bool try_launch_ws(const ExtendParams& p, Stream stream) {
     const bool rank = (pp.tile_plan != nullptr || b <= 2 * a) && slots * p.num_kv_heads <= 0x7fffffff;
     if (!rank && gx > 0x7fffffff) throw LaunchError("radixkv extend_attention: grid too large");
     auto kernel = rank ? ws::extend_ws_kernel<T, KV, true> : ws::extend_ws_kernel<T, KV, false>;
-    // Long contexts step over pairs of tiles (rank order only: request order, find_tile, leaves
-    // too few registers for the pair steps).
-    if constexpr (ws::Ring<IsFp8<KV>::value>::kPair > 1) {
-      if (rank && p.max_kv_len >= ws::kPairStepContext) kernel = ws::extend_ws_kernel<T, KV, true, true>;
+    int64_t blocks = rank ? ws::rank_slots(pp, int(g)) : gx;
+    if (rank) {
+      constexpr bool kF8 = IsFp8<KV>::value;
+      if (p.max_kv_len >= ws::kPairStepContext) {
+        // Long contexts step over pairs of tiles, one CTA per tile (rank order only: request
+        // order, find_tile, leaves too few registers for the pair steps).
+        if constexpr (ws::Ring<kF8>::kPair > 1) kernel = ws::extend_ws_kernel<T, KV, true, true>;
+      } else if constexpr (!kF8) {
+        // Shorter ones (16-bit caches): one persistent CTA per SM strides over the slots.
+        kernel = ws::extend_ws_kernel<T, KV, true, false, true>;
+        const int64_t sms = multiprocessor_count(current_device());
+        if (blocks > sms) blocks = sms;
+      }
     }
-    const dim3 grid = rank ? dim3(unsigned(slots * p.num_kv_heads)) : dim3(unsigned(gx), p.num_kv_heads);
+    const dim3 grid = rank ? dim3(unsigned(blocks)) : dim3(unsigned(gx), p.num_kv_heads);
     constexpr int kSmem = ws::Ring<IsFp8<KV>::value>::kSmemBytes;
     allow_dynamic_smem(kernel, kSmem);
     kernel<<<grid, dim3(ws::kThreads), kSmem, static_cast<stream_t>(stream)>>>(pp);

@@ -4,7 +4,10 @@ library (RADIXKV_PREBUILT_LIB), in alternating processes. Per cell: the op as th
 bytes (libraries that differ only in scheduling must agree bit for bit).
 
 Usage (GPU machine): RADIXKV_PREBUILT_LIB=x.so PYTHONPATH=python python3 bench/lab/ext21_ab.py \
-    --tag x --cells 1:0:2048,16:1024:512 --out DIR
+    --tag x --cells 1:0:2048,16:1024:512,1:fresh --out DIR
+
+A cell is page:prefix:extend (BATCH requests of one shape) or page:name, a RAGGED batch of
+kernels_extend.py drawn with the seed run_ragged_extend gives it.
 """
 from __future__ import annotations
 
@@ -20,6 +23,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import kernels_extend as ke  # noqa: E402
 
 
+def _record(args, timer, res, key, run) -> None:
+    out = run()
+    torch.cuda.synchronize()
+    digest = hashlib.sha256(out.view(torch.int16).cpu().numpy().tobytes()).hexdigest()[:16]
+    us = timer(run, reps=args.reps)
+    res[key] = {"us": us, "sha": digest}
+    print(f"{args.tag} {key} {us:.1f} us {digest}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cells", required=True)
@@ -31,20 +43,25 @@ def main() -> None:
 
     loader.load()
     timer = ke.Timer()
-    cells = [tuple(int(x) for x in c.split(":")) for c in args.cells.split(",")]
+    all_cells = [c.split(":") for c in args.cells.split(",")]
+    cells = [tuple(int(x) for x in c) for c in all_cells if len(c) == 3]
     res = {}
+    for ps, name in [(int(c[0]), c[1]) for c in all_cells if len(c) == 2]:
+        i, groups = next((i, g) for i, (n, g) in enumerate(ke.RAGGED) if n == name)
+        specs = ke.ragged_specs(groups, 5 + i)
+        pages = sum(-(-(pp + e) // ps) for pp, e in specs)
+        pool = ke.Pool(ps, 0, seed=i, num_pages=int(pages * 1.25) + 1)
+        c = pool.batch(specs, 5 + i)
+        run = ke.radixkv_runner(pool, c, max(e for _, e in specs), max(pp + e for pp, e in specs), specs)
+        _record(args, timer, res, f"{ps}:{name}", run)
+        del pool
+        torch.cuda.empty_cache()
     for ps in sorted({c[0] for c in cells}):
         pool = ke.Pool(ps, 6144)
         for _, prefix, extend in [c for c in cells if c[0] == ps]:
             c = pool.cell(prefix, extend, seed=prefix * 7 + extend + ps)
             run = ke.radixkv_runner(pool, c, extend, prefix + extend, [(prefix, extend)] * ke.BATCH)
-            out = run()
-            torch.cuda.synchronize()
-            digest = hashlib.sha256(out.view(torch.int16).cpu().numpy().tobytes()).hexdigest()[:16]
-            us = timer(run, reps=args.reps)
-            key = f"{ps}:{prefix}:{extend}"
-            res[key] = {"us": us, "sha": digest}
-            print(f"{args.tag} {key} {us:.1f} us {digest}", flush=True)
+            _record(args, timer, res, f"{ps}:{prefix}:{extend}", run)
         del pool
         torch.cuda.empty_cache()
     out_dir = Path(args.out)
