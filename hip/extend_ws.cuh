@@ -87,9 +87,10 @@ struct Ring {
                 "register split within the launch allocation");
   // Batches whose contexts all hold at most this many keys (the caller's max_kv_len) run
   // extend_attention_kernel.cuh's kernel instead: its CTAs fit two per SM, so a grid of CTAs with
-  // a few key tiles each runs in half the waves, while this kernel's faster tiles only pay on
-  // longer contexts. That kernel's FP8 tiles cost more than its 16-bit ones, hence the lower bound.
-  static constexpr int kShortContext = kF8 ? 256 : 512;
+  // a few key tiles each runs in half the waves, while this kernel's faster tiles (and, with a
+  // 16-bit cache, its persistent CTAs, which start each tile under the previous one) pay on
+  // longer contexts.
+  static constexpr int kShortContext = 256;
 };
 constexpr int kMaxStages = Ring<false, true>::kStages;  // the barrier arrays serve either ring
 // Named barriers (0 is __syncthreads): the consumers' turns, and a consumers-only barrier.
