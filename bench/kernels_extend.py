@@ -18,8 +18,8 @@ final validation used the write alone), median of many. The compared kernels are
 all meet the same clock drift; until session 21 radixkv's reps all ran first, which favoured it
 by 3-6% on the longest cells. ``--check`` also compares each cell with a float32 reference.
 
-``--ragged``: instead, batches whose requests differ (RAGGED: chunked prefill, multi-turn, fresh
-and short prompts) against fa2 / fa3, each timed with and without the extend plan the engine
+``--ragged``: instead, batches whose requests differ (RAGGED: chunked prefill, multi-turn, fresh,
+short and tiny prompts) against fa2 / fa3, each timed with and without the extend plan the engine
 passes (``no_plan_us``, ``plan_speedup``).
 
 Usage (GPU machine; FlashInfer as bench/README.md describes and SGLang's Triton
@@ -122,13 +122,14 @@ class Pool:
 
 # Ragged batches: (name, groups), a group being (requests, prefix range, extend range); each
 # length is drawn log-uniform from its range with the batch's seed (a range (0, 0): no prefix). "chunked" is chunked prefill:
-# long prompts continuing in 512-token chunks beside fresh prompts; "short" stays within 512 keys
-# (the short-context kernel's range).
+# long prompts continuing in 512-token chunks beside fresh prompts; "short" stays within 512 keys,
+# "tiny" within 256 (the short-context kernel's range takes requests of up to 128 keys).
 RAGGED = (
     ("chunked", ((4, (2048, 16384), (512, 512)), (4, (0, 0), (64, 1024)))),
     ("multi-turn", ((16, (256, 8192), (16, 512)),)),
     ("fresh", ((32, (0, 0), (16, 2048)),)),
     ("short", ((64, (0, 0), (16, 512)),)),
+    ("tiny", ((64, (0, 0), (16, 256)),)),
 )
 
 

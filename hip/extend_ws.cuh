@@ -87,10 +87,11 @@ struct Ring {
                 "register split within the launch allocation");
   // Batches whose contexts all hold at most this many keys (the caller's max_kv_len) run
   // extend_attention_kernel.cuh's kernel instead: its CTAs fit two per SM, so a grid of CTAs with
-  // a few key tiles each runs in half the waves, while this kernel's faster tiles (and, with a
-  // 16-bit cache, its persistent CTAs, which start each tile under the previous one) pay on
-  // longer contexts.
-  static constexpr int kShortContext = 256;
+  // one or two key tiles each runs in half the waves, while this kernel's faster tiles pay on
+  // longer contexts, and with a 16-bit cache so do its persistent CTAs, which start a tile under
+  // the previous one and even out ragged tiles. FP8: no persistent instance, and the other
+  // kernel's FP8 tiles cost more than its 16-bit ones, so it keeps more of the range.
+  static constexpr int kShortContext = kF8 ? 256 : 128;
 };
 constexpr int kMaxStages = Ring<false, true>::kStages;  // the barrier arrays serve either ring
 // Named barriers (0 is __syncthreads): the consumers' turns, and a consumers-only barrier.

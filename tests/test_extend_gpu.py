@@ -213,10 +213,11 @@ def test_pair_steps_ragged(page_size, specs):
     _check(batch, torch.bfloat16, max_q_len=batch.max_q_len, max_kv_len=batch.max_kv_len)
 
 
-# Short contexts, up to the 256 keys below which max_kv_len picks the kernel that fits two CTAs per
-# SM (on sm_90a at D = 128; elsewhere that kernel runs anyway): lengths 1, 17, 256 and page edges.
-SHORT = [(0, 1), (16, 17), (0, 128), (100, 156), (255, 1), (0, 256), (63, 64), (15, 2)]
-SHORT_BOUND = 256
+# Short contexts, up to the 128 keys below which max_kv_len picks the kernel that fits two CTAs per
+# SM with a 16-bit cache (on sm_90a at D = 128; elsewhere that kernel runs anyway): lengths 1, 17,
+# 128 and page edges.
+SHORT = [(0, 1), (16, 17), (0, 128), (100, 28), (127, 1), (0, 100), (63, 64), (15, 2)]
+SHORT_BOUND = 128
 
 
 @gpu

@@ -37,8 +37,9 @@ def main() -> None:
     ap.add_argument("--cells", required=True)
     ap.add_argument("--tag", required=True)
     ap.add_argument("--reps", type=int, default=30)
-    ap.add_argument("--max-kv-zero", action="store_true",
-                    help="call the op with max_kv_len = 0 (unknown): the rank-order kernel's default instance")
+    ap.add_argument("--max-kv", type=int, default=None,
+                    help="call the op with this max_kv_len instead of the true bound (0: unknown, the "
+                         "rank-order kernel's default instance; 1: the short-context kernel)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     from radixkv.ops import loader
@@ -55,7 +56,7 @@ def main() -> None:
         pool = ke.Pool(ps, 0, seed=i, num_pages=int(pages * 1.25) + 1)
         c = pool.batch(specs, 5 + i)
         run = ke.radixkv_runner(pool, c, max(e for _, e in specs),
-                                0 if args.max_kv_zero else max(pp + e for pp, e in specs), specs)
+                                args.max_kv if args.max_kv is not None else max(pp + e for pp, e in specs), specs)
         _record(args, timer, res, f"{ps}:{name}", run)
         del pool
         torch.cuda.empty_cache()
@@ -63,7 +64,7 @@ def main() -> None:
         pool = ke.Pool(ps, 6144)
         for _, prefix, extend in [c for c in cells if c[0] == ps]:
             c = pool.cell(prefix, extend, seed=prefix * 7 + extend + ps)
-            run = ke.radixkv_runner(pool, c, extend, 0 if args.max_kv_zero else prefix + extend,
+            run = ke.radixkv_runner(pool, c, extend, args.max_kv if args.max_kv is not None else prefix + extend,
                                     [(prefix, extend)] * ke.BATCH)
             _record(args, timer, res, f"{ps}:{prefix}:{extend}", run)
         del pool

@@ -12,7 +12,7 @@ source bench/gpu_env.sh
 gpu_begin gpu_s22c /tmp/out
 CELLS="1:0:2048,16:0:2048,1:1024:2048,16:1024:2048,1:4096:128,16:4096:128,1:4096:512,16:4096:512,1:4096:2048,16:4096:2048,1:chunked,16:chunked,1:multi-turn,1:short,16:short"
 for round in 1 2; do
-  for spec in new:new: newz:new:--max-kv-zero oldz:main:--max-kv-zero; do
+  for spec in new:new: newz:new:--max-kv=0 oldz:main:--max-kv=0; do
     IFS=: read -r tag lib flag <<< "$spec"
     log="$OUT/ab_${tag}_$round.log"
     RADIXKV_PREBUILT_LIB="$PWD/.carry/var_$lib.so" timeout 100 python3 bench/lab/ext21_ab.py --cells "$CELLS" \
