@@ -4,6 +4,9 @@ called once between cudaProfilerStart / Stop, so `ncu --profile-from-start off` 
 that call's kernels (FlashInfer may launch more than one).
 
     ncu --profile-from-start off ... python3 bench/lab/ext21_ncu_pair.py --side fa3 --prefix 0 --extend 2048
+
+`--ragged NAME` profiles a RAGGED batch of kernels_extend.py instead (seeded as its ragged run
+seeds it); `--max-kv N` calls radixkv with that max_kv_len (1: the short-context kernel).
 """
 
 from __future__ import annotations
@@ -24,14 +27,25 @@ def main() -> None:
     ap.add_argument("--prefix", type=int, default=0)
     ap.add_argument("--extend", type=int, default=2048)
     ap.add_argument("--page", type=int, default=1)
+    ap.add_argument("--ragged", default=None)
+    ap.add_argument("--max-kv", type=int, default=None)
     a = ap.parse_args()
     from radixkv.ops import loader  # noqa: PLC0415
 
     loader.load()
-    pool = ke.Pool(a.page, 6144)
-    c = pool.cell(a.prefix, a.extend, seed=a.prefix * 7 + a.extend + a.page)
+    if a.ragged:
+        i, groups = next((i, g) for i, (n, g) in enumerate(ke.RAGGED) if n == a.ragged)
+        specs = ke.ragged_specs(groups, 5 + i)
+        pages = sum(-(-(p + e) // a.page) for p, e in specs)
+        pool = ke.Pool(a.page, 0, seed=i, num_pages=int(pages * 1.25) + 1)
+        c = pool.batch(specs, 5 + i)
+    else:
+        specs = [(a.prefix, a.extend)] * ke.BATCH
+        pool = ke.Pool(a.page, 6144)
+        c = pool.cell(a.prefix, a.extend, seed=a.prefix * 7 + a.extend + a.page)
+    max_q, max_kv = max(e for _, e in specs), max(p + e for p, e in specs)
     if a.side == "radixkv":
-        run = ke.radixkv_runner(pool, c, a.extend, a.prefix + a.extend, [(a.prefix, a.extend)] * ke.BATCH)
+        run = ke.radixkv_runner(pool, c, max_q, max_kv if a.max_kv is None else a.max_kv, specs)
     else:
         fi = ke.load_flashinfer()
         ws = torch.empty(512 << 20, dtype=torch.uint8, device="cuda")
@@ -43,7 +57,8 @@ def main() -> None:
     run()
     torch.cuda.synchronize()
     torch.cuda.cudart().cudaProfilerStop()
-    print(f"[ext21_ncu_pair] {a.side} P={a.prefix} E={a.extend} page={a.page}: profiled one call")
+    what = a.ragged or f"P={a.prefix} E={a.extend}"
+    print(f"[ext21_ncu_pair] {a.side} {what} page={a.page} max_kv={a.max_kv}: profiled one call")
 
 
 if __name__ == "__main__":
