@@ -275,7 +275,7 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
     guard::Faults faults;
     int N = 0;
     for (int i = 0; i < n_slots; ++i) {  // one pass (a compile-time 1) unless persistent
-    const int lin = int(blockIdx.x) + i * int(gridDim.x);
+      const int lin = int(blockIdx.x) + i * int(gridDim.x);
       Tile t;
       if constexpr (kPersist) {
         if (!resolve_tile<kRankOrder>(p, G, t, lin) || t.prefix < 0) continue;
@@ -819,7 +819,7 @@ bool try_launch_ws(const ExtendParams& p, Stream stream) {
       } else if constexpr (!kF8) {
         // Shorter ones (16-bit caches): one persistent CTA per SM strides over the slots.
         kernel = ws::extend_ws_kernel<T, KV, true, false, true>;
-        const int64_t sms = multiprocessor_count(current_device());
+        const int64_t sms = sm_count();
         if (blocks > sms) blocks = sms;
       }
     }

@@ -924,15 +924,6 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
 #endif
 }
 
-// Multiprocessors of the current device (cached per device; a host query, not a stream op).
-inline int sm_count() {
-  static int known[64] = {};
-  const int dev = current_device();
-  if (dev < 0 || dev >= 64) return 1;
-  if (known[dev] == 0) known[dev] = multiprocessor_count(dev);
-  return known[dev];
-}
-
 // Raise a shape's dynamic shared-memory limit (a host call, not a stream op).
 template <class T, int PS, class C, bool kNarrow, class KV = T>
 void allow_shape_smem() {

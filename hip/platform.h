@@ -74,6 +74,14 @@ inline int multiprocessor_count(int dev) {
 #endif
   return ok && n > 0 ? n : 1;
 }
+// Multiprocessors of the current device, cached per device (for launchers, called per launch).
+inline int sm_count() {
+  static int known[64] = {};
+  const int dev = current_device();
+  if (dev < 0 || dev >= 64) return 1;
+  if (known[dev] == 0) known[dev] = multiprocessor_count(dev);
+  return known[dev];
+}
 template <class Kernel>
 inline void allow_dynamic_smem(Kernel kernel, int bytes) {
 #if RK_AMD
