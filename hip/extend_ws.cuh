@@ -150,6 +150,37 @@ struct Tile : TileSpan {
   int req, kvh, lq;
 };
 
+// Element offset in q of packed row pr of tile t: position pr / G, query head kvh * G + pr % G.
+RK_DEVICE int64_t q_row_offset(const ExtendParams& p, const Tile& t, int G, int pr) {
+  const int pos = pr / G, h = pr - pos * G;
+  return int64_t(t.q_begin + pos) * p.q_stride_tok + int64_t(t.kvh * G + h) * p.q_stride_head;
+}
+
+// A persistent CTA's slots, as its producer resolved them, handed to the consumers through a small
+// ring in shared memory (kInfo entries, each with a "full" and an "empty" barrier), so that the
+// consumers never wait on the metadata's global loads between tiles.
+constexpr int kInfo = 4;
+enum SlotKind : int {
+  kSlotSkip = 0,  // nothing to do (a surplus slot, or a plan entry naming no tile: recorded)
+  kSlotTile = 1,  // a tile: its K/V tiles come through the stage ring
+  kSlotNan = 2,   // more queries than keys: the consumers write NaN rows
+};
+RK_DEVICE void put_slot(int4* dst, const Tile& t, int kind) {
+  dst[0] = make_int4(t.q_begin, t.row0, t.rows_valid, t.prefix);
+  dst[1] = make_int4(t.lq, t.kvh, kind, 0);
+}
+// The consumers' view of a slot (the fields they read); returns its kind.
+RK_DEVICE int get_slot(const int4* src, Tile& t) {
+  const int4 a = src[0], b = src[1];
+  t.q_begin = a.x;
+  t.row0 = a.y;
+  t.rows_valid = a.z;
+  t.prefix = a.w;
+  t.lq = b.x;
+  t.kvh = b.y;
+  return b.z;
+}
+
 // Rank order in groups: block b serves rank g * group + (b % group) of (request, KV head)
 // (b / group) % (batch * H_kv), g = b / (group * batch * H_kv): the CTAs running at once hold
 // `group` consecutive ranks of fewer (request, head) pairs, which read the same K/V tiles at about
@@ -214,11 +245,13 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
   constexpr bool kQConvert = !std::is_same<T, TC>::value;
   static_assert(!kPersist || (kRankOrder && !kF8 && !kPairSteps), "persistent: the single-tile rank-order instance, 16-bit caches");
   // kPersist (the single-tile instance's rank-order launches): one CTA per SM runs slots
-  // blockIdx.x + i * gridDim.x; the ring runs on across its tiles (N: the K/V tiles of its earlier
-  // tiles), so the producer fills the next tile's stages while the consumers finish the current
-  // one; each consumer warp loads its own Q rows and stages its own output rows (no consumers'
-  // barrier between tiles); the turns run on across tiles. Each role resolves its slots itself;
-  // the other instances run their one tile resolved before the roles split (n_slots = 1).
+  // blockIdx.x + i * gridDim.x. The producer resolves each slot, hands it to the consumers through
+  // the slot ring (put_slot) and prefetches the tile's Q rows into L2, typically a ring's depth of
+  // K/V tiles before the consumers load them; the K/V ring runs on across tiles (N counts the
+  // stages of earlier tiles), so the producer fills the next tile's stages while the consumers
+  // finish the current one. Each consumer warp loads its own Q rows and stages its own output rows
+  // in the same rows of the Q tile (no consumers' barrier between tiles); the turns run on across
+  // tiles. The other instances run their one tile resolved before the roles split (n_slots = 1).
   using R = Ring<kF8, kPairSteps>;  // the pair steps take a ring stage in Q's space
   constexpr int kStages = R::kStages;
   constexpr int kEB = kF8 ? 1 : 2;  // bytes per cache element
@@ -226,12 +259,16 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
   __shared__ __align__(8) uint64_t bar_full[kMaxStages];
   __shared__ __align__(8) uint64_t bar_empty[kMaxStages];
   __shared__ __align__(8) uint64_t bar_q_free;  // the consumers hold Q in registers (R::kQStage)
+  __shared__ __align__(16) int4 slot_info[kPersist ? 2 * kInfo : 1];  // the slot ring (persistent)
+  __shared__ __align__(8) uint64_t bar_info_full[kInfo];
+  __shared__ __align__(8) uint64_t bar_info_empty[kInfo];
   extern __shared__ __align__(128) uint4 smem_raw[];
   char* smem = reinterpret_cast<char*>(smem_raw);
   smem += (1024 - (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) & 1023)) & 1023;
   uint16_t* sQ = reinterpret_cast<uint16_t*>(smem);  // [kBM][kD], 128-byte swizzled column halves
   const uint32_t q_base = wgmma::smem_addr(smem);
   const uint32_t full0 = wgmma::smem_addr(bar_full), empty0 = wgmma::smem_addr(bar_empty);
+  const uint32_t info_full0 = wgmma::smem_addr(bar_info_full), info_empty0 = wgmma::smem_addr(bar_info_empty);
 
   const int G = p.num_q_heads / p.num_kv_heads;
   // Records, never stops.
@@ -255,6 +292,13 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
       mbar_init(empty0 + 8 * s, 8);   // one arrive per consumer warp
     }
     mbar_init(wgmma::smem_addr(&bar_q_free), 8);  // one arrive per consumer warp
+    if (kPersist) {
+#pragma unroll
+      for (int j = 0; j < kInfo; ++j) {
+        mbar_init(info_full0 + 8 * j, 1);   // the producer's thread 0
+        mbar_init(info_empty0 + 8 * j, 8);  // one arrive per consumer warp
+      }
+    }
   }
   __syncthreads();
 
@@ -278,7 +322,20 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
       const int lin = int(blockIdx.x) + i * int(gridDim.x);
       Tile t;
       if constexpr (kPersist) {
-        if (!resolve_tile<kRankOrder>(p, G, t, lin) || t.prefix < 0) continue;
+        const int kind = !resolve_tile<kRankOrder>(p, G, t, lin) ? kSlotSkip : t.prefix < 0 ? kSlotNan : kSlotTile;
+        if (u == 0) {
+          const int j = i % kInfo, round = i / kInfo;
+          if (round > 0) mbar_wait(info_empty0 + 8 * j, (round - 1) & 1);
+          put_slot(slot_info + 2 * j, t, kind);
+          mbar_arrive(info_full0 + 8 * j);  // release: the consumers' wait orders their reads after it
+        }
+        if (kind != kSlotTile) continue;
+        static_assert(kBM == 128 && kD == 128, "Q prefetch: a row per producer thread, 256 bytes each");
+        if (u < t.rows_valid) {
+          const char* row = reinterpret_cast<const char*>(static_cast<const uint16_t*>(p.q) + q_row_offset(p, t, G, t.row0 + u));
+          asm volatile("prefetch.global.L2 [%0];\n" ::"l"(row));
+          asm volatile("prefetch.global.L2 [%0];\n" ::"l"(row + 128));
+        }
       } else {
         t = t0;
       }
@@ -432,11 +489,15 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
   // consumer 0 takes the last hand-over once, after the last.
   bool started = false;
   for (int i = 0; i < n_slots; ++i) {  // one pass (a compile-time 1) unless persistent
-    const int lin = int(blockIdx.x) + i * int(gridDim.x);
     Tile t;
     if constexpr (kPersist) {
-      if (!resolve_tile<kRankOrder>(p, G, t, lin)) continue;
-      if (t.prefix < 0) {  // the consumers write a NaN tile (the producer skips it)
+      const int j = i % kInfo;
+      mbar_wait(info_full0 + 8 * j, (i / kInfo) & 1);
+      const int kind = get_slot(slot_info + 2 * j, t);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(info_empty0 + 8 * j);
+      if (kind == kSlotSkip) continue;
+      if (kind == kSlotNan) {  // the consumers write a NaN tile (the producer copies nothing)
         write_nan_rows<T, kD, 256>(p, G, t.kvh, t, ct);
         continue;
       }
@@ -448,37 +509,36 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
     const int n_kv_tiles = (pos_last + t.prefix + 1 + kBN - 1) / kBN;
     const int n_dense = (pos_first + t.prefix + 1) / kBN;  // tiles visible to every row
 
+    // This warp's 16 rows of Q as A fragments (registers), one per 16 dims: S = Q K^T then reads
+    // only K from shared memory.
+    Frag qf[kD / 16];
     if constexpr (kPersist) {
-      // This warp's own 16 rows of Q (no other warp reads or writes them: the output is staged in
-      // the same rows and layout), so no consumer barrier.
+      // This warp's own 16 rows (no other warp reads or writes them: the output is staged in the
+      // same rows and layout), so no consumers' barrier.
       const uint16_t* q = static_cast<const uint16_t*>(p.q);
 #pragma unroll
       for (int i = 0; i < 16 * 16 / 32; ++i) {
         const int idx = lane + 32 * i;
         const int r = warp_row0 + idx / 16, ch = idx % 16;
-        const int pr = t.row0 + r;
         const bool valid = r < t.rows_valid;
-        const int pos = pr / G, h = pr - pos * G;
-        const uint16_t* src =
-            q + (valid ? int64_t(t.q_begin + pos) * p.q_stride_tok + int64_t(t.kvh * G + h) * p.q_stride_head : 0) +
-            ch * 8;
-        mma::async_copy16(sQ + wgmma::sw128_index<kBM>(r, ch * 8), src, valid);
+        const int64_t off = q_row_offset(p, t, G, t.row0 + r);
+        mma::async_copy16(sQ + wgmma::sw128_index<kBM>(r, ch * 8), q + (valid ? off : 0) + ch * 8, valid);
       }
       mma::async_commit();
       mma::async_wait<0>();
       __syncwarp();
+#pragma unroll
+      for (int kk = 0; kk < kD / 16; ++kk)
+        mma::ldmatrix_x4_at(qf[kk], wgmma::smem_addr(sQ + wgmma::sw128_index<kBM>(warp_row0 + (lane & 15),
+                                                                                  kk * 16 + 8 * (lane >> 4))));
     } else {
       const uint16_t* q = static_cast<const uint16_t*>(p.q);
 #pragma unroll
       for (int i = 0; i < kBM * 16 / 256; ++i) {
         const int idx = ct + 256 * i;
         const int r = idx / 16, ch = idx % 16;
-        const int pr = t.row0 + r;
         const bool valid = r < t.rows_valid;
-        const int pos = pr / G, h = pr - pos * G;
-        const uint16_t* src =
-            q + (valid ? int64_t(t.q_begin + pos) * p.q_stride_tok + int64_t(t.kvh * G + h) * p.q_stride_head : 0) +
-            ch * 8;
+        const uint16_t* src = q + (valid ? q_row_offset(p, t, G, t.row0 + r) : 0) + ch * 8;
         if constexpr (kQConvert) {  // bf16 -> fp16 times 2^-kQShift
           uint4 raw = make_uint4(0, 0, 0, 0);
           if (valid) raw = *reinterpret_cast<const uint4*>(src);
@@ -498,17 +558,14 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
       mma::async_commit();
       mma::async_wait<0>();
       bar_sync(kBarConsumers, 256);
-    }
-    // This warp's 16 rows of Q as A fragments (registers), one per 16 dims: S = Q K^T then reads
-    // only K from shared memory.
-    Frag qf[kD / 16];
 #pragma unroll
-    for (int kk = 0; kk < kD / 16; ++kk)
-      mma::ldmatrix_x4_at(qf[kk], wgmma::smem_addr(sQ + wgmma::sw128_index<kBM>(warp_row0 + (lane & 15),
-                                                                                kk * 16 + 8 * (lane >> 4))));
-    if constexpr (R::kQStage) {  // Q's space may now take K/V (the ring's last stage)
-      __syncwarp();
-      if (lane == 0) mbar_arrive(wgmma::smem_addr(&bar_q_free));
+      for (int kk = 0; kk < kD / 16; ++kk)
+        mma::ldmatrix_x4_at(qf[kk], wgmma::smem_addr(sQ + wgmma::sw128_index<kBM>(warp_row0 + (lane & 15),
+                                                                                  kk * 16 + 8 * (lane >> 4))));
+      if constexpr (R::kQStage) {  // Q's space may now take K/V (the ring's last stage)
+        __syncwarp();
+        if (lane == 0) mbar_arrive(wgmma::smem_addr(&bar_q_free));
+      }
     }
 
     constexpr int kSlots = mma::kRowSlots;

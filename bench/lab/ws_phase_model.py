@@ -13,12 +13,15 @@ copy is in flight to it and no consumer still reads it. Before the schedules, th
 (per-warp row lookups read by shuffle, the tile walker, swizzled destinations) is checked against
 key // page_size, key % page_size and sw128_index for several page sizes.
 
-Persistent CTAs (the lab patches bench/lab/ext21_pst*.patch, not the product): a CTA runs several
-query tiles, each of its own number of K/V tiles, with one ring running on across them (ring tile
-g = the K/V tiles of the CTA's earlier query tiles + n), each consumer warp loading its own Q rows
-and staging its own output rows (no consumers' barrier), and the turns running on across tiles:
-consumer 1 arrives ahead only before the first tile and consumer 0 takes the last hand-over once,
-after the last.
+Persistent CTAs (the single-tile instance's rank-order launches): a CTA runs several slots, each a
+query tile of its own number of K/V tiles or nothing (0: a skipped slot or a NaN tile), with one
+ring running on across them (ring tile g = the K/V tiles of the CTA's earlier query tiles + n),
+each consumer warp loading its own Q rows and staging its own output rows (no consumers'
+barrier), and the turns running on across tiles: consumer 1 arrives ahead only before the first
+tile and consumer 0 takes the last hand-over once, after the last. The producer's thread 0 hands
+each slot to the consumers through the slot ring (KINFO entries, a "full" barrier of count 1 and
+an "empty" one of one arrival per consumer warp): a consumer reads entry k % KINFO only once slot
+k is in it, and the producer overwrites an entry only once every consumer warp has read it.
 The same checks hold; the S issues alternate over all the CTA's K/V tiles.
 
     python3 bench/lab/ws_phase_model.py [--schedules 3000]
@@ -30,6 +33,7 @@ import argparse
 import random
 
 STAGES = 6  # hip/extend_ws.cuh Ring<false>::kStages (the pair-step instance: 7, the last in Q's space)
+KINFO = 4  # hip/extend_ws.cuh kInfo: the slot ring's entries
 PRODUCER_THREADS = 3  # copy agents (the kernel: 128 threads; full barrier count = this)
 CONSUMER_WARPS = 2    # per consumer warpgroup (the kernel: 4; empty barrier count = 2 * this)
 
@@ -95,9 +99,28 @@ def run(tiles: list[int], rng: random.Random, q_stage: bool = False, persistent:
     in_flight: list[tuple[int, int, int]] = []  # (producer thread, stage, tile): copies not landed
     issue_order: list[int] = []
     released = [0] * n_tiles  # consumer warps done with tile n
+    info_full = [MBarrier(1) for _ in range(KINFO)]
+    info_empty = [MBarrier(2 * CONSUMER_WARPS) for _ in range(KINFO)]
+    info = [-1] * KINFO  # the slot each entry holds
+    info_read = [0] * KINFO  # consumer warps that have read the entry's slot
+
+    def publish(k: int):  # the producer's thread 0 hands slot k to the consumers
+        j, rnd = k % KINFO, k // KINFO
+        if rnd > 0:
+            while not info_empty[j].try_wait((rnd - 1) & 1):
+                yield
+            assert info_read[j] == 2 * CONSUMER_WARPS, f"slot {k} overwrites slot {info[j]} before every warp read it"
+        info[j], info_read[j] = k, 0
+        info_full[j].arrive()
+        yield
 
     def producer(u: int):
-        for n in range(n_tiles):  # ring tile n: query tile k's K/V tile n - starts[k]
+        ring = [(k, n) for k, count in enumerate(tiles) for n in [None] + list(range(starts[k], starts[k] + count))]
+        for k, n in ring:  # per slot k: its hand-over (n None), then ring tiles n (K/V tile n - starts[k])
+            if n is None:
+                if persistent and u == 0:
+                    yield from publish(k)
+                continue
             s, rnd = n % stages, n // stages
             if rnd > 0:
                 while not empty[s].try_wait((rnd - 1) & 1):
@@ -150,15 +173,26 @@ def run(tiles: list[int], rng: random.Random, q_stage: bool = False, persistent:
                 issue_order.append(c)
                 turn[1 - c].arrive(c)
 
+        started = False
         for k, count in enumerate(tiles):
             base = starts[k]
+            if persistent:  # the slot from the slot ring
+                j = k % KINFO
+                while not info_full[j].try_wait((k // KINFO) & 1):
+                    yield
+                assert info[j] == k, f"consumer {c} reads slot {info[j]} for slot {k}"
+                info_read[j] += 1
+                info_empty[j].arrive()
+                if count == 0:  # skipped, or NaN rows written: no K/V tiles
+                    continue
             yield  # Q copied (persistent: this warp's own rows), then read into registers
             if k == 0:
                 q_held[0] += 1
                 if q_stage:
                     q_free.arrive()
-            if leader and c == 1 and k == 0:
+            if leader and c == 1 and not started:
                 turn[0].arrive(1)
+            started = True
             # Tile 0's S on the first turn; then step n: wait for tile n + 1's stage, take the
             # turn, issue S(n + 1) and P V(n), softmax of n + 1, release tile n's stage; last:
             # P V(N - 1). Ring tiles are base + n.
@@ -187,7 +221,7 @@ def run(tiles: list[int], rng: random.Random, q_stage: bool = False, persistent:
             if q_stage:
                 assert reading[q_space] == 0, "the output is staged while a consumer reads Q's space"
                 assert not any(f[1] == q_space for f in in_flight), "the output is staged under a copy in flight"
-        if persistent and leader and c == 0:  # the last hand-over, after the last tile
+        if persistent and leader and c == 0 and started:  # the last hand-over, after the last tile
             gen = turn[0].arrive(0)
             while not turn[0].passed(gen):
                 yield
@@ -267,8 +301,8 @@ def main() -> None:
     rng = random.Random(12)
     lengths = [1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 19]
     for i in range(args.schedules):
-        if i % 3 == 2:  # a persistent CTA of 1-5 query tiles
-            run([rng.choice(lengths) for _ in range(rng.randint(1, 5))], rng, persistent=True)
+        if i % 3 == 2:  # a persistent CTA of 1-9 slots, some without K/V tiles
+            run([rng.choice(lengths + [0] * 4) for _ in range(rng.randint(1, 9))], rng, persistent=True)
         else:
             run([rng.choice(lengths)], rng, q_stage=i % 3 == 1)
     print(f"ws_phase_model: gather indexing and {args.schedules} schedules (stages {STAGES}, "
