@@ -231,11 +231,12 @@ RK_HOST_DEVICE int rank_slots(const ExtendParams& p, int G) {
   return p.batch * ((per_req + group - 1) / group) * group * p.num_kv_heads;
 }
 
-// Launches whose contexts may hold this many keys or more (the caller's max_kv_len) run the
-// pair-step instance of the rank-order kernel (kPairSteps: Ring::kPair tiles per consumer step),
-// which saves a turn hand-over, a row-max reduction and a rescale decision per pair of tiles;
-// shorter ones run the single-tile instance, whose smaller code a short CTA fetches (cold) faster.
-constexpr int kPairStepContext = 2048;
+// Launches whose contexts hold at most this many keys (the caller's max_kv_len, or an unknown
+// bound) run the single-tile instance, persistent with a 16-bit cache: the shorter a tile's key
+// range, the more of its time goes to starting it, which persistence overlaps with the previous
+// tile. Longer ones run the pair-step instance (kPairSteps: Ring::kPair tiles per consumer step),
+// which saves a turn hand-over, a row-max reduction and a rescale decision per pair of key tiles.
+constexpr int kSingleTileContext = 2048;
 
 template <class T, class KV, bool kRankOrder, bool kPairSteps = false, bool kPersist = false>
 __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendParams p) {
@@ -291,12 +292,12 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
       mbar_init(full0 + 8 * s, 128);  // one cp.async arrive per producer thread
       mbar_init(empty0 + 8 * s, 8);   // one arrive per consumer warp
     }
-    mbar_init(wgmma::smem_addr(&bar_q_free), 8);  // one arrive per consumer warp
+    mbar_init(wgmma::smem_addr(&bar_q_free), 256);  // one arrive per consumer thread, after its Q reads
     if (kPersist) {
 #pragma unroll
       for (int j = 0; j < kInfo; ++j) {
         mbar_init(info_full0 + 8 * j, 1);   // the producer's thread 0
-        mbar_init(info_empty0 + 8 * j, 8);  // one arrive per consumer warp
+        mbar_init(info_empty0 + 8 * j, 256);  // one arrive per consumer thread, once it has read the entry
       }
     }
   }
@@ -494,8 +495,7 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
       const int j = i % kInfo;
       mbar_wait(info_full0 + 8 * j, (i / kInfo) & 1);
       const int kind = get_slot(slot_info + 2 * j, t);
-      __syncwarp();
-      if (lane == 0) mbar_arrive(info_empty0 + 8 * j);
+      mbar_arrive(info_empty0 + 8 * j);
       if (kind == kSlotSkip) continue;
       if (kind == kSlotNan) {  // the consumers write a NaN tile (the producer copies nothing)
         write_nan_rows<T, kD, 256>(p, G, t.kvh, t, ct);
@@ -562,10 +562,7 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
       for (int kk = 0; kk < kD / 16; ++kk)
         mma::ldmatrix_x4_at(qf[kk], wgmma::smem_addr(sQ + wgmma::sw128_index<kBM>(warp_row0 + (lane & 15),
                                                                                   kk * 16 + 8 * (lane >> 4))));
-      if constexpr (R::kQStage) {  // Q's space may now take K/V (the ring's last stage)
-        __syncwarp();
-        if (lane == 0) mbar_arrive(wgmma::smem_addr(&bar_q_free));
-      }
+      if constexpr (R::kQStage) mbar_arrive(wgmma::smem_addr(&bar_q_free));  // Q's space may now take K/V
     }
 
     constexpr int kSlots = mma::kRowSlots;
@@ -869,7 +866,7 @@ bool try_launch_ws(const ExtendParams& p, Stream stream) {
     int64_t blocks = rank ? ws::rank_slots(pp, int(g)) : gx;
     if (rank) {
       constexpr bool kF8 = IsFp8<KV>::value;
-      if (p.max_kv_len >= ws::kPairStepContext) {
+      if (p.max_kv_len > ws::kSingleTileContext) {
         // Long contexts step over pairs of tiles, one CTA per tile (rank order only: request
         // order, find_tile, leaves too few registers for the pair steps).
         if constexpr (ws::Ring<kF8>::kPair > 1) kernel = ws::extend_ws_kernel<T, KV, true, true>;

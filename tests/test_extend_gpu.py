@@ -199,9 +199,9 @@ def test_long_prefix_rank_order(dtype, page_size):
 
 # Pair steps in a ragged batch: beside one long context, requests of 1 and 2 key tiles (no whole
 # pair), 64 keys exactly, and a long prefix with 2 new tokens; and a batch whose longest context
-# is the 2048 keys from which a bound picks the pair steps.
+# is the 2049 keys from which a bound picks the pair steps.
 PAIR_RAGGED = [(3000, 70), (0, 1), (5, 60), (0, 64), (2047, 2), (63, 66)]
-PAIR_AT_BOUND = [(1900, 148), (0, 33), (2047, 1), (100, 29)]
+PAIR_AT_BOUND = [(1900, 149), (0, 33), (2048, 1), (100, 29)]
 
 
 @gpu
@@ -357,6 +357,57 @@ def test_bad_plan_is_recorded_or_rejected():
         batch.run(plan=radixkv.ops.ExtendPlan(tiles, 0))
     assert torch.equal(batch.run(plan=plan), ref), "a good plan after bad ones"
     assert radixkv.ops.take_errors() == []
+
+
+# Many more query tiles than SMs: sm_90a's persistent CTAs (max_kv_len unknown, rank order) each run
+# several slots, among them NaN tiles (more queries than keys) and, with a bad plan, skipped ones,
+# so the slots a CTA's consumers take from its producer mix every kind, in every order.
+MANY = [(p, e) for p in (0, 5, 100, 700) for e in (1, 17, 64, 100, 200, 333)] * 2
+
+
+@gpu
+def test_persistent_ctas_mix_tiles_nan_tiles_and_skipped_slots():
+    batch = Batch(MANY, page_size=16, h_kv=8, group=4, dim=128, dtype=torch.bfloat16, seed=48)
+    plan = _plan(batch)
+    n_slots = plan.tiles.shape[0] * 8
+    assert n_slots > 4 * torch.cuda.get_device_properties(0).multi_processor_count
+    good = batch.run(plan=plan).clone()
+    ref = batch.reference()
+    qo = batch.qo_indptr.tolist()
+    assert_close(good, ref, torch.bfloat16, qo)
+    # Every fifth request with fewer keys than queries: its rows NaN, every other request's exact.
+    nan_reqs = [b for b in range(len(MANY)) if b % 5 == 2]
+    for b in nan_reqs:
+        batch.kv_lens[b] = MANY[b][1] - 1
+    out = batch.run(plan=plan, check=False)
+    torch.cuda.synchronize()
+    assert radixkv.ops.take_errors() == [radixkv.ops.KernelFault("extend_attention", "queries_exceed_keys")]
+    for b in range(len(MANY)):
+        rows = out[qo[b]:qo[b + 1]]
+        if b in nan_reqs:
+            assert torch.isnan(rows).all(), f"request {b}"
+        else:
+            assert torch.equal(rows, good[qo[b]:qo[b + 1]]), f"request {b}"
+    for b in nan_reqs:
+        batch.kv_lens[b] = sum(MANY[b])
+    # Every seventh plan entry naming no request: those tiles skipped (their rows keep the poison),
+    # every other tile exact.
+    bad = plan.tiles.clone()
+    skipped = bad[::7].clone()
+    bad[::7, 0] = len(MANY) + 3
+    out = torch.full_like(batch.q, float("nan"))
+    batch.run(out=out, plan=radixkv.ops.ExtendPlan(bad, plan.tile_rows), check=False)
+    torch.cuda.synchronize()
+    assert radixkv.ops.take_errors() == [radixkv.ops.KernelFault("extend_attention", "plan")]
+    rows = radixkv.ops.extend_tile_rows(128)
+    kept = torch.ones(out.shape[0], out.shape[1], dtype=torch.bool, device=out.device)
+    for req, rank in skipped.tolist():  # tile `rank` from the end of request req: its rows x heads
+        n_tiles = _ceil((qo[req + 1] - qo[req]) * 4, rows)
+        first = (n_tiles - 1 - rank) * rows
+        for r in range(first, min(first + rows, (qo[req + 1] - qo[req]) * 4)):
+            kept[qo[req] + r // 4, r % 4::4] = False  # packed row r: position r // 4, head r % 4 of each group
+    assert torch.isnan(out[~kept]).all()
+    assert torch.equal(out[kept], good[kept])
 
 
 @gpu

@@ -20,7 +20,7 @@ each consumer warp loading its own Q rows and staging its own output rows (no co
 barrier), and the turns running on across tiles: consumer 1 arrives ahead only before the first
 tile and consumer 0 takes the last hand-over once, after the last. The producer's thread 0 hands
 each slot to the consumers through the slot ring (KINFO entries, a "full" barrier of count 1 and
-an "empty" one of one arrival per consumer warp): a consumer reads entry k % KINFO only once slot
+an "empty" one of one arrival per consumer thread, here per warp): a consumer reads entry k % KINFO only once slot
 k is in it, and the producer overwrites an entry only once every consumer warp has read it.
 The same checks hold; the S issues alternate over all the CTA's K/V tiles.
 
