@@ -509,9 +509,6 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
     const int n_kv_tiles = (pos_last + t.prefix + 1 + kBN - 1) / kBN;
     const int n_dense = (pos_first + t.prefix + 1) / kBN;  // tiles visible to every row
 
-    // This warp's 16 rows of Q as A fragments (registers), one per 16 dims: S = Q K^T then reads
-    // only K from shared memory.
-    Frag qf[kD / 16];
     if constexpr (kPersist) {
       // This warp's own 16 rows (no other warp reads or writes them: the output is staged in the
       // same rows and layout), so no consumers' barrier.
@@ -527,10 +524,6 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
       mma::async_commit();
       mma::async_wait<0>();
       __syncwarp();
-#pragma unroll
-      for (int kk = 0; kk < kD / 16; ++kk)
-        mma::ldmatrix_x4_at(qf[kk], wgmma::smem_addr(sQ + wgmma::sw128_index<kBM>(warp_row0 + (lane & 15),
-                                                                                  kk * 16 + 8 * (lane >> 4))));
     } else {
       const uint16_t* q = static_cast<const uint16_t*>(p.q);
 #pragma unroll
@@ -558,12 +551,15 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
       mma::async_commit();
       mma::async_wait<0>();
       bar_sync(kBarConsumers, 256);
-#pragma unroll
-      for (int kk = 0; kk < kD / 16; ++kk)
-        mma::ldmatrix_x4_at(qf[kk], wgmma::smem_addr(sQ + wgmma::sw128_index<kBM>(warp_row0 + (lane & 15),
-                                                                                  kk * 16 + 8 * (lane >> 4))));
-      if constexpr (R::kQStage) mbar_arrive(wgmma::smem_addr(&bar_q_free));  // Q's space may now take K/V
     }
+    // This warp's 16 rows of Q as A fragments (registers), one per 16 dims: S = Q K^T then reads
+    // only K from shared memory.
+    Frag qf[kD / 16];
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk)
+      mma::ldmatrix_x4_at(qf[kk], wgmma::smem_addr(sQ + wgmma::sw128_index<kBM>(warp_row0 + (lane & 15),
+                                                                                kk * 16 + 8 * (lane >> 4))));
+    if constexpr (R::kQStage) mbar_arrive(wgmma::smem_addr(&bar_q_free));  // Q's space may now take K/V
 
     constexpr int kSlots = mma::kRowSlots;
     int lim[kSlots];  // key j is visible to the slot's row iff j <= lim
