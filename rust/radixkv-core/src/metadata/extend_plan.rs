@@ -263,6 +263,20 @@ mod tests {
     }
 
     #[test]
+    fn plan_is_allocated_once_at_its_size() {
+        // The entries are reserved up front (try_reserve_exact: an allocation failure is an
+        // error, not an abort), so the plan never grows while it is filled.
+        for (q, k) in [
+            (&[2, 3][..], &[600, 3][..]),
+            (&[1, 8, 5, 300], &[10, 8, 900, 300]),
+        ] {
+            let plan = extend_plan(q, k, 4, 4).unwrap();
+            assert!(!plan.is_empty());
+            assert_eq!(plan.capacity(), plan.len());
+        }
+    }
+
+    #[test]
     fn uniform_batches() {
         // Short requests, or long ones of 16+ tiles: the kernels' rank order is the plan's.
         assert!(extend_plan(&[512; 8], &[512; 8], 4, 128)
