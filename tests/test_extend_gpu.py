@@ -192,8 +192,8 @@ LONG_BOUND = max(p + e for p, e in LONG)  # its longest context
 def test_long_prefix_rank_order(dtype, page_size):
     batch = Batch(LONG, page_size=page_size, h_kv=2, group=4, dim=128, dtype=dtype, seed=page_size + 40)
     _check(batch, dtype, max_q_len=batch.max_q_len)
-    # Contexts of 2048 keys or more, said so: the sm_90a kernel's pair steps (two tiles per consumer
-    # step, a one-tile last step for odd counts).
+    # Contexts of more than 2048 keys, said so: the sm_90a kernel's pair steps (two tiles per
+    # consumer step, a one-tile last step for odd counts).
     _check(batch, dtype, max_q_len=batch.max_q_len, max_kv_len=LONG_BOUND)
 
 
@@ -269,7 +269,7 @@ def _plan(batch: Batch, **kw) -> radixkv.ops.ExtendPlan:
 def test_plan_order_is_exact(dtype, page_size, specs, bound):
     # The plan only reorders the CTAs: each tile is computed as without it, so the output is the
     # same bits (and within the reference's tolerance), with both kernels of sm_90a and the
-    # warp-specialised one's pair steps, which a bound of 2048 keys or more picks (LONG runs in rank
+    # warp-specialised one's pair steps, which a bound above 2048 keys picks (LONG runs in rank
     # order with or without the plan, so the same instance computes both).
     batch = Batch(specs, page_size=page_size, h_kv=2, group=4, dim=128, dtype=dtype,
                   block_tables=page_size == 64, seed=page_size + 80)
@@ -381,7 +381,8 @@ def test_persistent_ctas_mix_tiles_nan_tiles_and_skipped_slots():
         batch.kv_lens[b] = MANY[b][1] - 1
     out = batch.run(plan=plan, check=False)
     torch.cuda.synchronize()
-    assert radixkv.ops.take_errors() == [radixkv.ops.KernelFault("extend_attention", "queries_exceed_keys")]
+    fault = radixkv.ops.KernelFault("extend_attention", "queries_exceed_keys")
+    assert radixkv.ops.take_errors() == [fault]
     for b in range(len(MANY)):
         rows = out[qo[b]:qo[b + 1]]
         if b in nan_reqs:
@@ -405,7 +406,8 @@ def test_persistent_ctas_mix_tiles_nan_tiles_and_skipped_slots():
         n_tiles = _ceil((qo[req + 1] - qo[req]) * 4, rows)
         first = (n_tiles - 1 - rank) * rows
         for r in range(first, min(first + rows, (qo[req + 1] - qo[req]) * 4)):
-            kept[qo[req] + r // 4, r % 4::4] = False  # packed row r: position r // 4, head r % 4 of each group
+            # Packed row r: position r // 4, head r % 4 of every KV head's group.
+            kept[qo[req] + r // 4, r % 4::4] = False
     assert torch.isnan(out[~kept]).all()
     assert torch.equal(out[kept], good[kept])
 

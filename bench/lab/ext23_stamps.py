@@ -48,7 +48,8 @@ def runner(cell: str, max_kv):
 
 
 def summarise(st: np.ndarray) -> dict:
-    """st: [CTAS, SLOTS, 16] uint64. Medians (µs) over steady-state slots (not a CTA's first or last)."""
+    """st: [CTAS, SLOTS, 16] uint64. Medians (µs) over steady-state slots (neither a CTA's first
+    nor its last)."""
     s = st.astype(np.int64)
     used = s[:, :, 0] != 0
     rows = []
@@ -59,15 +60,18 @@ def summarise(st: np.ndarray) -> dict:
             if x[5] == 0 or x[9] == 0 or prev[9] == 0:
                 continue
             rows.append({
-                "p_resolve": x[1] - x[0], "p_q": x[2] - x[1], "p_page": x[11] - x[2], "p_t0": x[3] - x[11],
+                "p_resolve": x[1] - x[0], "p_q": x[2] - x[1], "p_page": x[11] - x[2],
+                "p_t0": x[3] - x[11],
                 "p_slot": x[4] - x[0], "p_ahead_of_c": x[5] - x[2],
                 "c_wait_info": x[5] - prev[9], "c_q": x[6] - x[5], "c_first": x[7] - x[6],
-                "c_loop": x[8] - x[7], "c_epi": x[9] - x[8], "c_slot": x[9] - prev[9], "tiles": x[10] * GHZ * 1e3,
+                "c_loop": x[8] - x[7], "c_epi": x[9] - x[8], "c_slot": x[9] - prev[9],
+                "tiles": x[10] * GHZ * 1e3,  # a count: summarised as the others, then divided back
             })
     if not rows:
         return {}
     keys = rows[0].keys()
-    return {k: float(np.median([r[k] for r in rows])) / (GHZ * 1e3) for k in keys} | {"n": len(rows)}
+    medians = {k: float(np.median([r[k] for r in rows])) / (GHZ * 1e3) for k in keys}
+    return medians | {"n": len(rows)}
 
 
 def main() -> None:

@@ -20,8 +20,9 @@ each consumer warp loading its own Q rows and staging its own output rows (no co
 barrier), and the turns running on across tiles: consumer 1 arrives ahead only before the first
 tile and consumer 0 takes the last hand-over once, after the last. The producer's thread 0 hands
 each slot to the consumers through the slot ring (KINFO entries, a "full" barrier of count 1 and
-an "empty" one of one arrival per consumer thread, here per warp): a consumer reads entry k % KINFO only once slot
-k is in it, and the producer overwrites an entry only once every consumer warp has read it.
+an "empty" one of one arrival per consumer thread, here per warp): a consumer reads entry
+k % KINFO only once slot k is in it, and the producer overwrites an entry only once every
+consumer warp has read it.
 The same checks hold; the S issues alternate over all the CTA's K/V tiles.
 
     python3 bench/lab/ws_phase_model.py [--schedules 3000]
@@ -109,14 +110,17 @@ def run(tiles: list[int], rng: random.Random, q_stage: bool = False, persistent:
         if rnd > 0:
             while not info_empty[j].try_wait((rnd - 1) & 1):
                 yield
-            assert info_read[j] == 2 * CONSUMER_WARPS, f"slot {k} overwrites slot {info[j]} before every warp read it"
+            assert info_read[j] == 2 * CONSUMER_WARPS, \
+                f"slot {k} overwrites slot {info[j]} before every warp read it"
         info[j], info_read[j] = k, 0
         info_full[j].arrive()
         yield
 
     def producer(u: int):
-        ring = [(k, n) for k, count in enumerate(tiles) for n in [None] + list(range(starts[k], starts[k] + count))]
-        for k, n in ring:  # per slot k: its hand-over (n None), then ring tiles n (K/V tile n - starts[k])
+        # Per slot k: its hand-over (n None), then its ring tiles n (K/V tile n - starts[k]).
+        ring = [(k, n) for k, count in enumerate(tiles)
+                for n in [None] + list(range(starts[k], starts[k] + count))]
+        for k, n in ring:
             if n is None:
                 if persistent and u == 0:
                     yield from publish(k)
@@ -302,7 +306,8 @@ def main() -> None:
     lengths = [1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 19]
     for i in range(args.schedules):
         if i % 3 == 2:  # a persistent CTA of 1-9 slots, some without K/V tiles
-            run([rng.choice(lengths + [0] * 4) for _ in range(rng.randint(1, 9))], rng, persistent=True)
+            slots = [rng.choice(lengths + [0] * 4) for _ in range(rng.randint(1, 9))]
+            run(slots, rng, persistent=True)
         else:
             run([rng.choice(lengths)], rng, q_stage=i % 3 == 1)
     print(f"ws_phase_model: gather indexing and {args.schedules} schedules (stages {STAGES}, "
