@@ -762,8 +762,8 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
     else last(j, Full{});
     if (!kPersist && c == 0) bar_sync(kBarTurn + 0, 256);  // consumer 1's last turn hand-over
 
-    // Normalise, stage through the Q tile (both consumers are done reading it: the barrier), store
-    // 16-byte row chunks.
+    // Normalise, stage through the Q tile (both consumers are done reading it: the barrier;
+    // persistent: this warp's own rows, no barrier), store 16-byte row chunks.
     // FP8: times the V scale; a NaN sum, from a bad K scale, stays NaN.
     float v_factor = 1.f;
     if constexpr (kF8) v_factor = extend_head_scale(p, p.scales.v, t.kvh);
