@@ -723,19 +723,13 @@ extend_attention_kernel(const ExtendParams p) {
       sRows[kBN + threadIdx.x] = Copy::entry(walk_tile(1));
     }
   }
-  __syncthreads();  // sRows[0] and [1] visible
-  // Tiles 0 and 1 (both buffers are free) in flight together: a short context's second tile
-  // then lands with its first instead of a round trip after it.
-  auto issue_tile = [&](int t) {
-    if constexpr (kFp8) {
-      Fp8Copy::copy(stage_k(t & 1), stage_v(t & 1), sRows + (t & 1) * kBN, v_minus_k);
-    } else {
-      Copy::copy(sK + (t & 1) * C::kKVElems, sV + (t & 1) * C::kKVElems, sRows + (t & 1) * kBN, v_minus_k);
-    }
-    mma::async_commit();
-  };
-  issue_tile(0);
-  if (n_kv_tiles > 1) issue_tile(1);
+  __syncthreads();  // sRows[0] visible
+  if constexpr (kFp8) {
+    Fp8Copy::copy(stage_k(0), stage_v(0), sRows, v_minus_k);
+  } else {
+    Copy::copy(sK, sV, sRows, v_minus_k);
+  }
+  mma::async_commit();
 
   // Per-lane shared-memory addresses of the matrix operands (see mma.h).
   const mma::SmemLane lane_q = mma::lane_q<D>(sQ);
@@ -784,15 +778,20 @@ extend_attention_kernel(const ExtendParams p) {
     const mma::SmemLane tK = mma::lane_offset(lane_k, buf * C::kKVElems);
     const mma::SmemLane tV = mma::lane_offset(lane_v, buf * C::kKVElems);
 
-    // K_n and V_n done (tile 0: tile 1's group, the last committed, may still be in flight).
-    if (n == 0 && n_kv_tiles > 1) mma::async_wait<1>();
-    else mma::async_wait<0>();
+    mma::async_wait<0>();  // K_n and V_n (issued a whole tile ago) done
 #if RK_HAS_WGMMA
     if (kWgmma && !kFp8) wgmma::fence_proxy_async();  // ... and visible to the tensor cores' reads
 #endif
     __syncthreads();       // visible to all; tile n-1 fully consumed
-    if (n > 0 && n + 1 < n_kv_tiles) issue_tile(n + 1);  // tile 1 left with tile 0
-    else mma::async_commit();
+    if (n + 1 < n_kv_tiles) {
+      if constexpr (kFp8) {
+        Fp8Copy::copy(stage_k(rbuf ^ 1), stage_v(rbuf ^ 1), sRows + (rbuf ^ 1) * kBN, v_minus_k);
+      } else {
+        Copy::copy(sK + (buf ^ 1) * C::kKVElems, sV + (buf ^ 1) * C::kKVElems, sRows + (buf ^ 1) * kBN,
+                   v_minus_k);
+      }
+    }
+    mma::async_commit();
     // Tile n's row table is free (its copies were issued before the barrier): tile n + 2.
     if (is_walker && n + 2 < n_kv_tiles)
       sRows[rbuf * kBN + threadIdx.x] = Copy::entry(walk_tile(n + 2));
