@@ -771,8 +771,9 @@ extend_attention_kernel(const ExtendParams p) {
   if constexpr (kFp8)
     c *= Fp8To16<T, KV>::scale_factor(p, p.scales.k, kvh);
 
-  auto process = [&](int n, auto masked_tag) {
-    constexpr bool kMasked = decltype(masked_tag)::value;
+  // One body for dense and masked tiles (`masked` is uniform across the CTA): a second copy of
+  // the body would be more code to fetch, and a short context fetches its code cold.
+  auto process = [&](int n, bool masked) {
     const int buf = kFp8 ? 0 : n & 1;  // FP8: one 16-bit tile, converted from stage n & 1
     const int rbuf = n & 1;            // row table (and FP8 stage) of tile n
     const mma::SmemLane tK = mma::lane_offset(lane_k, buf * C::kKVElems);
@@ -815,23 +816,22 @@ extend_attention_kernel(const ExtendParams p) {
     // Returns whether some row's max grew (only then O needs rescaling).
     auto stats = [&](int mt) {
       bool grew = false;
-      int lim[4] = {0, 0, 0, 0};  // this thread's mask limits (masked tiles only)
-      if (kMasked) {
-        const int4 l4 = reinterpret_cast<const int4*>(sLim)[threadIdx.x];
-        lim[0] = l4.x;
-        lim[1] = l4.y;
-        lim[2] = l4.z;
-        lim[3] = l4.w;
+      if (masked) {
+        const int4 l4 = reinterpret_cast<const int4*>(sLim)[threadIdx.x];  // this thread's limits
+        const int lim[4] = {l4.x, l4.y, l4.z, l4.w};
+#pragma unroll
+        for (int kb = 0; kb < kKB; ++kb)
+#pragma unroll
+          for (int i = 0; i < mma::kAccElems; ++i) {
+            const int key = n * kBN + kb * 16 + mma::acc_other(i);
+            if (key > lim[mt * kSlots + mma::acc_slot(i)]) s[mt][kb].x[i] = kNegInf;
+          }
       }
       float t[mma::kAccElems];
 #pragma unroll
       for (int kb = 0; kb < kKB; ++kb)
 #pragma unroll
         for (int i = 0; i < mma::kAccElems; ++i) {
-          if (kMasked) {
-            const int key = n * kBN + kb * 16 + mma::acc_other(i);
-            if (key > lim[mt * kSlots + mma::acc_slot(i)]) s[mt][kb].x[i] = kNegInf;
-          }
           t[i] = kb == 0 ? s[mt][kb].x[i] : fmaxf(t[i], s[mt][kb].x[i]);
         }
       float mx[kSlots];
@@ -966,9 +966,7 @@ extend_attention_kernel(const ExtendParams p) {
     }
   };
 
-  int n = 0;
-  for (; n < n_dense; ++n) process(n, MaskTag<false>{});
-  for (; n < n_kv_tiles; ++n) process(n, MaskTag<true>{});
+  for (int n = 0; n < n_kv_tiles; ++n) process(n, n >= n_dense);
   mma::async_wait<0>();
 
   // Normalise and store: 1 / (row sum over the row's lanes), 0 for a row that saw no key; FP8:

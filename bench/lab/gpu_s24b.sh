@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/lab/gpu_s24b.sh -- session 24, second H200 call: less code in the two-CTA extend kernel
-# (narrow libraries, each in its own process). one: dense and masked tiles share one loop body;
+# (narrow libraries, each in its own process; roll alone did not fit the carry). one: dense and masked tiles share one loop body;
 # roll: the Q copy loop rolled (position / head advanced without a division) and the epilogue's
 # store loop unrolled by 2 instead of 8; both: one + roll. (1) ext21_ab.py on P=0 E=128 (the cells
 # this kernel runs on sm_90a) and, with max_kv_len = 1 (this kernel forced), on longer cells; order
@@ -17,15 +17,15 @@ ab() {  # tag cells [--max-kv N]
     --tag "$tag" --out "$OUT/ab_$SECONDS" "$@" > "$OUT/ab_${tag}_$SECONDS.log" 2>&1
   stamp "ab $tag $* rc=$?"
 }
-for order in "main one roll both" "both roll one main" "one both main roll"; do
+for order in "main one both" "both one main" "one main both"; do
   for tag in $order; do ab $tag "1:0:128,16:0:128"; done
 done
-grep -h -E "^(main|one|roll|both) " "$OUT"/ab_*.log | sort -k2,2 -k1,1 | awk '{print $2, $1, $3, $5}' > "$OUT/ab_short.txt"
+grep -h -E "^(main|one|both) " "$OUT"/ab_*.log | sort -k2,2 -k1,1 | awk '{print $2, $1, $3, $5}' > "$OUT/ab_short.txt"
 rm -rf "$OUT"/ab_*
-for order in "main both roll one" "one roll both main"; do
+for order in "main both one" "one both main"; do
   for tag in $order; do ab $tag "1:0:512,1:1024:128,1:short" --max-kv 1; done
 done
-grep -h -E "^(main|one|roll|both) " "$OUT"/ab_*.log | sort -k2,2 -k1,1 | awk '{print $2, $1, $3, $5}' > "$OUT/ab_forced.txt"
+grep -h -E "^(main|one|both) " "$OUT"/ab_*.log | sort -k2,2 -k1,1 | awk '{print $2, $1, $3, $5}' > "$OUT/ab_forced.txt"
 rm -rf "$OUT"/ab_*
 for tag in main both main both; do
   RADIXKV_PREBUILT_LIB="$(lib $tag)" timeout 150 python3 bench/lab/ext21_small.py --rounds 2 \
