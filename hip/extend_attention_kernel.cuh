@@ -14,12 +14,14 @@
 // request among many short ones), the launcher falls back to request order (grid x = tiles of all
 // requests in turn, y = KV head; find_tile maps x to a tile).
 //
-// Per tile, the keys are walked in kBN-wide tiles in two stages:
+// Per tile, the keys are walked in kBN-wide tiles, first the dense ones, then the masked ones:
 //   1. dense:  key tiles whose every key is visible to every row of the tile (the cached prefix,
 //              plus the part of the new tokens left of the tile's first query): no mask math;
 //   2. masked: the tiles crossing the diagonal, with j <= i + (L_k - L_q) applied per element.
-//   The loop stops at the tile holding the tile's last visible key, so tiles wholly above the
-//   diagonal are never loaded.
+//   Both run one loop body (a uniform branch skips the mask), and the loops around the copies and
+//   stores are not fully unrolled: a short context runs this code once, fetching it cold after
+//   whatever ran before evicted it, so its size is part of its time. The loop stops at the tile
+//   holding the tile's last visible key, so tiles wholly above the diagonal are never loaded.
 //
 // K/V tiles are gathered through the page table into double-buffered shared memory. A page
 // walker (one thread per key row, state in shared memory) computes each row's address one tile
@@ -696,15 +698,27 @@ extend_attention_kernel(const ExtendParams p) {
 
   // Q tile: row r is (position (row0 + r) / G, head kvh * G + (row0 + r) % G); rows past the
   // request are zero-filled (their results are never stored).
-  for (int idx = threadIdx.x; idx < kBM * C::kChunks; idx += kThreads) {
-    const int r = idx / C::kChunks, c = idx % C::kChunks;
-    const int pr = row0 + r;
-    const bool valid = r < rows_valid;
-    const int pos = pr / G, h = pr - pos * G;
-    const uint16_t* src =
-        q + (valid ? int64_t(q_begin + pos) * p.q_stride_tok + int64_t(kvh * G + h) * p.q_stride_head
-                   : 0) + c * 8;
-    mma::async_copy16(sQ + tile_index<D, kBM, kWgmma>(r, c * 8), src, valid);
+  // Thread t copies chunk t % kChunks of rows t / kChunks + i * kQStep, its (position, head)
+  // advanced without a division. A loop, not unrolled: a short context fetches this code cold.
+  {
+    constexpr int kQStep = kThreads / C::kChunks;
+    static_assert(kThreads % C::kChunks == 0 && kBM % kQStep == 0, "whole Q rows per pass");
+    const int c = threadIdx.x % C::kChunks;
+    int r = threadIdx.x / C::kChunks;
+    int pos = (row0 + r) / G, h = (row0 + r) - pos * G;
+#pragma unroll 1
+    for (; r < kBM; r += kQStep) {
+      const bool valid = r < rows_valid;
+      const uint16_t* src =
+          q + (valid ? int64_t(q_begin + pos) * p.q_stride_tok + int64_t(kvh * G + h) * p.q_stride_head
+                     : 0) + c * 8;
+      mma::async_copy16(sQ + tile_index<D, kBM, kWgmma>(r, c * 8), src, valid);
+      h += kQStep;
+      while (h >= G) {
+        h -= G;
+        ++pos;
+      }
+    }
   }
   mma::async_commit();
 
@@ -1012,7 +1026,7 @@ extend_attention_kernel(const ExtendParams p) {
     for (int mt = 0; mt < kMT; ++mt) {
       int r = warp_row0 + mt * kMStride + lane / C::kChunks;
       int pos = (row0 + r) / G, h = (row0 + r) - pos * G;  // advanced incrementally below
-#pragma unroll
+#pragma unroll 2  // two loads in flight per store round; a full unroll is code fetched cold
       for (int it = 0; it < 16 / kRowsPerPass; ++it) {
         if (r < rows_valid) {
           const uint4 v = *reinterpret_cast<const uint4*>(sQ + mma::smem_index<D>(r, cidx * 8));
