@@ -682,7 +682,7 @@ extend_attention_kernel(const ExtendParams p) {
     const int pidx = r / p.page_size;
     w0 = make_int4(pidx, r - pidx * p.page_size, fetch_page(pages, pidx, r, lk), 0);
     if (kFastPrologue) {
-      // Both entries in flight at once (consumed after the Q copies are issued).
+      // Both entries in flight at once.
       w1 = w0;
       advance(w1, info, p);
       w1.z = fetch_page(pages, w1.x, r + kBN, lk);
@@ -696,8 +696,35 @@ extend_attention_kernel(const ExtendParams p) {
     return walk<kPtAsync, kEB>(my_walk, sInfo, p, t * kBN + int(threadIdx.x), kBN);
   };
 
+
+  if (kFastPrologue) {
+    // Rows of tiles 0 and 1 from the entries in registers; tile 2's entry goes by cp.async
+    // (the loop's first wait makes it visible). sInfo is first read after the barrier below.
+    if (is_walker) {
+      sRows[threadIdx.x] = Copy::entry(row_source<kEB>(w0, info, p, int(threadIdx.x)));
+      sRows[kBN + threadIdx.x] =
+          Copy::entry(walk_from<kPtAsync, kEB>(w1, info, my_walk, p, kBN + int(threadIdx.x), kBN));
+    }
+  } else {
+    __syncthreads();  // sInfo visible
+    if (is_walker) {  // entries loaded plainly (no kPtAsync): tile 1's is in the walker's state
+      sRows[threadIdx.x] = Copy::entry(walk_tile(0));
+      sRows[kBN + threadIdx.x] = Copy::entry(walk_tile(1));
+    }
+  }
+  __syncthreads();  // sRows[0] visible
+  // K/V tile 0 leaves before the Q tile: the Q copies (kBM rows) take a while to issue, and tile
+  // 0's copies issued behind them would land that much later.
+  if constexpr (kFp8) {
+    Fp8Copy::copy(stage_k(0), stage_v(0), sRows, v_minus_k);
+  } else {
+    Copy::copy(sK, sV, sRows, v_minus_k);
+  }
+  mma::async_commit();
+
   // Q tile: row r is (position (row0 + r) / G, head kvh * G + (row0 + r) % G); rows past the
-  // request are zero-filled (their results are never stored).
+  // request are zero-filled (their results are never stored). The first loop step's wait covers
+  // it with tile 0.
   // Thread t copies chunk t % kChunks of rows t / kChunks + i * kQStep, its (position, head)
   // advanced without a division. A loop, not unrolled: a short context fetches this code cold.
   {
@@ -719,29 +746,6 @@ extend_attention_kernel(const ExtendParams p) {
         ++pos;
       }
     }
-  }
-  mma::async_commit();
-
-  if (kFastPrologue) {
-    // Rows of tiles 0 and 1 from the entries in registers; tile 2's entry goes by cp.async
-    // (the loop's first wait makes it visible). sInfo is first read after the barrier below.
-    if (is_walker) {
-      sRows[threadIdx.x] = Copy::entry(row_source<kEB>(w0, info, p, int(threadIdx.x)));
-      sRows[kBN + threadIdx.x] =
-          Copy::entry(walk_from<kPtAsync, kEB>(w1, info, my_walk, p, kBN + int(threadIdx.x), kBN));
-    }
-  } else {
-    __syncthreads();  // sInfo visible
-    if (is_walker) {  // entries loaded plainly (no kPtAsync): tile 1's is in the walker's state
-      sRows[threadIdx.x] = Copy::entry(walk_tile(0));
-      sRows[kBN + threadIdx.x] = Copy::entry(walk_tile(1));
-    }
-  }
-  __syncthreads();  // sRows[0] visible
-  if constexpr (kFp8) {
-    Fp8Copy::copy(stage_k(0), stage_v(0), sRows, v_minus_k);
-  } else {
-    Copy::copy(sK, sV, sRows, v_minus_k);
   }
   mma::async_commit();
 
