@@ -577,6 +577,7 @@ struct Fp8TileCopy {
 
 // ----------------------------------------------------------------------------- the kernel
 
+// A key tile's kind as a type (extend_ws.cuh instantiates its dense and masked steps apart).
 template <bool kMasked>
 struct MaskTag {
   static constexpr bool value = kMasked;
@@ -696,7 +697,6 @@ extend_attention_kernel(const ExtendParams p) {
     return walk<kPtAsync, kEB>(my_walk, sInfo, p, t * kBN + int(threadIdx.x), kBN);
   };
 
-
   if (kFastPrologue) {
     // Rows of tiles 0 and 1 from the entries in registers; tile 2's entry goes by cp.async
     // (the loop's first wait makes it visible). sInfo is first read after the barrier below.
@@ -723,10 +723,10 @@ extend_attention_kernel(const ExtendParams p) {
   mma::async_commit();
 
   // Q tile: row r is (position (row0 + r) / G, head kvh * G + (row0 + r) % G); rows past the
-  // request are zero-filled (their results are never stored). The first loop step's wait covers
-  // it with tile 0.
-  // Thread t copies chunk t % kChunks of rows t / kChunks + i * kQStep, its (position, head)
-  // advanced without a division. A loop, not unrolled: a short context fetches this code cold.
+  // request are zero-filled (their results are never stored). Thread t copies chunk t % kChunks
+  // of rows t / kChunks + i * kQStep, its (position, head) advanced without a division, in a loop
+  // that is not unrolled (a short context fetches this code cold). The first loop step's wait
+  // covers these copies with tile 0's.
   {
     constexpr int kQStep = kThreads / C::kChunks;
     static_assert(kThreads % C::kChunks == 0 && kBM % kQStep == 0, "whole Q rows per pass");
