@@ -95,6 +95,16 @@ RK_DEVICE int load_early_ro(const int32_t* ptr) {
 #endif
 }
 
+// A row's (query position, head of the group) advanced by `rows` rows (row = position * G + head),
+// without a division.
+RK_DEVICE void advance_row(int& pos, int& h, int rows, int G) {
+  h += rows;
+  while (h >= G) {
+    h -= G;
+    ++pos;
+  }
+}
+
 // Order shared-memory accesses among the lanes of one warp (a wavefront runs in lockstep on AMD).
 RK_DEVICE void warp_sync() {
 #if RK_AMD
@@ -740,11 +750,7 @@ extend_attention_kernel(const ExtendParams p) {
           q + (valid ? int64_t(q_begin + pos) * p.q_stride_tok + int64_t(kvh * G + h) * p.q_stride_head
                      : 0) + c * 8;
       mma::async_copy16(sQ + tile_index<D, kBM, kWgmma>(r, c * 8), src, valid);
-      h += kQStep;
-      while (h >= G) {
-        h -= G;
-        ++pos;
-      }
+      advance_row(pos, h, kQStep, G);
     }
   }
   mma::async_commit();
@@ -1038,11 +1044,7 @@ extend_attention_kernel(const ExtendParams p) {
                                     int64_t(kvh * G + h) * p.o_stride_head + cidx * 8) = v;
         }
         r += kRowsPerPass;
-        h += kRowsPerPass;
-        while (h >= G) {
-          h -= G;
-          ++pos;
-        }
+        advance_row(pos, h, kRowsPerPass, G);
       }
     }
   } else {

@@ -799,11 +799,7 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
                                   int64_t(t.kvh * G + h) * p.o_stride_head + cidx * 8) = v;
       }
       r += kRowsPerPass;
-      h += kRowsPerPass;
-      while (h >= G) {
-        h -= G;
-        ++pos;
-      }
+      advance_row(pos, h, kRowsPerPass, G);
     }
     N += n_kv_tiles;
   }
