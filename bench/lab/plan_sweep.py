@@ -33,18 +33,23 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--reps", type=int, default=40)
+    ap.add_argument("--cells", default=None, help="B:L,... instead of CELLS")
+    ap.add_argument("--splits", default=None, help="units per request to try, e.g. 16,32,33")
+    ap.add_argument("--bf16-only", action="store_true")
     args = ap.parse_args()
+    cells = [tuple(int(x) for x in c.split(":")) for c in args.cells.split(",")] if args.cells else CELLS
+    splits = tuple(int(x) for x in args.splits.split(",")) if args.splits else SPLITS
     from radixkv import _core, ops  # noqa: PLC0415
 
     timer = Timer()
-    pools = Pools(max(b * l for b, l in CELLS) + 64 * 16)
+    pools = Pools(max(b * l for b, l in cells) + 64 * 16)
     scales = (pools.k_scale, pools.v_scale)
     slots = ops.decode_slots(H_Q, H_KV)
     rows = []
     for page in (1, 16):
-        for fp8 in (False, True):
+        for fp8 in (False,) if args.bf16_only else (False, True):
             k, v = pools.view(page, fp8)
-            for batch, length in CELLS:
+            for batch, length in cells:
                 c = pools.cell(batch, length, page, seed=batch * 7919 + length + page)
                 out = torch.empty_like(c["q"])
                 kw = {"k_scale": scales[0], "v_scale": scales[1]} if fp8 else {}
@@ -61,17 +66,17 @@ def main() -> None:
 
                 row["plan_us"] = timer(run(plan=plan), args.reps)
                 ref = run(plan=plan)().float()
-                for s in SPLITS:
+                for s in splits:
                     if length // s < 64:
                         continue
                     fn = run(plan=ops.decode_plan(lens, page, num_splits=s, device="cuda"))
                     row[f"s{s}_us"] = timer(fn, args.reps)
                     got = fn().float()
                     row[f"s{s}_err"] = float((got - ref).norm() / ref.norm())
-                best = min((row[f"s{s}_us"], s) for s in SPLITS if f"s{s}_us" in row)
+                best = min((row[f"s{s}_us"], s) for s in splits if f"s{s}_us" in row)
                 row["best_splits"], row["best_us"] = best[1], best[0]
                 rows.append(row)
-                cols = " ".join(f"s{s}={row[f's{s}_us']:.1f}" for s in SPLITS if f"s{s}_us" in row)
+                cols = " ".join(f"s{s}={row[f's{s}_us']:.1f}" for s in splits if f"s{s}_us" in row)
                 print(f"ps={page:>2} {row['dtype']} B={batch:>2} L={length:>5} plan({row['plan_units']} units)"
                       f"={row['plan_us']:.1f} | {cols} | best s{best[1]} {best[0]:.1f}", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
