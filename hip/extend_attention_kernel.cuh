@@ -587,12 +587,6 @@ struct Fp8TileCopy {
 
 // ----------------------------------------------------------------------------- the kernel
 
-// A key tile's kind as a type (extend_ws.cuh instantiates its dense and masked steps apart).
-template <bool kMasked>
-struct MaskTag {
-  static constexpr bool value = kMasked;
-};
-
 // KV: the cache element type, T (16-bit caches) or an FP8 type (Fp8TileCopy).
 template <class T, class KV, int D, bool kRankOrder>
 __global__ void __launch_bounds__(Cfg<D>::kThreads, Cfg<D>::kMinBlocks)

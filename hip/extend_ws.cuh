@@ -40,6 +40,11 @@ namespace ws {
 
 constexpr int kD = 128;
 constexpr int kBM = 128;          // rows per CTA tile (two consumer warpgroups of 64)
+// A key tile's kind as a type: the consumers' dense and masked steps are instantiated apart.
+template <bool kMasked>
+struct MaskTag {
+  static constexpr bool value = kMasked;
+};
 #if RK_NVIDIA
 static_assert(kBM == Cfg<kD>::kBM, "one tile height per head_dim (extend_tile_rows, extend plans)");
 #endif
