@@ -1,0 +1,70 @@
+"""Decode cells under the product's plan beside a contiguous read of the same bytes, timed in turns
+(a lab A/B, session 25: run once per library, each in its own process, RADIXKV_PREBUILT_LIB set).
+Checks each cell's output against a float32 reference of the same inputs (relative error).
+
+Usage (GPU machine): PYTHONPATH=python python3 bench/lab/dec25_ab.py --tag v0 --out DIR
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import kernels as kb  # noqa: E402
+
+kb.torch = torch
+CELLS = [(1, 512), (1, 4096), (1, 16384), (1, 32768), (4, 8192), (16, 4096), (64, 512)]
+
+
+def reference(k, v, c) -> torch.Tensor:
+    """float32 attention of each request over its pages (GQA: H_Q / H_KV heads per KV head)."""
+    outs = []
+    ps = c["page"]
+    for b, length in enumerate(c["host_lens"]):
+        lo, hi = int(c["kv_indptr"][b]), int(c["kv_indptr"][b + 1])
+        pages = c["kv_indices"][lo:hi].long()
+        kk = k[pages].reshape(-1, kb.H_KV, kb.D)[:length].float()
+        vv = v[pages].reshape(-1, kb.H_KV, kb.D)[:length].float()
+        q = c["q"][b].float().view(kb.H_KV, kb.H_Q // kb.H_KV, kb.D)
+        s = torch.einsum("hgd,thd->hgt", q, kk) / kb.D ** 0.5
+        outs.append(torch.einsum("hgt,thd->hgd", s.softmax(-1), vv).reshape(kb.H_Q, kb.D))
+    return torch.stack(outs)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tag", required=True)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--reps", type=int, default=40)
+    args = ap.parse_args()
+    timer = kb.Timer()
+    pool = kb.Pool(max(b * l for b, l in CELLS) + 64 * 16)
+    same = torch.empty(max(b * l for b, l in CELLS) * kb.BYTES_PER_TOKEN // 2, dtype=torch.bfloat16,
+                       device="cuda").normal_()
+    rows = []
+    for page in (1, 16):
+        k, v = pool.view(page)
+        for batch, length in CELLS:
+            c = pool.cell(batch, length, page, seed=batch * 100003 + length + page)
+            run = kb.radixkv_runner(k, v, c)
+            got = run().float()
+            want = reference(k, v, c)
+            err = float((got - want).norm() / want.norm())
+            assert err < 1e-2, (page, batch, length, err)
+            sides = {"ours": run, "read": kb._triton_read(same[: batch * length * kb.BYTES_PER_TOKEN // 2])}
+            t = timer.interleaved(sides, args.reps)
+            row = {"tag": args.tag, "page": page, "batch": batch, "kv_len": length, "us": t["ours"],
+                   "read_us": t["read"], "rel_err": err}
+            rows.append(row)
+            print(f"{args.tag} ps={page:>2} B={batch:>3} L={length:>5} {t['ours']:7.2f} us, read "
+                  f"{t['read']:7.2f}, ratio {t['ours'] / t['read']:.3f}, err {err:.1e}", flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"dec25_ab_{args.tag}.json").write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
