@@ -843,12 +843,12 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
 
   // Fused combine: the last block of this (request, KV head, chunk) merges the request's units.
   int* counter = p.counters + (static_cast<int64_t>(b) * p.num_kv_heads + kvh) * chunks + chunk;
-  fence_device();  // this thread's partial is visible device-wide before the count says so
-  __syncthreads();
-  if (tid == 0) s_last = atomicAdd(counter, 1) == units - 1;
+  ticket_fence();
+  __syncthreads();  // the block's partial is written
+  if (tid == 0) s_last = ticket_acq_rel(counter) == units - 1;
   __syncthreads();
   if (!s_last) return;
-  fence_device();  // the other blocks' partials (their fences preceded their increments)
+  ticket_fence();  // the other blocks' partials (written before their tickets)
 
   const int NS = units;
   float* cw = reinterpret_cast<float*>(sWork);  // [NS][16]: m, then the weight
@@ -869,13 +869,30 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
     for (int s = 0; s < kPre; ++s)
       if (s < NS) pre[s] = load_coherent4(part + s * split_rows * D);
   }
-  for (int idx = tid; idx < NS * kRows; idx += C::kThreads) {
-    const int s = idx / kRows, r = idx % kRows;
-    if (r < rows) {
-      const int64_t row = s * split_rows + row_b + r;
-      cw[idx] = load_coherent(p.workspace + ws_rows * D + row);
-      cl[idx] = load_coherent(p.workspace + ws_rows * (D + 1) + row);
+  // Each pass issues all its (m, l) loads before storing any: one round trip per 2 kThreads
+  // (unit, head) pairs.
+#pragma unroll 1
+  for (int base = 0; base < NS * rows; base += 2 * C::kThreads) {
+    float mv[2], lv[2];
+    int slot[2];
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int idx = base + tid + j * C::kThreads;
+      slot[j] = -1;
+      if (idx < NS * rows) {
+        const int s = idx / rows, r = idx % rows;
+        const int64_t row = s * split_rows + row_b + r;
+        slot[j] = s * kRows + r;
+        mv[j] = load_coherent(p.workspace + ws_rows * D + row);
+        lv[j] = load_coherent(p.workspace + ws_rows * (D + 1) + row);
+      }
     }
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+      if (slot[j] >= 0) {
+        cw[slot[j]] = mv[j];
+        cl[slot[j]] = lv[j];
+      }
   }
   __syncthreads();
   if (tid < rows) {

@@ -234,9 +234,15 @@ template <int N>
 RK_DEVICE void cp_async_wait() {}
 #endif
 
-// Loads of data other blocks of the same launch wrote (after their fence): bypass the
-// non-coherent L1.
-RK_DEVICE float load_coherent(const float* p) { return *static_cast<const volatile float*>(p); }
+// Loads of data other blocks of the same launch wrote (published by a merge ticket, below):
+// bypass the non-coherent L1.
+RK_DEVICE float load_coherent(const float* p) {
+#if RK_NVIDIA
+  return __ldcg(p);  // L2 only
+#else
+  return *static_cast<const volatile float*>(p);
+#endif
+}
 RK_DEVICE float4 load_coherent4(const float* p) {
 #if RK_NVIDIA
   return __ldcg(reinterpret_cast<const float4*>(p));  // L2 only
@@ -246,8 +252,26 @@ RK_DEVICE float4 load_coherent4(const float* p) {
 #endif
 }
 
-// Make this thread's global writes visible device-wide before a later atomic signals them.
-RK_DEVICE void fence_device() { __threadfence(); }
+// Merge tickets (paged decode's split merge): the blocks of a group each take one, the last
+// merges. One thread takes the block's ticket after a barrier; the writes the block made before
+// that barrier must be visible to whoever takes a later ticket, and the writes before earlier
+// tickets to this block after its next barrier. NVIDIA: the ticket is an acquire-release atomic
+// (PTX release and acquire are cumulative, and a CTA barrier synchronises its threads), so no
+// other thread fences. AMD: every thread fences on both sides (ticket_fence) of a relaxed atomic.
+RK_DEVICE void ticket_fence() {
+#if !RK_NVIDIA
+  __threadfence();
+#endif
+}
+RK_DEVICE int ticket_acq_rel(int* counter) {
+#if RK_NVIDIA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+  int old;
+  asm volatile("atom.add.acq_rel.gpu.global.s32 %0, [%1], 1;\n" : "=r"(old) : "l"(counter) : "memory");
+  return old;
+#else
+  return atomicAdd(counter, 1);
+#endif
+}
 
 // Diagnostics (tuning builds' per-block time line): a device-wide clock in ns (it ticks in
 // steps of ~0.26 us on an H200) and the multiprocessor id.
