@@ -174,7 +174,7 @@ struct Shape {
   static constexpr int kQBytes = kRows * D * 2;
   static constexpr int kPipeBytes = W * kWarpElems * 2;
   static constexpr int kMergeBytes = (W * kRows * kOStride + 4 * W * kRows + 2 * kRows) * 4;
-  static constexpr int kCombineBytes = (2 * kMaxUnits * kRows + 2 * kRows) * 4;
+  static constexpr int kCombineBytes = 2 * kMaxUnits * kRows * 4;  // the combine's m (then weight), l
   static constexpr int kWorkBytes = kPipeBytes > kMergeBytes
                                         ? (kPipeBytes > kCombineBytes ? kPipeBytes : kCombineBytes)
                                         : (kMergeBytes > kCombineBytes ? kMergeBytes : kCombineBytes);
@@ -278,6 +278,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
   uint16_t* sQ = reinterpret_cast<uint16_t*>(smem_raw);
   uint16_t* sWork = sQ + kRows * D;
   __shared__ int s_last;
+  __shared__ int s_max[kRows];  // the combine's maximum m per head (float_max_key)
 
   const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
   const int unit = blockIdx.y + gridDim.y * blockIdx.z;
@@ -843,6 +844,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
 
   // Fused combine: the last block of this (request, KV head, chunk) merges the request's units.
   int* counter = p.counters + (static_cast<int64_t>(b) * p.num_kv_heads + kvh) * chunks + chunk;
+  if (tid < kRows) s_max[tid] = float_max_key(kNegInf);
   ticket_fence();
   __syncthreads();  // the block's partial is written
   if (tid == 0) s_last = ticket_acq_rel(counter) == units - 1;
@@ -853,7 +855,6 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
   const int NS = units;
   float* cw = reinterpret_cast<float*>(sWork);  // [NS][16]: m, then the weight
   float* cl = cw + kMaxUnits * kRows;          // [NS][16]: l
-  float* cL = cl + kMaxUnits * kRows;          // [16]: 1 / sum of weights
   // Partials of unit first + s sit split_rows * s rows after those of the first unit.
   const int64_t split_rows = p.num_q_heads;
   const int64_t row_b = static_cast<int64_t>(first) * p.num_q_heads + h0;
@@ -870,7 +871,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
       if (s < NS) pre[s] = load_coherent4(part + s * split_rows * D);
   }
   // Each pass issues all its (m, l) loads before storing any: one round trip per 2 kThreads
-  // (unit, head) pairs.
+  // (unit, head) pairs. The maximum per head is taken as they land (a shared atomic), so the
+  // weights are one step per (unit, head) and the sums of weights come with the output's.
 #pragma unroll 1
   for (int base = 0; base < NS * rows; base += 2 * C::kThreads) {
     float mv[2], lv[2];
@@ -892,25 +894,20 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
       if (slot[j] >= 0) {
         cw[slot[j]] = mv[j];
         cl[slot[j]] = lv[j];
+        atomicMax(&s_max[slot[j] % kRows], float_max_key(mv[j]));
       }
   }
   __syncthreads();
-  if (tid < rows) {
-    float M = kNegInf;
-    for (int s = 0; s < NS; ++s) M = fmaxf(M, cw[s * kRows + tid]);
-    float L = 0.f;
-    for (int s = 0; s < NS; ++s) {
-      const float wt = cl[s * kRows + tid] * rescale(cw[s * kRows + tid], M);  // empty: l = 0
-      cw[s * kRows + tid] = wt;
-      L += wt;
-    }
-    cL[tid] = finalize_scale(L);
+  for (int idx = tid; idx < NS * rows; idx += C::kThreads) {
+    const int k = (idx / rows) * kRows + idx % rows;
+    cw[k] = cl[k] * rescale(cw[k], max_key_float(s_max[idx % rows]));  // empty: l = 0
   }
   __syncthreads();
   for (int idx = tid; idx < rows * D4; idx += C::kThreads) {
     const int r = idx / D4, d = (idx % D4) * 4;
     const float* part = p.workspace + (row_b + r) * D + d;
     float4 a = make_float4(0.f, 0.f, 0.f, 0.f);
+    float L = 0.f;  // the sum of weights, in the same order on every thread of the head
     int s0 = 0;
     if (idx == tid && has_pre) {
 #pragma unroll
@@ -921,6 +918,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
           a.y = fmaf(pre[s].y, wt, a.y);
           a.z = fmaf(pre[s].z, wt, a.z);
           a.w = fmaf(pre[s].w, wt, a.w);
+          L += wt;
         }
       }
       s0 = kPre;
@@ -933,8 +931,9 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
       a.y = fmaf(x.y, wt, a.y);
       a.z = fmaf(x.z, wt, a.z);
       a.w = fmaf(x.w, wt, a.w);
+      L += wt;
     }
-    const float inv = cL[r];
+    const float inv = finalize_scale(L);
     store4(out_b + r, d, make_float4(a.x * inv, a.y * inv, a.z * inv, a.w * inv));
   }
   if (tid == 0) *counter = 0;  // ready for the next launch (stream order)

@@ -37,6 +37,14 @@ RK_DEVICE float merge_scales(float m_a, float m_b, float& s_a, float& s_b) {
 
 RK_DEVICE float finalize_scale(float l) { return l > 0.f ? 1.f / l : 0.f; }
 
+// A float as an int of the same order (for integer atomicMax): non-negative floats keep their
+// bits, negative ones flip their magnitude bits. max_key_float inverts it.
+RK_DEVICE int float_max_key(float f) {
+  const int b = __float_as_int(f);
+  return b >= 0 ? b : b ^ 0x7fffffff;
+}
+RK_DEVICE float max_key_float(int k) { return __int_as_float(k >= 0 ? k : k ^ 0x7fffffff); }
+
 // One step of the online max: folds a tile's maximum score into the running max `m`. Sets `ms`,
 // the value the tile's exponentials subtract (the safe max), and `corr`, the factor the state so
 // far is scaled by: 1 when the max did not grow (skipping the rescale is then exact), 0 when the
