@@ -336,6 +336,51 @@ def test_fused_merge_many_splits_and_counters_reset(splits):
         assert int(_api._counter_bufs[q.device].abs().sum()) == 0
 
 
+@pytest.mark.parametrize("page", [1, 16])
+def test_fused_merge_publishes_before_its_ticket(page):
+    """The merge's ticket protocol, repeated: a graph that poisons the workspace with NaN and then
+    decodes two requests cut into many units is replayed 300 times. The merging block reads the
+    other blocks' partials after their tickets, so a partial read before it was published would be
+    NaN (or a partial of a different q), and every replay's output must equal the first, bit for bit
+    (the merge sums in a fixed order)."""
+    need(128, page, torch.bfloat16)
+    lens = [4000, 1500]
+    h_q, h_kv = 32, 8
+    pool = Pool(lens, page, h_kv, 128, torch.bfloat16, "bshd", seed=91 + page)
+    indptr, indices = pool.csr()
+    kv_lens = pool.kv_lens()
+    plan = ops.decode_plan(lens, page, num_splits=32, device="cuda")
+    ws = torch.empty(32 * len(lens) * h_q * 130, device="cuda")
+    qs = [torch.randn(len(lens), h_q, 128, dtype=torch.bfloat16, device="cuda") for _ in range(2)]
+    q = qs[0].clone()
+    out = torch.empty_like(q)
+
+    def step():
+        ws.fill_(float("nan"))
+        ops.paged_decode(q, pool.k, pool.v, indptr, indices, kv_lens, out=out, workspace=ws, plan=plan)
+
+    step()  # warm
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    firsts = []
+    for qv in qs:
+        q.copy_(qv)
+        graph.replay()
+        firsts.append(out.clone())
+    torch.cuda.synchronize()
+    for qv, first in zip(qs, firsts):
+        ref = R.paged_decode(qv.float(), pool.k.float(), pool.v.float(), indptr, indices, kv_lens)
+        assert_close(first, ref, torch.bfloat16)
+    mismatches = torch.zeros((), dtype=torch.int64, device="cuda")
+    for rep in range(300):
+        q.copy_(qs[rep % 2])  # consecutive replays merge different partials
+        graph.replay()
+        mismatches += (out != firsts[rep % 2]).sum()
+    torch.cuda.synchronize()
+    assert int(mismatches) == 0, f"{int(mismatches)} output elements differed from the first replay"
+
+
 def test_caller_counters_and_workspace():
     """A caller's own counters and workspace (calls on several streams need their own): used
     instead of the cached ones, left zeroed; wrong dtype / size / device rejected by name."""
