@@ -234,6 +234,16 @@ template <int N>
 RK_DEVICE void cp_async_wait() {}
 #endif
 
+// A hint to bring the 128-byte line at `p` into L2 (NVIDIA; nothing elsewhere): no register
+// waits for it, so it may be issued before the loads it serves know their addresses.
+RK_DEVICE void prefetch_l2(const void* p) {
+#if RK_NVIDIA && defined(__CUDA_ARCH__)
+  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
+#else
+  (void)p;
+#endif
+}
+
 // Loads of data other blocks of the same launch wrote (published by a merge ticket, below):
 // bypass the non-coherent L1.
 RK_DEVICE float load_coherent(const float* p) {
