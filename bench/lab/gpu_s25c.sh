@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # bench/lab/gpu_s25c.sh -- prepared in session 25 for branch dec25-merge, NOT YET RUN (the device
-# was not lent for this call). vD (d4d1c70): the merge ticket as one acquire-release atomic, the
-# (m, l) loads in one round trip; vE (4aef632): the maximum per head by a shared atomic, one weight
+# was not lent for this call). vD (14c62e1): the merge ticket as one acquire-release atomic, the
+# (m, l) loads in one round trip; vE (62496ff): the maximum per head by a shared atomic, one weight
 # step per (unit, head), the sums of weights with the output's.
 # (1) Stamps of vD and vE, with each warp's loop end (bench/lab/dec25_stamps.py), where present.
 # (2) A/B of main, vD and vE (narrow libraries), each in its own process, order v0 vD vE v0 vD vE.
 # (3) Where the full library of the branch is carried (.carry/radixkv_kernels_sm90.so, built by
 # bench/prebuild.sh on the branch): every GPU test file, the new merge stress test included.
-# Libraries (here): bash bench/lab/prebuild_variants.sh v0=main vd=d4d1c70 ve=dec25-merge; probes:
+# Libraries (here): bash bench/lab/prebuild_variants.sh v0=main vd=14c62e1 ve=62496ff; probes:
 # hip/ of a ref through bench/lab/dec25_probe.py, then prebuild_variants.sh pvd=DIR pve=DIR. The
 # carry limit (64 MiB) holds the five narrow libraries or three of them and the full library.
 set -uo pipefail
