@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # bench/lab/gpu_s25c.sh -- prepared in session 25 for branch dec25-merge, NOT YET RUN (the device
-# was not lent for this call). vD (d4d1c70): the merge ticket as one acquire-release atomic, the
-# (m, l) loads in one round trip; vE (4aef632): the maximum per head by a shared atomic, one weight
-# step per (unit, head), the sums of weights with the output's.
+# was not lent for this call). vD (14c62e1): the merge ticket as one acquire-release atomic, the
+# (m, l) loads in one round trip; vE (62496ff): the maximum per head by a shared atomic, one weight
+# step per (unit, head), the sums of weights with the output's; vF (d828400): the first tiles' page
+# entries requested into L2 beside the plan row, at the entry an even split of a lone request puts them.
 # (1) Stamps of vD and vE, with each warp's loop end (bench/lab/dec25_stamps.py), where present.
-# (2) A/B of main, vD and vE (narrow libraries), each in its own process, order v0 vD vE v0 vD vE.
+# (2) A/B of main, vD, vE and vF (narrow libraries, those present), each in its own process, order
+# v0 vD vE vF v0 vD vE vF.
 # (3) Where the full library of the branch is carried (.carry/radixkv_kernels_sm90.so, built by
 # bench/prebuild.sh on the branch): every GPU test file, the new merge stress test included.
-# Libraries (here): bash bench/lab/prebuild_variants.sh v0=main vd=d4d1c70 ve=dec25-merge; probes:
+# Libraries (here): bash bench/lab/prebuild_variants.sh v0=main vd=14c62e1 ve=62496ff vf=d828400; probes:
 # hip/ of a ref through bench/lab/dec25_probe.py, then prebuild_variants.sh pvd=DIR pve=DIR. The
-# carry limit (64 MiB) holds the five narrow libraries or three of them and the full library.
+# carry limit (64 MiB) holds the full library, four narrow ones, _core and the tracked files.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 source bench/gpu_env.sh
@@ -21,7 +23,7 @@ for v in pvd pve; do
   stamp "stamps $v rc=$?"
 done
 rm -rf "$OUT"/stamps_p*/
-for tag in v0 vd ve v0 vd ve; do
+for tag in v0 vd ve vf v0 vd ve vf; do
   [[ -f .carry/var_$tag.so ]] || continue
   RADIXKV_PREBUILT_LIB="$PWD/.carry/var_$tag.so" timeout 150 python3 bench/lab/dec25_ab.py --tag "$tag" \
     --out "$OUT/json_$SECONDS" > "$OUT/ablog_${tag}_$SECONDS.txt" 2>&1
@@ -36,7 +38,7 @@ if [[ -f .carry/radixkv_kernels_sm90.so ]]; then
     tests/test_engine_scale.py tests/test_cli.py tests/test_metadata.py
 fi
 echo "== stamps"; for v in pvd pve; do [[ -f "$OUT/stamps_$v.txt" ]] && { echo "-- $v"; grep -v "^  head" "$OUT/stamps_$v.txt" | head -48; }; done
-echo "== ab"; grep -h -E "^(v0|vd|ve) " "$OUT"/ablog_*.txt | sort -k2,2 -k3,3 -k4,4 -k1,1
+echo "== ab"; grep -h -E "^(v0|vd|ve|vf) " "$OUT"/ablog_*.txt | sort -k2,2 -k3,3 -k4,4 -k1,1
 grep -h -i -E "error|Traceback" "$OUT"/ablog_*.txt | head -5
 echo "== tests"; [[ -f "$OUT/pytest_gpu.txt" ]] && { grep -E "passed|failed" "$OUT/pytest_gpu.txt" | tail -1; grep -E "^FAILED|^ERROR" "$OUT/pytest_gpu.txt" | head -10; }
 stamp done
