@@ -1,6 +1,6 @@
 """Decode cells under the product's plan beside a contiguous read of the same bytes, timed in turns
 (a lab A/B, session 25: run once per library, each in its own process, RADIXKV_PREBUILT_LIB set).
-Checks each cell's output against a float32 reference of the same inputs (relative error).
+Checks each cell's output against radixkv.ops.reference in float32 (relative error).
 
 Usage (GPU machine): PYTHONPATH=python python3 bench/lab/dec25_ab.py --tag v0 --out DIR
 """
@@ -15,24 +15,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import kernels as kb  # noqa: E402
+from radixkv.ops import reference as R  # noqa: E402
 
 kb.torch = torch
 CELLS = [(1, 512), (1, 4096), (1, 16384), (1, 32768), (4, 8192), (16, 4096), (64, 512)]
-
-
-def reference(k, v, c) -> torch.Tensor:
-    """float32 attention of each request over its pages (GQA: H_Q / H_KV heads per KV head)."""
-    outs = []
-    ps = c["page"]
-    for b, length in enumerate(c["host_lens"]):
-        lo, hi = int(c["kv_indptr"][b]), int(c["kv_indptr"][b + 1])
-        pages = c["kv_indices"][lo:hi].long()
-        kk = k[pages].reshape(-1, kb.H_KV, kb.D)[:length].float()
-        vv = v[pages].reshape(-1, kb.H_KV, kb.D)[:length].float()
-        q = c["q"][b].float().view(kb.H_KV, kb.H_Q // kb.H_KV, kb.D)
-        s = torch.einsum("hgd,thd->hgt", q, kk) / kb.D ** 0.5
-        outs.append(torch.einsum("hgt,thd->hgd", s.softmax(-1), vv).reshape(kb.H_Q, kb.D))
-    return torch.stack(outs)
 
 
 def main() -> None:
@@ -48,11 +34,12 @@ def main() -> None:
     rows = []
     for page in (1, 16):
         k, v = pool.view(page)
+        kf, vf = k.float(), v.float()  # the reference's inputs, once per page size
         for batch, length in CELLS:
             c = pool.cell(batch, length, page, seed=batch * 100003 + length + page)
             run = kb.radixkv_runner(k, v, c)
             got = run().float()
-            want = reference(k, v, c)
+            want = R.paged_decode(c["q"].float(), kf, vf, c["kv_indptr"], c["kv_indices"], c["kv_lens"])
             err = float((got - want).norm() / want.norm())
             assert err < 1e-2, (page, batch, length, err)
             sides = {"ours": run, "read": kb._triton_read(same[: batch * length * kb.BYTES_PER_TOKEN // 2])}
