@@ -339,8 +339,8 @@ __global__ void __launch_bounds__(kThreads, 1) extend_ws_kernel(const ExtendPara
         static_assert(kBM == 128 && kD == 128, "Q prefetch: a row per producer thread, 256 bytes each");
         if (u < t.rows_valid) {
           const char* row = reinterpret_cast<const char*>(static_cast<const uint16_t*>(p.q) + q_row_offset(p, t, G, t.row0 + u));
-          asm volatile("prefetch.global.L2 [%0];\n" ::"l"(row));
-          asm volatile("prefetch.global.L2 [%0];\n" ::"l"(row + 128));
+          prefetch_l2(row);
+          prefetch_l2(row + 128);
         }
       } else {
         t = t0;
