@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# bench/lab/gpu_s25c.sh -- prepared in session 25 for branch dec25-merge, NOT YET RUN (the device
-# was not lent for this call). vD (14c62e1): the merge ticket as one acquire-release atomic, the
+# bench/lab/gpu_s25c.sh -- prepared in session 25 for branch dec25-merge, run in session 26 (call 1;
+# summary: bench/lab/data/s26_call1_ab.txt; no stamps libraries were carried). vD (14c62e1): the merge ticket as one acquire-release atomic, the
 # (m, l) loads in one round trip; vE (62496ff): the maximum per head by a shared atomic, one weight
 # step per (unit, head), the sums of weights with the output's; vF (d828400): the first tiles' page
 # entries requested into L2 beside the plan row, at the entry an even split of a lone request puts them.
