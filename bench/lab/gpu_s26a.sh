@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# bench/lab/gpu_s26a.sh -- session 26, second H200 call: main after the split-merge change (vD + vE +
+# bench/lab/gpu_s26a.sh -- prepared in session 26 for its second H200 call, NOT YET RUN (no device was
+# lent for it): main after the split-merge change (vD + vE +
 # vF of dec25-merge) against the main before it, on bench/kernels.py's decode cells (uniform +
 # ragged, FlashInfer and the read stream in the same process). Old: the narrow library of 8535d16's
-# hip/ (.carry/var_v0.so: D = 128, bf16, pages 1/16, e4m3). New: the full library prebuilt from
-# d828400's hip/ (same SASS as main's; RADIXKV_FORCE_PREBUILT=1). Order new old new old, then
+# hip/ (.carry/var_v0.so: D = 128, bf16, pages 1/16, e4m3; bench/lab/prebuild_variants.sh v0=8535d16).
+# New: the full library of main (bench/prebuild.sh; RADIXKV_FORCE_PREBUILT=1 also takes one built
+# from d828400's hip/, whose SASS is main's). Carry: .carry/var_v0.so .carry/radixkv_kernels_sm90.so
+# .carry/radixkv_kernels_sm90.hash .carry/_core.abi3.so .anchors (~57 MB). Order new old new old, then
 # bench/decode_compare.py on the second pair; the demo on cuda and FP8 decode (old, new) while time
 # is left. One archive comes back.
 set -uo pipefail
