@@ -8,11 +8,16 @@
 # from d828400's hip/, whose SASS is main's). Carry: .carry/var_v0.so .carry/radixkv_kernels_sm90.so
 # .carry/radixkv_kernels_sm90.hash .carry/_core.abi3.so .anchors (~57 MB). Order new old new old, then
 # bench/decode_compare.py on the second pair; the demo on cuda and FP8 decode (old, new) while time
-# is left. One archive comes back.
+# is left. First, bench/lab/cluster_probe.cu (~10 s). One archive comes back.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 source bench/gpu_env.sh
 gpu_begin gpu_s26a /tmp/out
+# Thread-block clusters for the split merge? (bench/lab/cluster_probe.cu: co-residency of 8
+# clusters of 16 one-block-per-SM blocks, cluster barrier and DSMEM latencies)
+timeout 60 nvcc -arch=sm_90a -O2 -o /tmp/cluster_probe bench/lab/cluster_probe.cu > "$OUT/cluster_probe.txt" 2>&1 \
+  && timeout 30 /tmp/cluster_probe >> "$OUT/cluster_probe.txt" 2>&1
+stamp "cluster probe rc=$?"; cat "$OUT/cluster_probe.txt"
 RADIXKV_FORCE_PREBUILT=1 use_prebuilt_library
 [[ -n "${RADIXKV_PREBUILT_LIB:-}" ]] || { echo "no prebuilt library"; exit 1; }
 new_lib="$RADIXKV_PREBUILT_LIB" old_lib="$PWD/.carry/var_v0.so"
