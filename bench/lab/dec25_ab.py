@@ -26,6 +26,8 @@ def main() -> None:
     ap.add_argument("--tag", required=True)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--reps", type=int, default=40)
+    ap.add_argument("--dump", type=Path, default=None,
+                    help="save each cell's output here (seeded inputs: compare libraries bit for bit)")
     args = ap.parse_args()
     timer = kb.Timer()
     pool = kb.Pool(max(b * l for b, l in CELLS) + 64 * 16)
@@ -38,7 +40,11 @@ def main() -> None:
         for batch, length in CELLS:
             c = pool.cell(batch, length, page, seed=batch * 100003 + length + page)
             run = kb.radixkv_runner(k, v, c)
-            got = run().float()
+            got = run()
+            if args.dump is not None:
+                args.dump.mkdir(parents=True, exist_ok=True)
+                torch.save(got.cpu(), args.dump / f"{args.tag}_p{page}_b{batch}_l{length}.pt")
+            got = got.float()
             want = R.paged_decode(c["q"].float(), kf, vf, c["kv_indptr"], c["kv_indices"], c["kv_lens"])
             err = float((got - want).norm() / want.norm())
             assert err < 1e-2, (page, batch, length, err)
