@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # bench/lab/gpu_s26b.sh -- for branch dec26-cluster (prepared in session 26, not run): decode plans of
 # 2-16 rows launched as thread-block clusters spanning them, split requests merged through
-# distributed shared memory. (1) bench/lab/cluster_probe.cu: can 8 clusters of 16 one-block-per-SM
-# blocks be co-resident, and what a cluster barrier and a DSMEM load cost. (2) A/B main (vf:
+# distributed shared memory, where the occupancy API says every cluster of the grid runs at once
+# (else the global merge, and vc times as main). (1) bench/lab/cluster_probe.cu: can 8 clusters of 16
+# one-block-per-SM blocks be co-resident, and what a cluster barrier and a DSMEM load cost. (2) A/B main (vf:
 # .carry/var_vf.so, d828400's narrow library, main's decode SASS) against the branch (vc:
 # .carry/var_vc_full.so, bench/prebuild.sh on the branch, copied there), each in its own process,
 # order vf vc vf vc, outputs saved and compared bit for bit (the cluster merge sums in the global
