@@ -82,30 +82,15 @@ RK_DEVICE Unit clamp_unit(Unit w, int len, int max_units, guard::Faults& f) {
   w.count = min(max(w.count, 1), max_units);
   return w;
 }
-// The page entries of unit u's first kKeys keys under a guess: a request whose units split its
-// page list evenly (a lone long request, whose list is kv_indices) starts unit u at entry
-// u * table_len / plan_capacity. Warp 0 requests them into L2, a line per lane, beside the plan
-// row, so the lookups that follow the row find them there; a wrong guess costs a few lines of L2.
-template <int PS, int kKeys>
-RK_DEVICE void prefetch_unit_entries(const PagedDecodeParams& p, int unit) {
-  constexpr int kPerLine = 128 / 4;
-  constexpr int kLines = (kKeys / PS + kPerLine - 1) / kPerLine;  // none for kKeys = 0
-  const int lane = threadIdx.x;
-  if (p.kv_indptr == nullptr || lane >= kLines) return;
-  const int nnz = p.table_len < 0x7fffffff ? static_cast<int>(p.table_len) : 0x7fffffff;
-  const int64_t e = static_cast<int64_t>(unit) * (nnz / p.plan_capacity) + lane * kPerLine;
-  if (e < nnz) prefetch_l2(p.page_table + e);
-}
 // Unit `unit`'s plan row and its request's pages. Plans list units in request order, so in a plan
 // of one unit per request, and in every plan of one request, unit u belongs to request
 // min(u, batch - 1): that request's metadata is loaded beside the row instead of after it, and
 // loaded again for the row's own request only when the guess was wrong. False: an unused row
 // (a bad one is reported here, since the block leaves).
-template <int PS, int kPrologueKeys = 0>
+template <int PS>
 RK_DEVICE bool unit_and_pages(const PagedDecodeParams& p, int unit, Unit& job, RequestPages& rq,
                               guard::Faults& f) {
   job = plan_row(p, unit);
-  prefetch_unit_entries<PS, kPrologueKeys>(p, unit);  // before anything waits on the row
   const int guess = min(unit, p.batch - 1);
   guard::Faults fg;
   if (guess >= 0) rq = request_pages<PS>(p, guess, fg);
@@ -311,7 +296,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) decode_kernel(const PagedDecod
   Unit job;
   RequestPages rq;
   guard::Faults faults;
-  if (!unit_and_pages<PS, LA * W * KEYS>(p, unit, job, rq, faults)) return;  // an unused row
+  if (!unit_and_pages<PS>(p, unit, job, rq, faults)) return;  // an unused row
   const int b = job.b;
 
   const int32_t* pages = rq.pages;

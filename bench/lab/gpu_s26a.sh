@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
 # bench/lab/gpu_s26a.sh -- prepared in session 26 for its second H200 call, NOT YET RUN (no device was
-# lent for it): main after the split-merge change (vD + vE +
-# vF of dec25-merge) against the main before it, on bench/kernels.py's decode cells (uniform +
+# lent for it): main after the split-merge change (vD + vE of dec25-merge; vF was taken out in the
+# session's review) against the main before it, on bench/kernels.py's decode cells (uniform +
 # ragged, FlashInfer and the read stream in the same process). Old: the narrow library of 8535d16's
 # hip/ (.carry/var_v0.so: D = 128, bf16, pages 1/16, e4m3; bench/lab/prebuild_variants.sh v0=8535d16).
-# New: the full library of main (bench/prebuild.sh; RADIXKV_FORCE_PREBUILT=1 also takes one built
-# from d828400's hip/, whose SASS is main's). Carry: .carry/var_v0.so .carry/radixkv_kernels_sm90.so
+# New: the full library of main (bench/prebuild.sh). Carry: .carry/var_v0.so .carry/radixkv_kernels_sm90.so
 # .carry/radixkv_kernels_sm90.hash .carry/_core.abi3.so .anchors (~57 MB). Order new old new old, then
 # bench/decode_compare.py on the second pair; the demo on cuda and FP8 decode (old, new) while time
 # is left. First, bench/lab/cluster_probe.cu (~10 s). One archive comes back.
@@ -18,7 +17,7 @@ gpu_begin gpu_s26a /tmp/out
 timeout 60 nvcc -arch=sm_90a -O2 -o /tmp/cluster_probe bench/lab/cluster_probe.cu > "$OUT/cluster_probe.txt" 2>&1 \
   && timeout 30 /tmp/cluster_probe >> "$OUT/cluster_probe.txt" 2>&1
 stamp "cluster probe rc=$?"; cat "$OUT/cluster_probe.txt"
-RADIXKV_FORCE_PREBUILT=1 use_prebuilt_library
+use_prebuilt_library
 [[ -n "${RADIXKV_PREBUILT_LIB:-}" ]] || { echo "no prebuilt library"; exit 1; }
 new_lib="$RADIXKV_PREBUILT_LIB" old_lib="$PWD/.carry/var_v0.so"
 dec() {  # tag lib out

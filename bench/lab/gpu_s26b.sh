@@ -3,12 +3,12 @@
 # 2-16 rows launched as thread-block clusters spanning them, split requests merged through
 # distributed shared memory, where the occupancy API says every cluster of the grid runs at once
 # (else the global merge, and vc times as main). (1) bench/lab/cluster_probe.cu: can 8 clusters of 16
-# one-block-per-SM blocks be co-resident, and what a cluster barrier and a DSMEM load cost. (2) A/B main (vf:
-# .carry/var_vf.so, d828400's narrow library, main's decode SASS) against the branch (vc:
+# one-block-per-SM blocks be co-resident, and what a cluster barrier and a DSMEM load cost. (2) A/B main (ve:
+# .carry/var_ve.so, 62496ff's narrow library, main's decode kernel) against the branch (vc:
 # .carry/var_vc_full.so, bench/prebuild.sh on the branch, copied there), each in its own process,
-# order vf vc vf vc, outputs saved and compared bit for bit (the cluster merge sums in the global
+# order ve vc ve vc, outputs saved and compared bit for bit (the cluster merge sums in the global
 # merge's order). (3) Every GPU test file on the branch's library.
-# Carry: .carry/var_vf.so .carry/var_vc_full.so .carry/_core.abi3.so (~32 MB).
+# Carry: .carry/var_ve.so .carry/var_vc_full.so .carry/_core.abi3.so (~32 MB).
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 source bench/gpu_env.sh
@@ -16,7 +16,7 @@ gpu_begin gpu_s26b /tmp/out
 timeout 60 nvcc -arch=sm_90a -O2 -o /tmp/cluster_probe bench/lab/cluster_probe.cu > "$OUT/cluster_probe.txt" 2>&1 \
   && timeout 30 /tmp/cluster_probe >> "$OUT/cluster_probe.txt" 2>&1
 stamp "cluster probe rc=$?"; cat "$OUT/cluster_probe.txt"
-for tag in vf vc vf vc; do
+for tag in ve vc ve vc; do
   lib="$PWD/.carry/var_$tag.so"; [[ $tag == vc ]] && lib="$PWD/.carry/var_vc_full.so"
   [[ -f "$lib" ]] || continue
   RADIXKV_PREBUILT_LIB="$lib" timeout 150 python3 bench/lab/dec25_ab.py --tag "$tag" --out "$OUT/json_$SECONDS" \
@@ -26,8 +26,8 @@ done
 python3 - <<'PY' > "$OUT/bits.txt" 2>&1
 import glob, os, torch
 same = diff = 0
-for f in sorted(glob.glob("/tmp/dump_vf/*.pt")):
-    g = f.replace("/dump_vf/vf_", "/dump_vc/vc_")
+for f in sorted(glob.glob("/tmp/dump_ve/*.pt")):
+    g = f.replace("/dump_ve/ve_", "/dump_vc/vc_")
     if not os.path.exists(g):
         continue
     a, b = torch.load(f), torch.load(g)
@@ -47,7 +47,7 @@ if [[ -f .carry/var_vc_full.so ]]; then
     tests/test_engine_scale.py tests/test_cli.py tests/test_metadata.py
 fi
 rm -rf "$OUT"/json_*
-echo "== ab"; grep -h -E "^(vf|vc) " "$OUT"/ablog_*.txt | sort -k2,2 -k3,3 -k4,4 -k1,1
+echo "== ab"; grep -h -E "^(ve|vc) " "$OUT"/ablog_*.txt | sort -k2,2 -k3,3 -k4,4 -k1,1
 grep -h -i -E "error|Traceback" "$OUT"/ablog_*.txt | head -5
 echo "== tests"; [[ -f "$OUT/pytest_gpu.txt" ]] && { grep -E "passed|failed" "$OUT/pytest_gpu.txt" | tail -1; grep -E "^FAILED|^ERROR" "$OUT/pytest_gpu.txt" | head -10; }
 ( cd "$OUT" && tar czf /tmp/s26b.tgz . && rm -rf ./* && mv /tmp/s26b.tgz . )
