@@ -294,6 +294,48 @@ mod tests {
         let got = check(&[128; 3], &[4224; 3], 4, 128);
         let want: Vec<(usize, usize)> = (0..3).flat_map(|b| (0..4).map(move |r| (b, r))).collect();
         assert_eq!(got, want);
+        // The tile count that lets the kernels group ranks themselves is counted in rows
+        // (queries x group) over tile_rows: 256 x 4 / 64 = 16 tiles need no plan, 192 x 4 / 64 =
+        // 12 tiles do (every tile once).
+        assert!(extend_plan(&[256; 2], &[1024; 2], 4, 64)
+            .unwrap()
+            .is_empty());
+        assert_eq!(
+            extend_plan(&[192; 2], &[1024; 2], 4, 64).unwrap().len(),
+            2 * 12 * EXTEND_PLAN_COLS
+        );
+    }
+
+    #[test]
+    fn rank_groups_match_the_kernel() {
+        // RUN_TILES is the warp-specialised extend kernel's rank group, and RANK_GROUP_TILES the
+        // tile count from which that kernel groups ranks (hip/extend_ws.cuh, rank_group).
+        let src = include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../hip/extend_ws.cuh"
+        ));
+        let decl = "constexpr int kRankGroup = ";
+        let at = src.find(decl).expect("kRankGroup in hip/extend_ws.cuh") + decl.len();
+        let value: usize = src[at..]
+            .split(';')
+            .next()
+            .and_then(|v| v.trim().parse().ok())
+            .expect("kRankGroup is an integer literal");
+        assert_eq!(RUN_TILES, value);
+        assert_eq!(RANK_GROUP_TILES, 2 * value);
+        assert!(src.contains("per_req >= 2 * kRankGroup ? kRankGroup : 1"));
+    }
+
+    #[test]
+    fn a_request_of_exactly_the_threshold_keys_sorts_tile_by_tile() {
+        // Request 0 has 512 keys (not more than KEEP_TOGETHER_KEYS: no runs), 16 tiles with keys
+        // 512, 480, ..., 32; request 1's two tiles have 512 and 480. Tile by tile, heaviest first.
+        let got = check(&[512, 64], &[512, 512], 4, 128);
+        let want: Vec<(usize, usize)> = [(0, 0), (1, 0), (0, 1), (1, 1)]
+            .into_iter()
+            .chain((2..16).map(|r| (0, r)))
+            .collect();
+        assert_eq!(got, want);
     }
 
     #[test]
@@ -305,6 +347,13 @@ mod tests {
         assert!(msg(extend_plan(&[1], &[2], 0, 128)).contains("group"));
         assert!(msg(extend_plan(&[1], &[2], 4, 0)).contains("tile_rows"));
         assert!(msg(extend_plan(&[i32::MAX], &[i32::MAX], 4, 128)).contains("int32"));
+        // Entries (tiles) beyond what int32 indexes in the flat [n, 2] plan: two requests of 2^30
+        // one-row tiles. The check comes before any allocation.
+        let big = 1 << 30;
+        assert!(msg(extend_plan(&[big, big], &[big, big], 1, 1)).contains("more entries"));
+        // The largest count accepted: i32::MAX / 2 entries (a uniform batch, so no plan is built).
+        let most = i32::MAX / 2;
+        assert!(extend_plan(&[most], &[most], 1, 1).unwrap().is_empty());
     }
 
     proptest! {
