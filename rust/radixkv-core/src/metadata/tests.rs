@@ -31,6 +31,43 @@ fn extend_golden_case() {
     }
 }
 
+/// The extend plan travels in the batch's buffer: field `extend_plan` `[n, 2]` equal to
+/// `extend_plan` of the batch's lengths, aligned like every field, and `plan_tile_rows`.
+#[test]
+fn extend_plan_appended_to_the_batch() {
+    // Request 0: 2 new tokens after 600 cached (long: its tiles in a run); request 1: 3 fresh.
+    let cached: Vec<i32> = (1000..1600).collect();
+    let prefix: [&[i32]; 2] = [&cached, &[]];
+    let new: [&[i32]; 2] = [&[42, 43], &[201, 202, 203]];
+    let mut m = extend_metadata(&prefix, &new).unwrap();
+    let before = m.clone();
+    m.with_extend_plan(4, 4).unwrap();
+    let want = extend_plan(&[2, 3], &[602, 3], 4, 4).unwrap();
+    assert_eq!(want, [0, 0, 0, 1, 1, 0, 1, 1, 1, 2]);
+    assert_eq!(f(&m, "extend_plan"), want);
+    let fld = m.fields.iter().find(|x| x.name == "extend_plan").unwrap();
+    assert_eq!(fld.shape, [5, EXTEND_PLAN_COLS]);
+    assert_eq!(fld.offset % FIELD_ALIGN, 0);
+    assert_eq!(m.scalar("plan_tile_rows"), Some(4));
+    // The fields before it are untouched.
+    for x in &before.fields {
+        assert_eq!(f(&m, x.name), f(&before, x.name), "{}", x.name);
+    }
+    // A uniform batch the kernels order themselves: an empty [0, 2] field, still present.
+    let mut m = extend_metadata(&[&[][..], &[]], &[&[1, 2][..], &[3, 4]]).unwrap();
+    m.with_extend_plan(4, 128).unwrap();
+    assert!(f(&m, "extend_plan").is_empty());
+    // Decode metadata has no extend lengths to plan from; a bad tile size is the planner's error.
+    let mut d = decode_metadata(&[&[5, 6][..]], None, 1).unwrap();
+    let e = d.with_extend_plan(4, 128).unwrap_err();
+    assert!(e.to_string().contains("extend_seq_lens"), "{e}");
+    let e = extend_metadata(&prefix, &new)
+        .unwrap()
+        .with_extend_plan(4, 0)
+        .unwrap_err();
+    assert!(e.to_string().contains("tile_rows"), "{e}");
+}
+
 #[test]
 fn extend_empty_batch_and_errors() {
     let none: [&[i32]; 0] = [];
