@@ -79,11 +79,18 @@ def test_factory_builds_and_refuses_with_named_reasons() -> None:
         rk_sglang.build(_ctx(lc, is_hybrid_swa=True))
     with pytest.raises(ValueError, match="HiCache"):
         rk_sglang.build(_ctx(lc, enable_hierarchical_cache=True))
-    params = _ctx(lc).params  # type: ignore[attr-defined]
-    params.eviction_policy = "lfu"
-    if "lfu" not in rk_sglang.cache.SUPPORTED_POLICIES:
-        with pytest.raises(ValueError, match="lfu"):
+    # What the cache itself refuses, each naming the reason: a policy radixkv has no twin of
+    # (SGLang's tlru), EAGLE bigram keys, a page size below 1. Every supported policy builds.
+    for field, value, reason in (("eviction_policy", "tlru", "tlru"), ("is_eagle", True, "EAGLE"),
+                                 ("page_size", 0, "page_size")):
+        params = _ctx(lc).params  # type: ignore[attr-defined]
+        setattr(params, field, value)
+        with pytest.raises(ValueError, match=reason):
             RadixKVPrefixCache(params)
+    for policy in rk_sglang.cache.SUPPORTED_POLICIES:
+        params = _ctx(lc).params  # type: ignore[attr-defined]
+        params.eviction_policy = policy.upper()  # read case-insensitively
+        assert isinstance(RadixKVPrefixCache(params), RadixKVPrefixCache)
 
 
 @pytest.mark.parametrize("page_size", [1, 16])
