@@ -295,11 +295,59 @@ def test_missing_shard(tmp_path: Path, no_alloc: None) -> None:
     (dict(rope_scaling={"rope_type": "llama3", "factor": 8.0}), "llama3 RoPE scaling without"),
     (dict(hidden_act="gelu"), "hidden_act 'gelu' is not supported"),
     (dict(num_attention_heads=3), "num_q_heads"),
+    (dict(hidden_size=None), "config.json has no 'hidden_size'"),
+    (dict(num_hidden_layers="4"), "'num_hidden_layers' is '4', expected a number"),
+    (dict(vocab_size=True), "'vocab_size' is True, expected a number"),
+    (dict(rope_scaling=None, rope_parameters={"full_attention": {"rope_theta": 1e4}}),
+     "per-layer RoPE parameters are not supported"),
+    (dict(rope_scaling=None, rope_parameters={"rope_type": "default", "rope_theta": 0}),
+     "rope_theta is 0, expected a number > 0"),
+    (dict(rope_scaling=None, rope_parameters={"rope_type": "default", "rope_theta": 1e4,
+                                              "partial_rotary_factor": 0.5}),
+     "partial_rotary_factor 0.5 is not supported"),
+    (dict(rope_scaling={"rope_type": "linear", "factor": "x"}), "bad linear RoPE scaling"),
+    (dict(max_position_embeddings=None, rope_scaling={
+        "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0}),
+     "llama3 RoPE scaling without 'original_max_position_embeddings'"),
 ])
 def test_unsupported_config(good: Path, no_alloc: None, changes: dict[str, Any],
                             match: str) -> None:
     _edit_config(good, **changes)
     _raises(good, match, good / "config.json")
+
+
+def test_config_not_an_object(good: Path, no_alloc: None) -> None:
+    cfg = good / "config.json"
+    cfg.write_text("[1, 2]")
+    _raises(good, "config.json is not a JSON object", cfg)
+    cfg.write_text("{unquoted: 1}")
+    _raises(good, "config.json is not readable JSON", cfg)
+
+
+def test_linear_rope_scaling_is_read(good: Path) -> None:
+    _edit_config(good, rope_scaling={"rope_type": "linear", "factor": 2.0, "rope_theta": 5e5})
+    config = inspect_checkpoint(good).config
+    assert config.rope_theta == 5e5
+    assert config.rope_scaling is not None and config.rope_scaling.rope_type == "linear"
+    assert config.rope_scaling.factor == 2.0
+
+
+def test_bad_shard_index_and_a_tensor_stored_twice(tmp_path: Path, no_alloc: None) -> None:
+    from safetensors.torch import load_file, save_file
+
+    path = tmp_path / "s"
+    write_checkpoint("mistral_window", path, max_shard_size="40KB")
+    index = path / "model.safetensors.index.json"
+    good_index = index.read_text()
+    index.write_text("{}")
+    _raises(path, "unreadable shard index", index)
+    index.write_text(good_index)
+    first, last = sorted(path.glob("*.safetensors"))[0], sorted(path.glob("*.safetensors"))[-1]
+    name, tensor = next(iter(load_file(str(first)).items()))
+    tensors = load_file(str(last))
+    tensors[name] = tensor
+    save_file(tensors, str(last), metadata={"format": "pt"})
+    _raises(path, f"tensor also stored in {first.name}", last, name)
 
 
 def test_shape_disagrees_with_config(good: Path, no_alloc: None) -> None:
@@ -333,6 +381,13 @@ def test_truncated_or_corrupt_file(good: Path, no_alloc: None) -> None:
     _raises(good, "header is not JSON", file)
     file.write_bytes(b"abc")
     _raises(good, "shorter than its header", file)
+    file.write_bytes(b"\xff" * 8 + b"{}")
+    _raises(good, "bad header length", file)
+    file.write_bytes(b"\x02\x00\x00\x00\x00\x00\x00\x00[]")
+    _raises(good, "header is not a JSON object", file)
+    entry = b'{"model.norm.weight": {"dtype": "F32"}}'
+    file.write_bytes(len(entry).to_bytes(8, "little") + entry)
+    _raises(good, "malformed header entry", file, "model.norm.weight")
 
 
 def test_inspect_reads_headers_only(good: Path) -> None:
