@@ -126,6 +126,37 @@ def test_lifecycle_shares_prefixes_and_frees_everything(page_size: int) -> None:
     assert lc.alloc.available_size() == lc.total and lc.cache.total_size() == 0
 
 
+@pytest.mark.parametrize("page_size", [1, 16])
+def test_disabled_cache_shares_nothing_and_frees_everything(page_size: int) -> None:
+    """--disable-radix-cache: the backend matches, keeps and locks nothing, as SGLang's own
+    RadixCache does when disabled, and every request's slots go back to the allocator."""
+    def disabled(factory):
+        def make(params):
+            params.disable = True
+            return factory(params)
+        return make
+
+    system = list(range(1000, 1000 + 40))
+    sides = {}
+    for name, factory in (("radixkv", RadixKVPrefixCache), ("sglang", RadixCache)):
+        lc = _lifecycle(page_size, factory=disabled(factory))
+        reqs = []
+        for i in range(3):
+            r = lc.make_req(f"r{i}", system + [i] * 5, output_len=4)
+            assert lc.admit(r, 4)
+            reqs.append(r)
+            lc.leak_check(reqs)
+        sizes = [(lc.cache.total_size(), lc.cache.evictable_size(), lc.cache.protected_size())]
+        for r in reqs:
+            lc.decode(r, [7, 8, 9, 10])
+            lc.finish(r)
+        sides[name] = ([lc.prefix_of[r.rid] for r in reqs], sizes, lc.alloc.available_size(),
+                       lc.total)
+    assert sides["radixkv"] == sides["sglang"]
+    prefixes, sizes, available, total = sides["radixkv"]
+    assert prefixes == [0, 0, 0] and sizes == [(0, 0, 0)] and available == total
+
+
 def test_last_checkpoint_releases_the_lock_in_the_same_call() -> None:
     # a running request's checkpoint moves its lock to the inserted end; a finished one's
     # (release_kv_cache's, which unlocks next) releases it in the same call: nothing of the
