@@ -342,7 +342,8 @@ def test_bad_shard_index_and_a_tensor_stored_twice(tmp_path: Path, no_alloc: Non
     index.write_text("{}")
     _raises(path, "unreadable shard index", index)
     index.write_text(good_index)
-    first, last = sorted(path.glob("*.safetensors"))[0], sorted(path.glob("*.safetensors"))[-1]
+    shards = sorted(path.glob("*.safetensors"))
+    first, last = shards[0], shards[-1]
     name, tensor = next(iter(load_file(str(first)).items()))
     tensors = load_file(str(last))
     tensors[name] = tensor

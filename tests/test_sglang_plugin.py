@@ -146,7 +146,7 @@ def test_disabled_cache_shares_nothing_and_frees_everything(page_size: int) -> N
             assert lc.admit(r, 4)
             reqs.append(r)
             lc.leak_check(reqs)
-        sizes = [(lc.cache.total_size(), lc.cache.evictable_size(), lc.cache.protected_size())]
+        sizes = (lc.cache.total_size(), lc.cache.evictable_size(), lc.cache.protected_size())
         for r in reqs:
             lc.decode(r, [7, 8, 9, 10])
             lc.finish(r)
@@ -154,7 +154,7 @@ def test_disabled_cache_shares_nothing_and_frees_everything(page_size: int) -> N
                        lc.total)
     assert sides["radixkv"] == sides["sglang"]
     prefixes, sizes, available, total = sides["radixkv"]
-    assert prefixes == [0, 0, 0] and sizes == [(0, 0, 0)] and available == total
+    assert prefixes == [0, 0, 0] and sizes == (0, 0, 0) and available == total
 
 
 def test_last_checkpoint_releases_the_lock_in_the_same_call() -> None:
