@@ -135,7 +135,7 @@ class Pool:
             indptr.append(indptr[-1] + n)
         dev = dict(device="cuda", dtype=torch.int32)
         return {
-            "q": torch.randn(len(lens), H_Q, D, dtype=torch.bfloat16, device="cuda"),
+            "q": torch.randn(len(lens), H_Q, D, dtype=torch.bfloat16, device="cuda", generator=gen),
             "kv_indptr": torch.tensor(indptr, **dev),
             "kv_indices": pages.to(torch.int32),
             "kv_lens": torch.tensor(lens, **dev),
@@ -152,7 +152,7 @@ class Pool:
         indptr = torch.arange(0, batch + 1, device="cuda", dtype=torch.int32) * per_req
         last = (length - 1) % page + 1
         return {
-            "q": torch.randn(batch, H_Q, D, dtype=torch.bfloat16, device="cuda"),
+            "q": torch.randn(batch, H_Q, D, dtype=torch.bfloat16, device="cuda", generator=gen),
             "kv_indptr": indptr,
             "kv_indices": pages.to(torch.int32),
             "kv_lens": torch.full((batch,), length, dtype=torch.int32, device="cuda"),

@@ -81,7 +81,7 @@ class Pools:
         pages = torch.randperm(self.tokens // page, device="cuda", generator=gen)[: batch * per_req]
         last = (length - 1) % page + 1
         return {
-            "q": torch.randn(batch, H_Q, D, dtype=torch.bfloat16, device="cuda"),
+            "q": torch.randn(batch, H_Q, D, dtype=torch.bfloat16, device="cuda", generator=gen),
             "kv_indptr": torch.arange(0, batch + 1, device="cuda", dtype=torch.int32) * per_req,
             "kv_indices": pages.to(torch.int32),
             "kv_lens": torch.full((batch,), length, dtype=torch.int32, device="cuda"),
