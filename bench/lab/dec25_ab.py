@@ -28,7 +28,16 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=40)
     ap.add_argument("--dump", type=Path, default=None,
                     help="save each cell's output here (seeded inputs: compare libraries bit for bit)")
+    ap.add_argument("--no-check", action="store_true",
+                    help="time a library whose outputs are knowingly wrong (a floor probe): errors printed only")
+    ap.add_argument("--ws-floats", type=int, default=0,
+                    help="seed the wrapper's cached decode workspace with this many floats (a lab "
+                         "kernel that needs more than the product's size)")
     args = ap.parse_args()
+    if args.ws_floats:
+        from radixkv.ops import _api  # noqa: PLC0415
+        dev = torch.device("cuda", torch.cuda.current_device())
+        _api._workspaces[dev] = torch.zeros(args.ws_floats, dtype=torch.float32, device=dev)
     timer = kb.Timer()
     pool = kb.Pool(max(b * l for b, l in CELLS) + 64 * 16)
     same = torch.empty(max(b * l for b, l in CELLS) * kb.BYTES_PER_TOKEN // 2, dtype=torch.bfloat16,
@@ -47,7 +56,7 @@ def main() -> None:
             got = got.float()
             want = R.paged_decode(c["q"].float(), kf, vf, c["kv_indptr"], c["kv_indices"], c["kv_lens"])
             err = float((got - want).norm() / want.norm())
-            assert err < 1e-2, (page, batch, length, err)
+            assert args.no_check or err < 1e-2, (page, batch, length, err)
             sides = {"ours": run, "read": kb._triton_read(same[: batch * length * kb.BYTES_PER_TOKEN // 2])}
             t = timer.interleaved(sides, args.reps)
             row = {"tag": args.tag, "page": page, "batch": batch, "kv_len": length, "us": t["ours"],
