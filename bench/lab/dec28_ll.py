@@ -105,6 +105,23 @@ NEW = r'''  const bool is_merger = merged && unit == first + units - 1;
   if (!is_merger) return;
 
   const int NS = units;
+  const int64_t split_rows = p.num_q_heads;
+  const int64_t row_b = static_cast<int64_t>(first) * p.num_q_heads + h0;
+  const int64_t out_b = static_cast<int64_t>(b) * p.num_q_heads + h0;
+  // One round trip, as main's merge: this thread's first output item of the first kPre - 1 other
+  // units and its (m, l) words are all requested before any flag is looked at.
+  constexpr int kPre = 16;
+  uint64_t wv[kPre][4];
+  const bool has_pre = tid < rows * D4;
+  const uint64_t* part0 = ll + (row_b + tid / D4) * D + (tid % D4) * 4;
+  if (has_pre) {
+#pragma unroll
+    for (int s = 0; s < kPre; ++s)
+      if (s < NS - 1) {
+        ll_load2(part0 + s * split_rows * D, wv[s][0], wv[s][1]);
+        ll_load2(part0 + s * split_rows * D + 2, wv[s][2], wv[s][3]);
+      }
+  }
   float own_m = kNegInf, own_l = 0.f;
   if (tid < rows) {
     own_m = sm_L[tid] > 0.f ? sm_M[tid] : kNegInf;
@@ -114,22 +131,25 @@ NEW = r'''  const bool is_merger = merged && unit == first + units - 1;
   __syncthreads();  // sm_M / sm_L read before cw / cl overwrite them
   float* cw = reinterpret_cast<float*>(sWork);  // [NS][16]: m, then the weight
   float* cl = cw + kMaxUnits * kRows;          // [NS][16]: l
-  const int64_t split_rows = p.num_q_heads;
-  const int64_t row_b = static_cast<int64_t>(first) * p.num_q_heads + h0;
-  const int64_t out_b = static_cast<int64_t>(b) * p.num_q_heads + h0;
   if (tid < rows) {
     cw[(NS - 1) * kRows + tid] = own_m;
     cl[(NS - 1) * kRows + tid] = own_l;
     atomicMax(&s_max[tid], float_max_key(own_m));
   }
+#pragma unroll 1
   for (int idx = tid; idx < (NS - 1) * rows; idx += C::kThreads) {
     const int s = idx / rows, r = idx % rows;
     const int64_t row = s * split_rows + row_b + r;
-    const float mv = ll_wait1(ll + ws_rows * D + row, ll_flag);
-    const float lv = ll_wait1(ll + ws_rows * (D + 1) + row, ll_flag);
-    cw[s * kRows + r] = mv;
-    cl[s * kRows + r] = lv;
-    atomicMax(&s_max[r], float_max_key(mv));
+    const uint64_t* pm = ll + ws_rows * D + row;
+    const uint64_t* pl = ll + ws_rows * (D + 1) + row;
+    uint64_t wm = ll_load1(pm), wl = ll_load1(pl);
+    for (int it = 0; !(ll_ok(wm, ll_flag) && ll_ok(wl, ll_flag)) && it < (1 << 22); ++it) {
+      if (!ll_ok(wm, ll_flag)) wm = ll_load1(pm);
+      if (!ll_ok(wl, ll_flag)) wl = ll_load1(pl);
+    }
+    cw[s * kRows + r] = ll_val(wm);
+    cl[s * kRows + r] = ll_val(wl);
+    atomicMax(&s_max[r], float_max_key(ll_val(wm)));
   }
   __syncthreads();
   for (int idx = tid; idx < NS * rows; idx += C::kThreads) {
@@ -142,16 +162,30 @@ NEW = r'''  const bool is_merger = merged && unit == first + units - 1;
     const uint64_t* part = ll + (row_b + r) * D + d;
     float4 a = make_float4(0.f, 0.f, 0.f, 0.f);
     float L = 0.f;
-    for (int s = 0; s < NS; ++s) {
-      const float4 x = s < NS - 1 ? ll_wait4(part + s * split_rows * D, ll_flag)
-                                  : *reinterpret_cast<const float4*>(own + r * D + d);
-      const float wt = cw[s * kRows + r];
+    auto add = [&](float4 x, float wt) {
       a.x = fmaf(x.x, wt, a.x);
       a.y = fmaf(x.y, wt, a.y);
       a.z = fmaf(x.z, wt, a.z);
       a.w = fmaf(x.w, wt, a.w);
       L += wt;
+    };
+    int s0 = 0;
+    if (idx == tid && has_pre) {
+#pragma unroll
+      for (int s = 0; s < kPre; ++s)
+        if (s < NS - 1) {
+          for (int it = 0; !(ll_ok(wv[s][0], ll_flag) && ll_ok(wv[s][1], ll_flag) && ll_ok(wv[s][2], ll_flag) &&
+                             ll_ok(wv[s][3], ll_flag)) && it < (1 << 22); ++it) {
+            ll_load2(part + s * split_rows * D, wv[s][0], wv[s][1]);
+            ll_load2(part + s * split_rows * D + 2, wv[s][2], wv[s][3]);
+          }
+          add(make_float4(ll_val(wv[s][0]), ll_val(wv[s][1]), ll_val(wv[s][2]), ll_val(wv[s][3])),
+              cw[s * kRows + r]);
+        }
+      s0 = NS - 1 < kPre ? NS - 1 : kPre;
     }
+    for (int s = s0; s < NS - 1; ++s) add(ll_wait4(part + s * split_rows * D, ll_flag), cw[s * kRows + r]);
+    add(*reinterpret_cast<const float4*>(own + r * D + d), cw[(NS - 1) * kRows + r]);
     const float inv = finalize_scale(L);
     store4(out_b + r, d, make_float4(a.x * inv, a.y * inv, a.z * inv, a.w * inv));
   }
