@@ -63,33 +63,25 @@ EPOCH = EPOCH_AFTER + r'''  // LAB: this launch's flag for the group's words (it
   const uint32_t ll_flag = units > 1 ? static_cast<uint32_t>(*reinterpret_cast<volatile int*>(counter)) + 1u : 0u;
 '''
 
-# From the partial's store loop to the end of the merge.
-OLD_START = "  for (int idx = tid; idx < rows * D4; idx += C::kThreads) {\n    const int r = idx / D4, d = (idx % D4) * 4;\n    float4 a = make_float4(0.f, 0.f, 0.f, 0.f);\n#pragma unroll\n    for (int w = 0; w < W; ++w) {"
-OLD_END = "  if (tid == 0) *counter = 0;  // ready for the next launch (stream order)\n"
-
-NEW = r'''  const bool is_merger = merged && unit == first + units - 1;
+# Declarations the merger needs, before the partial's store loop.
+LOOP = ("  for (int idx = tid; idx < rows * D4; idx += C::kThreads) {\n"
+        "    const int r = idx / D4, d = (idx % D4) * 4;\n"
+        "    float4 a = make_float4(0.f, 0.f, 0.f, 0.f);\n")
+DECLS = r'''  const bool is_merger = merged && unit == first + units - 1;
   uint64_t* ll = reinterpret_cast<uint64_t*>(p.workspace);
   constexpr int kOwnOff = (C::kMergeBytes > C::kCombineBytes ? C::kMergeBytes : C::kCombineBytes) / 4;
   static_assert((kOwnOff + kRows * D) * 4 <= C::kWorkBytes, "the merger's own partial fits");
   float* own = reinterpret_cast<float*>(sWork) + kOwnOff;
-  for (int idx = tid; idx < rows * D4; idx += C::kThreads) {
-    const int r = idx / D4, d = (idx % D4) * 4;
-    float4 a = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll
-    for (int w = 0; w < W; ++w) {
-      const float4 x = *reinterpret_cast<const float4*>(sm_o + (w * kRows + r) * OS + d);
-      const float wt = sm_w[w * kRows + r];
-      a.x = fmaf(x.x, wt, a.x);
-      a.y = fmaf(x.y, wt, a.y);
-      a.z = fmaf(x.z, wt, a.z);
-      a.w = fmaf(x.w, wt, a.w);
-    }
-    const float inv = finalize_scale(sm_L[r]) * vfac;
-    a = make_float4(a.x * inv, a.y * inv, a.z * inv, a.w * inv);
-    const int64_t qrow = static_cast<int64_t>(b) * p.num_q_heads + h0 + r;
-    if (!merged) {
-      store4(qrow, d, a);
-    } else if (is_merger) {
+'''
+
+# From the store loop's workspace branch to the end of the merge: the branch becomes the merger's
+# and the writers' stores, the ticket and merge the merger's wait on flagged words.
+OLD_START = ("    } else {\n"
+             "      const int64_t row = static_cast<int64_t>(unit) * p.num_q_heads + h0 + r;\n"
+             "      *reinterpret_cast<float4*>(p.workspace")
+OLD_END = "  if (tid == 0) *counter = 0;  // ready for the next launch (stream order)\n"
+
+NEW = r'''    } else if (is_merger) {
       *reinterpret_cast<float4*>(own + r * D + d) = a;
     } else {
       const int64_t row = static_cast<int64_t>(unit) * p.num_q_heads + h0 + r;
@@ -198,9 +190,11 @@ def main() -> None:
     hip = Path(sys.argv[1])
     f = hip / "paged_decode_mma.cuh"
     s = f.read_text()
+    assert s.count(LOOP) == 1 and s.count(OLD_START) == 1
     a = s.index(OLD_START)
     b = s.index(OLD_END) + len(OLD_END)
     s = s[:a] + NEW + s[b:]
+    s = s.replace(LOOP, DECLS + LOOP)
     assert s.count(EPOCH_AFTER) == 1
     s = s.replace(EPOCH_AFTER, EPOCH)
     # helpers before the kernel template
